@@ -1,0 +1,68 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# engram-rdma: top-level build.  `make` builds the module for KDIR and the
+# tools; everything else (deps, check, style, vm-run, demo) is a thin
+# wrapper over scripts in selftests/ and tools/ so each step can also be run
+# by hand.
+
+PREFIX	?= /usr/local
+DESTDIR	?=
+KVER	?= 6.1
+CACHE	?= /var/cache/engram-rdma
+export CACHE
+
+# The running kernel's build tree when it exists, otherwise the test kernel's.
+KDIR	?= $(shell selftests/vm/kernels.sh kdir $(KVER))
+KREL	= $(shell $(MAKE) -s -C $(KDIR) kernelrelease 2>/dev/null)
+
+.PHONY: all module tools deps check unit style vm-run demo install \
+	install-module install-tools dkms-check clean
+
+all: module tools
+
+module:
+	@test -n "$(KDIR)" -a -d "$(KDIR)" || \
+		{ echo "no kernel build tree (KDIR='$(KDIR)'): run 'make deps' or set KDIR" >&2; exit 1; }
+	$(MAKE) -C $(KDIR) M=$(CURDIR) W=1 modules
+
+tools:
+	$(MAKE) -C tools
+
+deps:
+	selftests/vm/deps.sh
+
+check:
+	selftests/check.sh
+
+unit: tools
+	$(MAKE) -C selftests/unit run
+
+style:
+	selftests/style.sh
+
+vm-run: module tools
+	selftests/vm/run.sh --kver "$(KVER)" --params "$(MODPARAMS)" -- "$(CMD)"
+
+demo:
+	tools/demo.sh
+
+install: install-module install-tools
+
+install-module: module
+	install -D -m 0644 kmod/engram_rdma.ko \
+		$(DESTDIR)/lib/modules/$(KREL)/updates/engram_rdma.ko
+	depmod $(if $(DESTDIR),-b $(DESTDIR)) $(KREL)
+	install -D -m 0644 tools/engram_rdma.conf.example \
+		$(DESTDIR)/etc/modprobe.d/engram_rdma.conf
+
+install-tools: tools
+	$(MAKE) -C tools install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX)
+
+dkms-check:
+	selftests/dkms-check.sh
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null
+	$(MAKE) -C tools clean
+	$(MAKE) -C selftests/unit clean
+	rm -rf build
