@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engram_rdma: serve Engram lookup tables from a host's page cache.
+ * This file only wires the parts together; see engram.h.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/module.h>
+#include <net/genetlink.h>
+
+#include "engram.h"
+
+static int __init engram_init(void)
+{
+	int ret;
+
+	ret = engram_params_init();
+	if (ret)
+		return ret;
+	ret = engram_tables_init();
+	if (ret)
+		return ret;
+	ret = engram_netlink_init();
+	if (ret) {
+		engram_tables_exit();
+		return ret;
+	}
+	pr_info("version %s loaded\n", ENGRAM_VERSION);
+	return 0;
+}
+
+static void __exit engram_exit(void)
+{
+	/* Netlink first, so no request can start work on a table going away. */
+	engram_netlink_exit();
+	engram_tables_exit();
+	pr_info("unloaded\n");
+}
+
+module_init(engram_init);
+module_exit(engram_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("Serve Engram lookup tables from the page cache over RDMA and TCP");
+MODULE_AUTHOR("engram-rdma developers");
+MODULE_VERSION(ENGRAM_VERSION);
+MODULE_ALIAS_GENL_FAMILY(ENGRAM_GENL_NAME);

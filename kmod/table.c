@@ -1,0 +1,779 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Tables: an Engram table is served straight from the page cache of its
+ * safetensors file.  Loading one reads the whole file through the page cache,
+ * keeps a reference on every folio (so reclaim cannot drop them and the data
+ * path can map them), marks the mapping unevictable (so reclaim does not
+ * even scan them), denies writes to the file (so the bytes cannot change
+ * under a reader, and truncation is impossible) and hashes the file with
+ * SHA-256 on the way.  Nothing is copied: the table costs its file's page
+ * cache plus one page pointer per page.
+ *
+ * Lifetime: a table is on engram_tables from the LOAD request until UNLOAD
+ * (or module exit).  Loads and verifies run in a worker; the worker never
+ * frees the table, and removal always cancels the worker first, so the
+ * worker needs no reference of its own.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <crypto/hash.h>
+#include <linux/bits.h>
+#include <linux/ctype.h>
+#include <linux/fadvise.h>
+#include <linux/file.h>
+#include <linux/fs.h>
+#include <linux/highmem.h>
+#include <linux/list.h>
+#include <linux/mm.h>
+#include <linux/mutex.h>
+#include <linux/netlink.h>
+#include <linux/overflow.h>
+#include <linux/pagemap.h>
+#include <linux/pagevec.h>
+#include <linux/sched.h>
+#include <linux/slab.h>
+#include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/swap.h>
+#include <linux/workqueue.h>
+
+#include "compat.h"
+#include "engram.h"
+
+/* Readahead is issued this far ahead of the hashing cursor, in two windows. */
+#define ENGRAM_RA_BYTES		(8ULL << 20)
+/* Sanity bound on rows: 2^40 rows of 256 bytes is far beyond any checkpoint. */
+#define ENGRAM_MAX_ROWS		BIT_ULL(40)
+
+struct engram_table {
+	struct list_head node;		/* on engram_tables */
+	char name[ENGRAM_NAME_MAX];
+	char *path;
+	struct file *file;		/* NULL once released */
+	struct address_space *mapping;
+	u64 file_bytes;
+	u64 rows;
+	u64 weight_offset;
+	u64 scale_offset;
+	u64 generation;
+	u8 expect[ENGRAM_SHA256_LEN];
+	bool have_expect;
+
+	struct page **pages;		/* one per file page, each holds a folio ref */
+	pgoff_t nr_pages;
+	pgoff_t nr_pinned;		/* written by the worker, read racily */
+	atomic64_t done_bytes;		/* progress of the running job */
+	bool cancel;
+
+	spinlock_t lock;		/* the fields below */
+	u8 state;
+	u8 verify_result;
+	bool have_sha;
+	u8 sha[ENGRAM_SHA256_LEN];
+	int error;
+	char errmsg[ENGRAM_ERRMSG_MAX];
+	ktime_t job_start;
+	u64 job_ns;			/* 0 while a job runs */
+
+	struct work_struct work;
+	struct engram_counters stats;
+};
+
+static LIST_HEAD(engram_tables);
+static DEFINE_MUTEX(engram_tables_mutex);	/* the list, and unevictable flags */
+static unsigned int engram_ntables;
+static atomic64_t engram_generation;
+static struct workqueue_struct *engram_wq;
+
+static struct engram_table *engram_table_find(const char *name)
+{
+	struct engram_table *t;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(t, &engram_tables, node)
+		if (!strcmp(t->name, name))
+			return t;
+	return NULL;
+}
+
+static bool engram_name_valid(const char *name)
+{
+	const char *p;
+
+	if (!*name)
+		return false;
+	for (p = name; *p; p++)
+		if (!isalnum(*p) && *p != '.' && *p != '_' && *p != '-')
+			return false;
+	return true;
+}
+
+static void engram_table_set_result(struct engram_table *t, u8 state, int error,
+				    const char *msg)
+{
+	spin_lock(&t->lock);
+	t->state = state;
+	t->error = error;
+	strscpy(t->errmsg, msg ? msg : "", sizeof(t->errmsg));
+	t->job_ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
+	spin_unlock(&t->lock);
+}
+
+static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
+			     pgoff_t first, pgoff_t count)
+{
+	pgoff_t i;
+	int ret;
+
+	for (i = first; i < first + count; i++) {
+		u64 pos = (u64)i << PAGE_SHIFT;
+		size_t len = min_t(u64, PAGE_SIZE, t->file_bytes - pos);
+		void *p = kmap_local_page(t->pages[i]);
+
+		ret = crypto_shash_update(desc, p, len);
+		kunmap_local(p);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/*
+ * Read every page of the file into the page cache, take a reference per page
+ * and hash it.  Readahead runs up to two windows ahead of the cursor so that
+ * hashing overlaps with I/O.
+ */
+static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
+			    char *msg, size_t msglen)
+{
+	loff_t ra_next = 0;
+	pgoff_t idx = 0;
+	int ret;
+
+	while (idx < t->nr_pages) {
+		u64 pos = (u64)idx << PAGE_SHIFT;
+		struct folio *folio;
+		pgoff_t first, cnt, i;
+
+		if (READ_ONCE(t->cancel))
+			return -ECANCELED;
+		while (ra_next < t->file_bytes && ra_next < pos + 2 * ENGRAM_RA_BYTES) {
+			vfs_fadvise(t->file, ra_next, ENGRAM_RA_BYTES, POSIX_FADV_WILLNEED);
+			ra_next += ENGRAM_RA_BYTES;
+		}
+
+		folio = read_cache_folio(t->mapping, idx, NULL, t->file);
+		if (IS_ERR(folio)) {
+			snprintf(msg, msglen, "read error at offset %llu", pos);
+			return PTR_ERR(folio);
+		}
+		/* The folio may be large and may start before idx. */
+		first = idx - folio->index;
+		cnt = min_t(pgoff_t, folio_nr_pages(folio) - first, t->nr_pages - idx);
+		if (cnt > 1)
+			folio_ref_add(folio, cnt - 1);
+		for (i = 0; i < cnt; i++)
+			t->pages[idx + i] = folio_page(folio, first + i);
+		WRITE_ONCE(t->nr_pinned, idx + cnt);
+
+		ret = engram_hash_pages(t, desc, idx, cnt);
+		if (ret) {
+			snprintf(msg, msglen, "SHA-256 update failed");
+			return ret;
+		}
+		idx += cnt;
+		atomic64_set(&t->done_bytes, min_t(u64, (u64)idx << PAGE_SHIFT, t->file_bytes));
+		cond_resched();
+	}
+	return 0;
+}
+
+/*
+ * Drop every page reference, the unevictable flag (unless another table of
+ * ours still pins the same file) and the write denial.  Idempotent.
+ */
+static void engram_table_release(struct engram_table *t)
+{
+	struct folio_batch fbatch;
+	struct engram_table *o;
+	bool last = true;
+	pgoff_t i, n = t->nr_pinned;
+
+	if (!t->file)
+		return;
+
+	mutex_lock(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node)
+		if (o != t && o->file && o->mapping == t->mapping)
+			last = false;
+	if (last)
+		mapping_clear_unevictable(t->mapping);
+	mutex_unlock(&engram_tables_mutex);
+
+	folio_batch_init(&fbatch);
+	for (i = 0; i < n; i++) {
+		struct folio *folio = page_folio(t->pages[i]);
+
+		/* Move folios that reclaim parked as unevictable back, while we still hold them. */
+		if (last && (i == 0 || page_folio(t->pages[i - 1]) != folio)) {
+			if (!folio_batch_add(&fbatch, folio))
+				check_move_unevictable_folios(&fbatch);
+		}
+		if ((i & 1023) == 1023)
+			cond_resched();
+	}
+	if (last && folio_batch_count(&fbatch))
+		check_move_unevictable_folios(&fbatch);
+
+	for (i = 0; i < n; i++) {
+		folio_put(page_folio(t->pages[i]));
+		t->pages[i] = NULL;
+		if ((i & 1023) == 1023)
+			cond_resched();
+	}
+	WRITE_ONCE(t->nr_pinned, 0);
+	allow_write_access(t->file);
+	fput(t->file);
+	t->file = NULL;
+}
+
+static struct shash_desc *engram_sha256_alloc(void)
+{
+	struct crypto_shash *tfm = crypto_alloc_shash("sha256", 0, 0);
+	struct shash_desc *desc;
+
+	if (IS_ERR(tfm))
+		return ERR_CAST(tfm);
+	desc = kmalloc(sizeof(*desc) + crypto_shash_descsize(tfm), GFP_KERNEL);
+	if (!desc) {
+		crypto_free_shash(tfm);
+		return ERR_PTR(-ENOMEM);
+	}
+	desc->tfm = tfm;
+	return desc;
+}
+
+static void engram_sha256_free(struct shash_desc *desc)
+{
+	crypto_free_shash(desc->tfm);
+	kfree_sensitive(desc);
+}
+
+static void engram_table_do_load(struct engram_table *t)
+{
+	char msg[ENGRAM_ERRMSG_MAX] = "";
+	u8 sha[ENGRAM_SHA256_LEN];
+	struct shash_desc *desc;
+	int ret;
+
+	desc = engram_sha256_alloc();
+	if (IS_ERR(desc)) {
+		ret = PTR_ERR(desc);
+		snprintf(msg, sizeof(msg), "cannot set up SHA-256");
+		goto fail;
+	}
+	ret = crypto_shash_init(desc);
+	if (!ret)
+		ret = engram_table_pin(t, desc, msg, sizeof(msg));
+	if (!ret)
+		ret = crypto_shash_final(desc, sha);
+	engram_sha256_free(desc);
+	if (ret) {
+		if (ret == -ECANCELED)
+			snprintf(msg, sizeof(msg), "load cancelled");
+		else if (!msg[0])
+			snprintf(msg, sizeof(msg), "SHA-256 failed");
+		goto fail;
+	}
+	if (t->have_expect && memcmp(sha, t->expect, sizeof(sha))) {
+		ret = -EBADMSG;
+		snprintf(msg, sizeof(msg),
+			 "SHA-256 mismatch: file is %*phN, expected %*phN",
+			 8, sha, 8, t->expect);
+		engram_count(&engram_global_stats, ENGRAM_STAT_DIGEST_MISMATCHES);
+		goto fail;
+	}
+
+	spin_lock(&t->lock);
+	memcpy(t->sha, sha, sizeof(sha));
+	t->have_sha = true;
+	spin_unlock(&t->lock);
+	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
+	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_BYTES, t->file_bytes);
+	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_NS, t->job_ns);
+	engram_count_add(&engram_global_stats, ENGRAM_STAT_LOAD_BYTES, t->file_bytes);
+	engram_count_add(&engram_global_stats, ENGRAM_STAT_LOAD_NS, t->job_ns);
+	engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_DONE);
+	pr_info("table %s loaded: %llu rows, %llu bytes, sha256 %*phN, generation %llu, %llu ms\n",
+		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, t->sha,
+		t->generation, div_u64(t->job_ns, NSEC_PER_MSEC));
+	return;
+
+fail:
+	engram_table_release(t);
+	engram_table_set_result(t, ENGRAM_TABLE_FAILED, -ret, msg);
+	engram_count(&engram_global_stats, ret == -ECANCELED ?
+		     ENGRAM_STAT_LOADS_CANCELLED : ENGRAM_STAT_LOADS_FAILED);
+	if (ret != -ECANCELED)
+		pr_warn("table %s: load failed: %s (%d)\n", t->name, msg, ret);
+}
+
+static void engram_table_do_verify(struct engram_table *t)
+{
+	u8 sha[ENGRAM_SHA256_LEN];
+	struct shash_desc *desc;
+	pgoff_t i;
+	u8 result;
+	int ret;
+
+	desc = engram_sha256_alloc();
+	ret = PTR_ERR_OR_ZERO(desc);
+	if (!ret) {
+		ret = crypto_shash_init(desc);
+		for (i = 0; !ret && i < t->nr_pages; i += 256) {
+			pgoff_t cnt = min_t(pgoff_t, 256, t->nr_pages - i);
+
+			if (READ_ONCE(t->cancel)) {
+				ret = -ECANCELED;
+				break;
+			}
+			ret = engram_hash_pages(t, desc, i, cnt);
+			atomic64_set(&t->done_bytes,
+				     min_t(u64, (u64)(i + cnt) << PAGE_SHIFT, t->file_bytes));
+			cond_resched();
+		}
+		if (!ret)
+			ret = crypto_shash_final(desc, sha);
+		engram_sha256_free(desc);
+	}
+
+	engram_count(&t->stats, ENGRAM_STAT_VERIFY_RUNS);
+	engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_RUNS);
+	if (ret)
+		result = ENGRAM_VERIFY_ERROR;
+	else if (memcmp(sha, t->sha, sizeof(sha)))
+		result = ENGRAM_VERIFY_MISMATCH;
+	else
+		result = ENGRAM_VERIFY_OK;
+	if (result != ENGRAM_VERIFY_OK) {
+		engram_count(&t->stats, ENGRAM_STAT_VERIFY_FAILURES);
+		engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_FAILURES);
+		pr_warn("table %s: verify %s (%d)\n", t->name,
+			result == ENGRAM_VERIFY_MISMATCH ? "found a digest mismatch" : "failed",
+			ret);
+	}
+	spin_lock(&t->lock);
+	t->verify_result = result;
+	spin_unlock(&t->lock);
+	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
+}
+
+static void engram_table_work(struct work_struct *work)
+{
+	struct engram_table *t = container_of(work, struct engram_table, work);
+
+	if (READ_ONCE(t->state) == ENGRAM_TABLE_VERIFYING)
+		engram_table_do_verify(t);
+	else
+		engram_table_do_load(t);
+}
+
+/* Stop any job, release everything, free.  The table is off the list. */
+static void engram_table_destroy(struct engram_table *t)
+{
+	WRITE_ONCE(t->cancel, true);
+	cancel_work_sync(&t->work);
+	engram_table_release(t);
+	if (t->state == ENGRAM_TABLE_LOADING)
+		engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_CANCELLED);
+	kvfree(t->pages);
+	kfree(t->path);
+	kfree(t);
+}
+
+/* Check the geometry against the file; the message says what is wrong. */
+static int engram_check_geometry(const struct engram_load_args *a, u64 size,
+				 struct netlink_ext_ack *extack)
+{
+	u64 wbytes, sbytes, wend, send;
+
+	if (a->weight_bytes != ENGRAM_WEIGHT_BYTES) {
+		NL_SET_ERR_MSG_FMT(extack, "weight rows must be %u bytes, not %u",
+				   ENGRAM_WEIGHT_BYTES, a->weight_bytes);
+		return -EINVAL;
+	}
+	if (a->scale_bytes != ENGRAM_SCALE_BYTES) {
+		NL_SET_ERR_MSG_FMT(extack, "scale rows must be %u bytes, not %u",
+				   ENGRAM_SCALE_BYTES, a->scale_bytes);
+		return -EINVAL;
+	}
+	if (!a->rows || a->rows > ENGRAM_MAX_ROWS) {
+		NL_SET_ERR_MSG_FMT(extack, "row count %llu out of range 1-%llu",
+				   a->rows, ENGRAM_MAX_ROWS);
+		return -EINVAL;
+	}
+	wbytes = a->rows * ENGRAM_WEIGHT_BYTES;
+	sbytes = a->rows * ENGRAM_SCALE_BYTES;
+	if (a->weight_offset < 8 || a->scale_offset < 8) {
+		NL_SET_ERR_MSG_MOD(extack, "tensor offset inside the safetensors length prefix");
+		return -EINVAL;
+	}
+	if (check_add_overflow(a->weight_offset, wbytes, &wend) || wend > size) {
+		NL_SET_ERR_MSG_FMT(extack, "weight tensor ends past the file end (%llu bytes)",
+				   size);
+		return -ERANGE;
+	}
+	if (check_add_overflow(a->scale_offset, sbytes, &send) || send > size) {
+		NL_SET_ERR_MSG_FMT(extack, "scale tensor ends past the file end (%llu bytes)",
+				   size);
+		return -ERANGE;
+	}
+	if (a->weight_offset < send && a->scale_offset < wend) {
+		NL_SET_ERR_MSG_MOD(extack, "weight and scale tensors overlap");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int engram_table_open_file(struct engram_table *t, const struct engram_load_args *a,
+				  struct netlink_ext_ack *extack)
+{
+	struct file *file = fget(a->fd);
+	struct inode *inode;
+	int ret;
+
+	if (!file) {
+		NL_SET_ERR_MSG_MOD(extack, "TABLE_FD is not an open file descriptor");
+		return -EBADF;
+	}
+	inode = file_inode(file);
+	ret = -EINVAL;
+	if (!S_ISREG(inode->i_mode)) {
+		NL_SET_ERR_MSG_MOD(extack, "TABLE_FD is not a regular file");
+		goto err;
+	}
+	ret = -EBADF;
+	if (!(file->f_mode & FMODE_READ)) {
+		NL_SET_ERR_MSG_MOD(extack, "TABLE_FD is not open for reading");
+		goto err;
+	}
+	ret = -EOPNOTSUPP;
+	if (!file->f_mapping->a_ops->read_folio) {
+		NL_SET_ERR_MSG_MOD(extack,
+				   "the file system has no page-cache read path (tmpfs?): put tables on a disk file system");
+		goto err;
+	}
+	t->file_bytes = i_size_read(inode);
+	ret = engram_check_geometry(a, t->file_bytes, extack);
+	if (ret)
+		goto err;
+	ret = deny_write_access(file);
+	if (ret) {
+		NL_SET_ERR_MSG_MOD(extack, "the file is open for writing: close its writers first");
+		goto err;
+	}
+	t->file = file;
+	t->mapping = file->f_mapping;
+	return 0;
+err:
+	fput(file);
+	return ret;
+}
+
+static char *engram_table_path(struct file *file, const char *given)
+{
+	char *buf, *p, *ret;
+
+	if (given)
+		return kstrdup(given, GFP_KERNEL);
+	buf = kmalloc(PATH_MAX, GFP_KERNEL);
+	if (!buf)
+		return NULL;
+	p = file_path(file, buf, PATH_MAX);
+	ret = kstrdup(IS_ERR(p) ? "?" : p, GFP_KERNEL);
+	kfree(buf);
+	return ret;
+}
+
+/**
+ * engram_table_load() - validate a load request and start the load
+ * @a: what userspace asked for
+ * @extack: where to say why a request is refused
+ *
+ * The checks that need no I/O run here, so a bad request fails at once with
+ * a message; reading and hashing the file runs in the worker.  A failed table
+ * of the same name is replaced.
+ *
+ * Return: 0 when the load has started, or a negative errno.
+ */
+int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *extack)
+{
+	struct engram_table *t, *old = NULL;
+	int ret;
+
+	if (!engram_name_valid(a->name)) {
+		NL_SET_ERR_MSG_MOD(extack, "table names are 1-63 characters of A-Z a-z 0-9 . _ -");
+		return -EINVAL;
+	}
+
+	t = kzalloc(sizeof(*t), GFP_KERNEL);
+	if (!t)
+		return -ENOMEM;
+	strscpy(t->name, a->name, sizeof(t->name));
+	spin_lock_init(&t->lock);
+	INIT_WORK(&t->work, engram_table_work);
+	atomic64_set(&t->done_bytes, 0);
+	t->rows = a->rows;
+	t->weight_offset = a->weight_offset;
+	t->scale_offset = a->scale_offset;
+	if (a->sha256) {
+		memcpy(t->expect, a->sha256, ENGRAM_SHA256_LEN);
+		t->have_expect = true;
+	}
+
+	ret = engram_table_open_file(t, a, extack);
+	if (ret)
+		goto err_free;
+
+	t->nr_pages = DIV_ROUND_UP_ULL(t->file_bytes, PAGE_SIZE);
+	t->pages = kvcalloc(t->nr_pages, sizeof(*t->pages), GFP_KERNEL);
+	t->path = engram_table_path(t->file, a->path);
+	ret = -ENOMEM;
+	if (!t->pages || !t->path) {
+		NL_SET_ERR_MSG_MOD(extack, "no memory for the page index");
+		goto err_file;
+	}
+
+	mutex_lock(&engram_tables_mutex);
+	old = engram_table_find(t->name);
+	if (old && old->state != ENGRAM_TABLE_FAILED) {
+		mutex_unlock(&engram_tables_mutex);
+		NL_SET_ERR_MSG_MOD(extack, "a table of that name exists: unload it first");
+		ret = -EEXIST;
+		old = NULL;
+		goto err_file;
+	}
+	if (old) {
+		list_del(&old->node);
+		engram_ntables--;
+	}
+	if (engram_ntables >= ENGRAM_MAX_TABLES) {
+		mutex_unlock(&engram_tables_mutex);
+		NL_SET_ERR_MSG_FMT(extack, "already %u tables loaded", ENGRAM_MAX_TABLES);
+		ret = -ENOSPC;
+		goto err_file;
+	}
+	mapping_set_unevictable(t->mapping);
+	t->generation = atomic64_inc_return(&engram_generation);
+	t->state = ENGRAM_TABLE_LOADING;
+	t->job_start = ktime_get();
+	list_add_tail(&t->node, &engram_tables);
+	engram_ntables++;
+	engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_STARTED);
+	queue_work(engram_wq, &t->work);
+	mutex_unlock(&engram_tables_mutex);
+
+	if (old)
+		engram_table_destroy(old);
+	return 0;
+
+err_file:
+	allow_write_access(t->file);
+	fput(t->file);
+	t->file = NULL;
+err_free:
+	kvfree(t->pages);
+	kfree(t->path);
+	kfree(t);
+	if (old)
+		engram_table_destroy(old);
+	return ret;
+}
+
+/**
+ * engram_table_unload() - remove a table, cancelling any job on it
+ * @name: table name
+ * @extack: where to say why the request is refused
+ *
+ * Return: 0 once every page and the write denial are released, -ENOENT if
+ * there is no such table.
+ */
+int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
+{
+	struct engram_table *t;
+
+	mutex_lock(&engram_tables_mutex);
+	t = engram_table_find(name);
+	if (t) {
+		list_del(&t->node);
+		engram_ntables--;
+	}
+	mutex_unlock(&engram_tables_mutex);
+	if (!t) {
+		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
+		return -ENOENT;
+	}
+	engram_table_destroy(t);
+	pr_info("table %s unloaded\n", name);
+	return 0;
+}
+
+/**
+ * engram_table_verify() - start re-hashing a loaded table's pinned pages
+ * @name: table name
+ * @extack: where to say why the request is refused
+ *
+ * Return: 0 when the verify has started, -ENOENT, or -EBUSY when the table is
+ * not in the READY state.
+ */
+int engram_table_verify(const char *name, struct netlink_ext_ack *extack)
+{
+	struct engram_table *t;
+	int ret = 0;
+
+	mutex_lock(&engram_tables_mutex);
+	t = engram_table_find(name);
+	if (!t) {
+		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
+		ret = -ENOENT;
+	} else if (t->state != ENGRAM_TABLE_READY) {
+		NL_SET_ERR_MSG_MOD(extack, "table is not ready (loading, verifying or failed)");
+		ret = -EBUSY;
+	} else {
+		spin_lock(&t->lock);
+		t->state = ENGRAM_TABLE_VERIFYING;
+		t->verify_result = ENGRAM_VERIFY_NONE;
+		t->job_start = ktime_get();
+		t->job_ns = 0;
+		spin_unlock(&t->lock);
+		atomic64_set(&t->done_bytes, 0);
+		queue_work(engram_wq, &t->work);
+	}
+	mutex_unlock(&engram_tables_mutex);
+	return ret;
+}
+
+static void engram_table_snapshot(struct engram_table *t, struct engram_table_info *info)
+{
+	lockdep_assert_held(&engram_tables_mutex);
+	memset(info, 0, sizeof(*info));
+	strscpy(info->name, t->name, sizeof(info->name));
+	strscpy(info->path, t->path, sizeof(info->path));
+	info->generation = t->generation;
+	info->rows = t->rows;
+	info->weight_offset = t->weight_offset;
+	info->scale_offset = t->scale_offset;
+	info->file_bytes = t->file_bytes;
+	info->done_bytes = atomic64_read(&t->done_bytes);
+	info->pinned_bytes = (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+	info->meta_bytes = sizeof(*t) + (u64)t->nr_pages * sizeof(*t->pages);
+	engram_counters_snapshot(&t->stats, info->stats);
+
+	spin_lock(&t->lock);
+	info->state = t->state;
+	info->verify_result = t->verify_result;
+	info->have_sha256 = t->have_sha;
+	memcpy(info->sha256, t->sha, sizeof(info->sha256));
+	info->error = t->error;
+	strscpy(info->errmsg, t->errmsg, sizeof(info->errmsg));
+	info->elapsed_ns = t->job_ns ? t->job_ns :
+			   ktime_to_ns(ktime_sub(ktime_get(), t->job_start));
+	spin_unlock(&t->lock);
+}
+
+/**
+ * engram_table_info_by_name() - snapshot one table
+ * @name: table name
+ * @info: filled on success
+ *
+ * Return: 0 or -ENOENT.
+ */
+int engram_table_info_by_name(const char *name, struct engram_table_info *info)
+{
+	struct engram_table *t;
+
+	mutex_lock(&engram_tables_mutex);
+	t = engram_table_find(name);
+	if (t)
+		engram_table_snapshot(t, info);
+	mutex_unlock(&engram_tables_mutex);
+	return t ? 0 : -ENOENT;
+}
+
+/**
+ * engram_table_info_nth() - snapshot the n-th table, for dumps
+ * @n: position in load order, from 0
+ * @info: filled on success
+ *
+ * Return: 0, or -ENOENT past the last table.
+ */
+int engram_table_info_nth(unsigned long n, struct engram_table_info *info)
+{
+	struct engram_table *t;
+	int ret = -ENOENT;
+
+	mutex_lock(&engram_tables_mutex);
+	list_for_each_entry(t, &engram_tables, node) {
+		if (n--)
+			continue;
+		engram_table_snapshot(t, info);
+		ret = 0;
+		break;
+	}
+	mutex_unlock(&engram_tables_mutex);
+	return ret;
+}
+
+/**
+ * engram_tables_totals() - module-wide gauges
+ * @count: number of tables present
+ * @pinned_bytes: bytes of page cache pinned by all tables
+ */
+void engram_tables_totals(u64 *count, u64 *pinned_bytes)
+{
+	struct engram_table *t;
+	u64 pinned = 0;
+
+	mutex_lock(&engram_tables_mutex);
+	*count = engram_ntables;
+	list_for_each_entry(t, &engram_tables, node)
+		pinned += (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+	mutex_unlock(&engram_tables_mutex);
+	*pinned_bytes = pinned;
+}
+
+/**
+ * engram_tables_init() - set up the table worker
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int engram_tables_init(void)
+{
+	/* Unbound: loads are long, I/O-bound and may run side by side. */
+	engram_wq = alloc_workqueue("engram_rdma", WQ_UNBOUND, 0);
+	return engram_wq ? 0 : -ENOMEM;
+}
+
+/**
+ * engram_tables_exit() - unload every table, cancelling jobs in flight
+ *
+ * Called after netlink is gone, so nothing can add a table meanwhile.
+ */
+void engram_tables_exit(void)
+{
+	struct engram_table *t;
+
+	for (;;) {
+		mutex_lock(&engram_tables_mutex);
+		t = list_first_entry_or_null(&engram_tables, struct engram_table, node);
+		if (t) {
+			list_del(&t->node);
+			engram_ntables--;
+		}
+		mutex_unlock(&engram_tables_mutex);
+		if (!t)
+			break;
+		engram_table_destroy(t);
+	}
+	destroy_workqueue(engram_wq);
+}
