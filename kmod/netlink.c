@@ -11,12 +11,7 @@
 #include <net/genetlink.h>
 #include <net/netlink.h>
 
-#include "compat.h"
 #include "engram.h"
-
-#ifdef ENGRAM_EXTACK_FMT_LEN
-char engram_extack_buf[ENGRAM_EXTACK_FMT_LEN];
-#endif
 
 static struct genl_family engram_family;
 
@@ -47,6 +42,28 @@ static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
 		return 0;
 	NL_SET_ERR_MSG_MOD(info->extack, "changing tables needs CAP_NET_ADMIN");
 	return -EPERM;
+}
+
+/* Extack messages must be static strings; these name what is missing. */
+static const char * const engram_missing_msg[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_TABLE_NAME]		= KBUILD_MODNAME ": missing TABLE_NAME",
+	[ENGRAM_A_TABLE_FD]		= KBUILD_MODNAME ": missing TABLE_FD",
+	[ENGRAM_A_TABLE_ROWS]		= KBUILD_MODNAME ": missing TABLE_ROWS",
+	[ENGRAM_A_TABLE_WEIGHT_OFFSET]	= KBUILD_MODNAME ": missing TABLE_WEIGHT_OFFSET",
+	[ENGRAM_A_TABLE_SCALE_OFFSET]	= KBUILD_MODNAME ": missing TABLE_SCALE_OFFSET",
+	[ENGRAM_A_TABLE_WEIGHT_BYTES]	= KBUILD_MODNAME ": missing TABLE_WEIGHT_BYTES",
+	[ENGRAM_A_TABLE_SCALE_BYTES]	= KBUILD_MODNAME ": missing TABLE_SCALE_BYTES",
+};
+
+/* Refuse a request that lacks @attr, saying which, in words and for tools. */
+static int engram_nl_require(struct genl_info *info, int attr)
+{
+	if (info->attrs[attr])
+		return 0;
+	if (info->extack)
+		info->extack->_msg = engram_missing_msg[attr];
+	NL_SET_ERR_ATTR_MISS(info->extack, NULL, attr);
+	return -EINVAL;
 }
 
 static int engram_nl_refused(int ret)
@@ -156,13 +173,13 @@ static int engram_nl_table_load(struct sk_buff *skb, struct genl_info *info)
 	ret = engram_nl_admin(skb, info);
 	if (ret)
 		return engram_nl_refused(ret);
-	if (GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_NAME) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_FD) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_ROWS) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_WEIGHT_OFFSET) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_SCALE_OFFSET) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_WEIGHT_BYTES) ||
-	    GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_SCALE_BYTES))
+	if (engram_nl_require(info, ENGRAM_A_TABLE_NAME) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_FD) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_ROWS) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_WEIGHT_OFFSET) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_SCALE_OFFSET) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_WEIGHT_BYTES) ||
+	    engram_nl_require(info, ENGRAM_A_TABLE_SCALE_BYTES))
 		return engram_nl_refused(-EINVAL);
 
 	a.name = nla_data(tb[ENGRAM_A_TABLE_NAME]);
@@ -190,7 +207,7 @@ static int engram_nl_table_unload(struct sk_buff *skb, struct genl_info *info)
 {
 	int ret = engram_nl_admin(skb, info);
 
-	if (!ret && GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_NAME))
+	if (!ret && engram_nl_require(info, ENGRAM_A_TABLE_NAME))
 		ret = -EINVAL;
 	if (!ret)
 		ret = engram_table_unload(nla_data(info->attrs[ENGRAM_A_TABLE_NAME]),
@@ -203,7 +220,7 @@ static int engram_nl_table_verify(struct sk_buff *skb, struct genl_info *info)
 	const char *name;
 	int ret = engram_nl_admin(skb, info);
 
-	if (!ret && GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_NAME))
+	if (!ret && engram_nl_require(info, ENGRAM_A_TABLE_NAME))
 		ret = -EINVAL;
 	if (ret)
 		return engram_nl_refused(ret);
@@ -217,7 +234,7 @@ static int engram_nl_table_verify(struct sk_buff *skb, struct genl_info *info)
 
 static int engram_nl_table_get(struct sk_buff *skb, struct genl_info *info)
 {
-	if (GENL_REQ_ATTR_CHECK(info, ENGRAM_A_TABLE_NAME))
+	if (engram_nl_require(info, ENGRAM_A_TABLE_NAME))
 		return engram_nl_refused(-EINVAL);
 	return engram_nl_refused(engram_reply_table(info,
 						    nla_data(info->attrs[ENGRAM_A_TABLE_NAME]),
@@ -276,13 +293,19 @@ static int engram_nl_table_dump(struct sk_buff *skb, struct netlink_callback *cb
 
 static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 {
-	u64 vals[__ENGRAM_STAT_MAX];
 	static const u8 gauges[] = { ENGRAM_STAT_TABLES, ENGRAM_STAT_PINNED_BYTES };
+	u64 vals[__ENGRAM_STAT_MAX];
 	struct sk_buff *msg;
 	struct nlattr *nest;
 	unsigned int i;
 	void *hdr;
 
+	if (info->attrs[ENGRAM_A_TABLE_NAME]) {
+		const char *name = nla_data(info->attrs[ENGRAM_A_TABLE_NAME]);
+
+		return engram_nl_refused(engram_reply_table(info, name,
+							    ENGRAM_CMD_STATS_GET, true));
+	}
 	engram_counters_snapshot(&engram_global_stats, vals);
 	engram_tables_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
 
@@ -356,7 +379,7 @@ static struct genl_family engram_family __ro_after_init = {
 	.name		= ENGRAM_GENL_NAME,
 	.version	= ENGRAM_GENL_VERSION,
 	.maxattr	= ENGRAM_A_MAX,
-	.parallel_ops	= ENGRAM_GENL_PARALLEL_OPS,
+	.parallel_ops	= true,
 	.module		= THIS_MODULE,
 	.ops		= engram_ops,
 	.n_ops		= ARRAY_SIZE(engram_ops),

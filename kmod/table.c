@@ -35,9 +35,9 @@
 #include <linux/spinlock.h>
 #include <linux/string.h>
 #include <linux/swap.h>
+#include <linux/timekeeping.h>
 #include <linux/workqueue.h>
 
-#include "compat.h"
 #include "engram.h"
 
 /* Readahead is issued this far ahead of the hashing cursor, in two windows. */
@@ -94,6 +94,36 @@ static struct engram_table *engram_table_find(const char *name)
 		if (!strcmp(t->name, name))
 			return t;
 	return NULL;
+}
+
+/*
+ * Pinned pages cannot be reclaimed, so a table that does not fit would end
+ * in the OOM killer rather than in an error.  Count each file once (tables
+ * of one file share its pages) and keep an eighth of RAM for everything else.
+ */
+static bool engram_table_fits(struct engram_table *t)
+{
+	u64 ram = (u64)totalram_pages() << PAGE_SHIFT, need = 0;
+	struct engram_table *o, *p;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node) {
+		bool seen = false;
+
+		if (!o->file)
+			continue;
+		if (o->mapping == t->mapping)
+			return true;
+		list_for_each_entry(p, &engram_tables, node) {
+			if (p == o)
+				break;
+			if (p->file && p->mapping == o->mapping)
+				seen = true;
+		}
+		if (!seen)
+			need += o->file_bytes;
+	}
+	return need + t->file_bytes <= ram - ram / 8;
 }
 
 static bool engram_name_valid(const char *name)
@@ -216,8 +246,10 @@ static void engram_table_release(struct engram_table *t)
 
 		/* Move folios that reclaim parked as unevictable back, while we still hold them. */
 		if (last && (i == 0 || page_folio(t->pages[i - 1]) != folio)) {
-			if (!folio_batch_add(&fbatch, folio))
+			if (!folio_batch_add(&fbatch, folio)) {
 				check_move_unevictable_folios(&fbatch);
+				folio_batch_init(&fbatch);
+			}
 		}
 		if ((i & 1023) == 1023)
 			cond_resched();
@@ -232,6 +264,9 @@ static void engram_table_release(struct engram_table *t)
 			cond_resched();
 	}
 	WRITE_ONCE(t->nr_pinned, 0);
+	/* A failed table may stay listed for long: keep nothing but its reason. */
+	kvfree(t->pages);
+	WRITE_ONCE(t->pages, NULL);
 	allow_write_access(t->file);
 	fput(t->file);
 	t->file = NULL;
@@ -398,18 +433,15 @@ static int engram_check_geometry(const struct engram_load_args *a, u64 size,
 	u64 wbytes, sbytes, wend, send;
 
 	if (a->weight_bytes != ENGRAM_WEIGHT_BYTES) {
-		NL_SET_ERR_MSG_FMT(extack, "weight rows must be %u bytes, not %u",
-				   ENGRAM_WEIGHT_BYTES, a->weight_bytes);
+		NL_SET_ERR_MSG_MOD(extack, "weight rows must be 256 bytes (F8_E4M3 [N,256])");
 		return -EINVAL;
 	}
 	if (a->scale_bytes != ENGRAM_SCALE_BYTES) {
-		NL_SET_ERR_MSG_FMT(extack, "scale rows must be %u bytes, not %u",
-				   ENGRAM_SCALE_BYTES, a->scale_bytes);
+		NL_SET_ERR_MSG_MOD(extack, "scale rows must be 8 bytes (F8_E8M0 [N,8])");
 		return -EINVAL;
 	}
 	if (!a->rows || a->rows > ENGRAM_MAX_ROWS) {
-		NL_SET_ERR_MSG_FMT(extack, "row count %llu out of range 1-%llu",
-				   a->rows, ENGRAM_MAX_ROWS);
+		NL_SET_ERR_MSG_MOD(extack, "row count out of range 1 to 2^40");
 		return -EINVAL;
 	}
 	wbytes = a->rows * ENGRAM_WEIGHT_BYTES;
@@ -419,13 +451,11 @@ static int engram_check_geometry(const struct engram_load_args *a, u64 size,
 		return -EINVAL;
 	}
 	if (check_add_overflow(a->weight_offset, wbytes, &wend) || wend > size) {
-		NL_SET_ERR_MSG_FMT(extack, "weight tensor ends past the file end (%llu bytes)",
-				   size);
+		NL_SET_ERR_MSG_MOD(extack, "weight tensor ends past the file end");
 		return -ERANGE;
 	}
 	if (check_add_overflow(a->scale_offset, sbytes, &send) || send > size) {
-		NL_SET_ERR_MSG_FMT(extack, "scale tensor ends past the file end (%llu bytes)",
-				   size);
+		NL_SET_ERR_MSG_MOD(extack, "scale tensor ends past the file end");
 		return -ERANGE;
 	}
 	if (a->weight_offset < send && a->scale_offset < wend) {
@@ -463,13 +493,16 @@ static int engram_table_open_file(struct engram_table *t, const struct engram_lo
 				   "the file system has no page-cache read path (tmpfs?): put tables on a disk file system");
 		goto err;
 	}
-	t->file_bytes = i_size_read(inode);
-	ret = engram_check_geometry(a, t->file_bytes, extack);
-	if (ret)
-		goto err;
+	/* Deny writes first: only then is the size final. */
 	ret = deny_write_access(file);
 	if (ret) {
 		NL_SET_ERR_MSG_MOD(extack, "the file is open for writing: close its writers first");
+		goto err;
+	}
+	t->file_bytes = i_size_read(inode);
+	ret = engram_check_geometry(a, t->file_bytes, extack);
+	if (ret) {
+		allow_write_access(file);
 		goto err;
 	}
 	t->file = file;
@@ -559,8 +592,14 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	}
 	if (engram_ntables >= ENGRAM_MAX_TABLES) {
 		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_FMT(extack, "already %u tables loaded", ENGRAM_MAX_TABLES);
+		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
 		ret = -ENOSPC;
+		goto err_file;
+	}
+	if (!engram_table_fits(t)) {
+		mutex_unlock(&engram_tables_mutex);
+		NL_SET_ERR_MSG_MOD(extack, "not enough RAM to pin this table next to the others");
+		ret = -ENOMEM;
 		goto err_file;
 	}
 	mapping_set_unevictable(t->mapping);
@@ -666,7 +705,9 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	info->file_bytes = t->file_bytes;
 	info->done_bytes = atomic64_read(&t->done_bytes);
 	info->pinned_bytes = (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
-	info->meta_bytes = sizeof(*t) + (u64)t->nr_pages * sizeof(*t->pages);
+	info->meta_bytes = sizeof(*t);
+	if (READ_ONCE(t->pages))
+		info->meta_bytes += (u64)t->nr_pages * sizeof(*t->pages);
 	engram_counters_snapshot(&t->stats, info->stats);
 
 	spin_lock(&t->lock);
@@ -749,6 +790,11 @@ void engram_tables_totals(u64 *count, u64 *pinned_bytes)
  */
 int engram_tables_init(void)
 {
+	/*
+	 * Generations start from the wall clock so that a table reloaded after
+	 * a module reload never repeats an identity a client may have cached.
+	 */
+	atomic64_set(&engram_generation, (u64)ktime_get_real_seconds() << 20);
 	/* Unbound: loads are long, I/O-bound and may run side by side. */
 	engram_wq = alloc_workqueue("engram_rdma", WQ_UNBOUND, 0);
 	return engram_wq ? 0 : -ENOMEM;

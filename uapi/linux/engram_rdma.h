@@ -7,8 +7,8 @@
  * Generic netlink family ENGRAM_GENL_NAME ("engram_rdma"), version 1.
  * Every attribute is validated strictly per operation: an attribute that an
  * operation does not take is refused.  Every refusal carries an extended-ack
- * message naming the reason (and, where one attribute is at fault, that
- * attribute).  Tables are global to the host: they are loaded, unloaded and
+ * message naming the reason (and, where one attribute is at fault or
+ * missing, that attribute).  Tables are global to the host: they are loaded, unloaded and
  * verified only by callers with CAP_NET_ADMIN in the initial user namespace.
  *
  * Commands
@@ -51,9 +51,12 @@
  *	TABLE_VERIFY_RESULT by TABLE_GET once the state is READY again.
  *
  * ENGRAM_CMD_STATS_GET (do, dump)
- *	do: the module-wide counters, nested in ENGRAM_A_STATS.  dump: one
- *	message per table with TABLE_NAME, TABLE_GENERATION and its counters
- *	nested in ENGRAM_A_STATS.  Counters are u64 ENGRAM_STAT_* attributes.
+ *	do: the module-wide counters, nested in ENGRAM_A_STATS; with
+ *	TABLE_NAME, that table's counters instead.  dump: one message per
+ *	table with TABLE_NAME, TABLE_GENERATION and its counters nested in
+ *	ENGRAM_A_STATS.  Counters are u64 ENGRAM_STAT_* attributes.
+ *
+ * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter.
  *
  * Table identity is the SHA-256 of the whole file plus a generation number
  * that is unique to each load since the module was loaded.

@@ -1,0 +1,81 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers shared by the in-guest tests: TAP output, module handling, memory
+# readings.  Sourced by every t_*.sh; each test prints its own TAP plan.
+
+set -u
+
+T_NO=0
+T_FAIL=0
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+ENGRAMCTL=${ENGRAMCTL:-$TOP/tools/engramctl/engramctl}
+NL_RAW=$TOP/selftests/guest/nl_raw
+SCRATCH=${ENGRAM_SCRATCH:-/tmp/scratch}
+MODULE=${ENGRAM_MODULE:-}
+PREFIX=layers.1.engram.embed
+
+ok() { T_NO=$((T_NO + 1)); echo "ok $T_NO - $*"; }
+nok() { T_NO=$((T_NO + 1)); T_FAIL=$((T_FAIL + 1)); echo "not ok $T_NO - $*"; }
+diag() { echo "# $*"; }
+# check DESC COMMAND...: one TAP line from a command's status.
+check() { local d=$1; shift; if "$@"; then ok "$d"; else nok "$d"; fi; }
+done_testing() { echo "1..$T_NO"; [ "$T_FAIL" -eq 0 ]; exit $?; }
+bail() { nok "$*"; done_testing; }
+
+# Value of a /proc/meminfo field, in bytes.
+meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
+# Python expression over the JSON document on stdin, bound to d.
+jget() { python3 -c "import sys, json; d = json.load(sys.stdin); print($1)"; }
+# Bytes of FILE resident in the page cache.
+resident() { fincore --bytes --noheadings --output RES "$1" | tr -d ' '; }
+drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# Does opening FILE for writing fail with ETXTBSY?
+write_denied() {
+	python3 - "$1" <<'PY'
+import errno, sys
+try:
+    open(sys.argv[1], "r+b").close()
+except OSError as e:
+    sys.exit(0 if e.errno == errno.ETXTBSY else 2)
+sys.exit(1)
+PY
+}
+writable() { python3 -c "import sys; open(sys.argv[1], 'r+b').close()" "$1"; }
+
+dmesg_mark() { DMESG_MARK=$(dmesg | wc -l); }
+dmesg_since() { dmesg | tail -n +"$((DMESG_MARK + 1))"; }
+
+module_loaded() { [ -d /sys/module/engram_rdma ]; }
+module_unload() { ! module_loaded || rmmod engram_rdma; }
+# module_load [PARAM=VALUE]...: insmod the module under test.
+module_load() { insmod "$MODULE" "$@"; }
+
+# table_state NAME: ready, loading, ... or "absent".
+table_state() {
+	"$ENGRAMCTL" -j list 2>/dev/null |
+		jget "next((t['state'] for t in d if t['name'] == '$1'), 'absent')"
+}
+# table_field NAME FIELD
+table_field() {
+	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
+}
+stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+
+# make_table FILE ROWS [mktable options]: generate once, reuse afterwards.
+make_table() {
+	local f=$1 rows=$2
+	shift 2
+	[ -s "$f" ] && return 0
+	"$ENGRAMCTL" mktable "$f.tmp" --rows "$rows" "$@" >/dev/null && mv "$f.tmp" "$f"
+}
+
+# wait_state NAME STATE SECONDS
+wait_state() {
+	local i
+	for i in $(seq 1 $(($3 * 10))); do
+		[ "$(table_state "$1")" = "$2" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+[ -n "$MODULE" ] || MODULE=$(ls "$TOP"/build/"$(uname -r)"/kmod/engram_rdma.ko 2>/dev/null)

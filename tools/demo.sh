@@ -1,0 +1,55 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make demo: the main job as far as it exists, shown in a QEMU guest running
+# Debian's kernel.  On the machine it installs what is missing, builds, and
+# boots the guest; in the guest (--guest) it generates an Engram table in a
+# real safetensors file and loads, lists, verifies and counts it.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+KVER=${KVER:-6.1}
+
+if [ "${1:-}" != --guest ]; then
+	cd "$top"
+	selftests/vm/deps.sh --if-missing
+	make -s tools
+	exec selftests/vm/run.sh --kver "$KVER" -- tools/demo.sh --guest
+fi
+
+ctl=$top/tools/engramctl/engramctl
+f=${ENGRAM_SCRATCH:-/tmp}/demo.safetensors
+rows=${DEMO_ROWS:-1000000}
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+run() { printf '$ %s\n' "$*"; "$@"; }
+
+step "kernel $(uname -r), engram_rdma $(cat /sys/module/engram_rdma/version)"
+step "generate two Engram tables ($rows rows each) in one safetensors file"
+run "$ctl" mktable "$f" --rows "$rows" --seed 42 \
+	--prefix layers.1.engram.embed --prefix layers.14.engram.embed \
+	--pad-before 4093 --pad-after 17
+run ls -l "$f"
+sum=$(sha256sum "$f" | cut -d' ' -f1)
+printf 'sha256sum: %s\n' "$sum"
+
+step "load layer 1 with the expected digest (the kernel pins and hashes the file)"
+run "$ctl" load "$f" --tensor layers.1.engram.embed --name layer1 --sha256 "$sum"
+step "load layer 14 from the same file"
+run "$ctl" load "$f" --tensor layers.14.engram.embed --name layer14
+step "a wrong digest is refused, and nothing stays pinned"
+run "$ctl" load "$f" --tensor layers.1.engram.embed --name wrong \
+	--sha256 "$(printf '%064d' 0)" || true
+step "writers are refused while the tables are loaded"
+run sh -c "echo x >> '$f'" || true
+step "list"
+run "$ctl" list
+step "verify re-hashes the pinned pages"
+run "$ctl" verify layer1
+step "stats"
+run "$ctl" stats
+step "the same as JSON"
+run "$ctl" -j list
+step "unload"
+run "$ctl" unload layer1
+run "$ctl" unload layer14
+run "$ctl" list
