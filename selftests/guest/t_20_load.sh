@@ -47,7 +47,7 @@ out=$("$ENGRAMCTL" verify big 2>&1)
 rc=$?
 echo "$out" | sed 's/^/# /'
 check "engramctl verify passes" test $rc -eq 0
-check "verify result is ok" test "$("$ENGRAMCTL" -j list | jget "d[0]['verify']")" = ok
+check "verify result is ok" test "$("$ENGRAMCTL" -j list | jget "d[0]['verify_result']")" = ok
 check "list shows the table in text" sh -c "'$ENGRAMCTL' list | grep -q big"
 check "a second load under the same name is refused" \
 	sh -c "! '$ENGRAMCTL' load '$F' --tensor $PREFIX --name big 2>/dev/null"

@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Kernel stand-in for the engramctl command tests: implements the nl.h
+ * transport in-process.  Requests are real libnl messages, parsed here the
+ * way the module would; replies are real messages built with the attributes
+ * the uapi header documents, handed to the command's callback.  Jobs
+ * advance by a quarter of the file per TABLE_GET.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <netlink/attr.h>
+#include <netlink/genl/genl.h>
+#include <netlink/msg.h>
+
+#include "mock_nl.h"
+#include "nl.h"
+
+#define MOCK_FAMILY	0x42
+
+struct mock mock;
+
+void mock_reset(void)
+{
+	memset(&mock, 0, sizeof(mock));
+	mock.next_gen = 1;
+	mock.verify_outcome = ENGRAM_VERIFY_OK;
+}
+
+static struct mock_table *mock_find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
+		if (mock.t[i].used && !strcmp(mock.t[i].name, name))
+			return &mock.t[i];
+	return NULL;
+}
+
+int mock_find_name_ok(const char *name)
+{
+	return !!mock_find(name);
+}
+
+struct mock_table *mock_add(const char *name, uint8_t state, uint64_t rows)
+{
+	struct mock_table *t = mock_find(name);
+	size_t i;
+
+	for (i = 0; !t && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
+		if (!mock.t[i].used)
+			t = &mock.t[i];
+	memset(t, 0, sizeof(*t));
+	t->used = 1;
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	snprintf(t->path, sizeof(t->path), "/models/%s.safetensors", name);
+	t->state = state;
+	t->rows = rows;
+	t->gen = mock.next_gen++;
+	t->file_bytes = rows * ENGRAM_ROW_BYTES + 4096;
+	t->done = state == ENGRAM_TABLE_READY ? t->file_bytes : 0;
+	memset(t->sha256, 0x5a, sizeof(t->sha256));
+	return t;
+}
+
+int enl_open(struct enl *nl)
+{
+	memset(nl, 0, sizeof(*nl));
+	nl->bad_attr = -1;
+	nl->miss_attr = -1;
+	return mock.no_module ? -ENOENT : 0;
+}
+
+void enl_close(struct enl *nl)
+{
+	(void)nl;
+}
+
+struct nl_msg *enl_msg(struct enl *nl, uint8_t cmd, int flags)
+{
+	struct nl_msg *msg = nlmsg_alloc();
+
+	(void)nl;
+	genlmsg_put(msg, 0, 0, MOCK_FAMILY, 0, flags, cmd, ENGRAM_GENL_VERSION);
+	return msg;
+}
+
+static void mock_log(const char *what)
+{
+	strncat(mock.log, what, sizeof(mock.log) - strlen(mock.log) - 1);
+	strncat(mock.log, " ", sizeof(mock.log) - strlen(mock.log) - 1);
+}
+
+static int reply_table(const struct mock_table *t, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_TABLE_GET, 0);
+	int ret;
+
+	nla_put_string(r, ENGRAM_A_TABLE_NAME, t->name);
+	nla_put_string(r, ENGRAM_A_TABLE_PATH, t->path);
+	if (t->state != ENGRAM_TABLE_LOADING)
+		nla_put(r, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, t->sha256);
+	nla_put_u64(r, ENGRAM_A_TABLE_GENERATION, t->gen);
+	nla_put_u8(r, ENGRAM_A_TABLE_STATE, t->state);
+	nla_put_u64(r, ENGRAM_A_TABLE_ROWS, t->rows);
+	nla_put_u32(r, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES);
+	nla_put_u32(r, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES);
+	nla_put_u64(r, ENGRAM_A_TABLE_WEIGHT_OFFSET, t->woff);
+	nla_put_u64(r, ENGRAM_A_TABLE_SCALE_OFFSET, t->soff);
+	nla_put_u64(r, ENGRAM_A_TABLE_FILE_BYTES, t->file_bytes);
+	nla_put_u64(r, ENGRAM_A_TABLE_DONE_BYTES, t->done);
+	nla_put_u64(r, ENGRAM_A_TABLE_PINNED_BYTES,
+		    t->state == ENGRAM_TABLE_FAILED ? 0 : t->done);
+	nla_put_u64(r, ENGRAM_A_TABLE_META_BYTES, 4096);
+	nla_put_u64(r, ENGRAM_A_TABLE_ELAPSED_NS, 2000000000ULL);
+	nla_put_u8(r, ENGRAM_A_TABLE_VERIFY_RESULT, t->verify);
+	if (t->state == ENGRAM_TABLE_FAILED) {
+		nla_put_u32(r, ENGRAM_A_TABLE_ERROR, t->error);
+		nla_put_string(r, ENGRAM_A_TABLE_ERROR_MSG, t->error_msg);
+	}
+	ret = cb ? cb(r, arg) : 0;
+	nlmsg_free(r);
+	return ret;
+}
+
+static int reply_stats(const char *name, uint64_t gen, uint64_t base, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_STATS_GET, 0);
+	struct nlattr *nest;
+	int ret;
+
+	if (name) {
+		nla_put_string(r, ENGRAM_A_TABLE_NAME, name);
+		nla_put_u64(r, ENGRAM_A_TABLE_GENERATION, gen);
+	}
+	nest = nla_nest_start(r, ENGRAM_A_STATS);
+	if (!name) {
+		nla_put_u64(r, ENGRAM_STAT_TABLES, 2);
+		nla_put_u64(r, ENGRAM_STAT_LOADS_STARTED, 3);
+	}
+	nla_put_u64(r, ENGRAM_STAT_LOOKUPS, base + 10);
+	nla_put_u64(r, ENGRAM_STAT_BYTES, (base + 10) * 264);
+	nla_put_u64(r, ENGRAM_STAT_MAX + 3, 77);
+	nla_nest_end(r, nest);
+	ret = cb(r, arg);
+	nlmsg_free(r);
+	return ret;
+}
+
+/* One TABLE_GET's worth of progress for a running job. */
+static void advance(struct mock_table *t)
+{
+	if (t->state == ENGRAM_TABLE_LOADING) {
+		t->done += t->file_bytes / 4 + 1;
+		if (t->done >= t->file_bytes) {
+			t->done = t->file_bytes;
+			if (mock.fail_load) {
+				t->state = ENGRAM_TABLE_FAILED;
+				t->error = EIO;
+				snprintf(t->error_msg, sizeof(t->error_msg),
+					 "read error at offset 4096");
+			} else {
+				t->state = ENGRAM_TABLE_READY;
+			}
+		}
+	} else if (t->state == ENGRAM_TABLE_VERIFYING) {
+		t->done += t->file_bytes / 2 + 1;
+		if (t->done >= t->file_bytes) {
+			t->done = t->file_bytes;
+			t->state = ENGRAM_TABLE_READY;
+			t->verify = mock.verify_outcome;
+		}
+	}
+}
+
+static int do_load(struct enl *nl, struct nlattr **tb, enl_reply_cb cb, void *arg)
+{
+	struct mock_table *t;
+	struct stat sb;
+	int fd;
+
+	if (!tb[ENGRAM_A_TABLE_NAME] || !tb[ENGRAM_A_TABLE_FD] || !tb[ENGRAM_A_TABLE_ROWS] ||
+	    !tb[ENGRAM_A_TABLE_WEIGHT_OFFSET] || !tb[ENGRAM_A_TABLE_SCALE_OFFSET] ||
+	    !tb[ENGRAM_A_TABLE_WEIGHT_BYTES] || !tb[ENGRAM_A_TABLE_SCALE_BYTES])
+		return -EINVAL;
+	fd = nla_get_u32(tb[ENGRAM_A_TABLE_FD]);
+	mock.rows = nla_get_u64(tb[ENGRAM_A_TABLE_ROWS]);
+	mock.woff = nla_get_u64(tb[ENGRAM_A_TABLE_WEIGHT_OFFSET]);
+	mock.soff = nla_get_u64(tb[ENGRAM_A_TABLE_SCALE_OFFSET]);
+	mock.wbytes = nla_get_u32(tb[ENGRAM_A_TABLE_WEIGHT_BYTES]);
+	mock.sbytes = nla_get_u32(tb[ENGRAM_A_TABLE_SCALE_BYTES]);
+	mock.has_sha = tb[ENGRAM_A_TABLE_SHA256] &&
+		       nla_len(tb[ENGRAM_A_TABLE_SHA256]) == ENGRAM_SHA256_LEN;
+	if (tb[ENGRAM_A_TABLE_PATH])
+		snprintf(mock.path, sizeof(mock.path), "%s",
+			 nla_get_string(tb[ENGRAM_A_TABLE_PATH]));
+	mock.fd_ok = !fstat(fd, &sb) && S_ISREG(sb.st_mode) &&
+		     (fcntl(fd, F_GETFL) & O_ACCMODE) == O_RDONLY &&
+		     (fcntl(fd, F_GETFD) & FD_CLOEXEC) &&
+		     mock.soff + mock.rows * ENGRAM_SCALE_BYTES <= (uint64_t)sb.st_size;
+	if (mock.refuse_load) {
+		snprintf(nl->extack, sizeof(nl->extack), "rows do not fit the file");
+		nl->bad_attr = ENGRAM_A_TABLE_ROWS;
+		return -EINVAL;
+	}
+	t = mock_add(nla_get_string(tb[ENGRAM_A_TABLE_NAME]), ENGRAM_TABLE_LOADING, mock.rows);
+	snprintf(t->path, sizeof(t->path), "%s", mock.path);
+	t->woff = mock.woff;
+	t->soff = mock.soff;
+	t->file_bytes = sb.st_size;
+	return reply_table(t, cb, arg);
+}
+
+int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
+{
+	struct genlmsghdr *gh = genlmsg_hdr(nlmsg_hdr(msg));
+	int dump = nlmsg_hdr(msg)->nlmsg_flags & NLM_F_DUMP;
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct mock_table *t = NULL;
+	int ret = 0;
+	size_t i;
+
+	nl->extack[0] = '\0';
+	nl->bad_attr = -1;
+	nl->miss_attr = -1;
+	genlmsg_parse(nlmsg_hdr(msg), 0, tb, ENGRAM_A_MAX, NULL);
+	if (tb[ENGRAM_A_TABLE_NAME])
+		t = mock_find(nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
+
+	switch (gh->cmd) {
+	case ENGRAM_CMD_TABLE_LOAD:
+		mock_log("LOAD");
+		ret = mock.eperm ? -EPERM : do_load(nl, tb, cb, arg);
+		break;
+	case ENGRAM_CMD_TABLE_UNLOAD:
+		mock_log("UNLOAD");
+		if (mock.eperm)
+			ret = -EPERM;
+		else if (!t)
+			ret = -ENOENT;
+		else
+			t->used = 0;
+		break;
+	case ENGRAM_CMD_TABLE_VERIFY:
+		mock_log("VERIFY");
+		if (!t) {
+			ret = -ENOENT;
+		} else if (t->state != ENGRAM_TABLE_READY) {
+			snprintf(nl->extack, sizeof(nl->extack), "table is not ready");
+			ret = -EBUSY;
+		} else {
+			t->state = ENGRAM_TABLE_VERIFYING;
+			t->done = 0;
+		}
+		break;
+	case ENGRAM_CMD_TABLE_GET:
+		if (dump) {
+			mock_log("DUMP");
+			for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
+				if (mock.t[i].used)
+					ret = reply_table(&mock.t[i], cb, arg);
+			break;
+		}
+		mock_log("GET");
+		if (++mock.gets == mock.interrupt_at_get)
+			raise(SIGINT);
+		if (!t) {
+			snprintf(nl->extack, sizeof(nl->extack), "no table named '%s'",
+				 tb[ENGRAM_A_TABLE_NAME] ? nla_get_string(tb[ENGRAM_A_TABLE_NAME])
+							 : "");
+			ret = -ENOENT;
+			break;
+		}
+		advance(t);
+		ret = reply_table(t, cb, arg);
+		break;
+	case ENGRAM_CMD_STATS_GET:
+		mock_log(dump ? "STATSDUMP" : "STATS");
+		if (!dump) {
+			ret = reply_stats(NULL, 0, 100, cb, arg);
+			break;
+		}
+		for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
+			if (mock.t[i].used)
+				ret = reply_stats(mock.t[i].name, mock.t[i].gen, i, cb, arg);
+		break;
+	default:
+		ret = -EOPNOTSUPP;
+	}
+	nlmsg_free(msg);
+	return ret;
+}

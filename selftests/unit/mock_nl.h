@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A stand-in for the kernel side of the engram_rdma family, linked instead of
+ * tools/engramctl/nl.c so the commands' request building, polling, cleanup
+ * and output can be tested without the module.
+ */
+#ifndef ENGRAM_MOCK_NL_H
+#define ENGRAM_MOCK_NL_H
+
+#include <stdint.h>
+#include <linux/engram_rdma.h>
+
+struct mock_table {
+	int used;
+	char name[ENGRAM_NAME_MAX];
+	char path[ENGRAM_PATH_MAX];
+	uint8_t sha256[ENGRAM_SHA256_LEN];
+	uint8_t state, verify;
+	uint64_t gen, rows, woff, soff, file_bytes, done;
+	uint32_t error;
+	char error_msg[128];
+};
+
+struct mock {
+	/* scenario */
+	int no_module;		/* genl family not registered */
+	int refuse_load;	/* LOAD answers EINVAL + extack naming TABLE_ROWS */
+	int fail_load;		/* load ends FAILED with EIO */
+	int eperm;		/* admin commands answer EPERM */
+	int interrupt_at_get;	/* raise SIGINT during the Nth TABLE_GET (1-based) */
+	uint8_t verify_outcome;	/* ENGRAM_VERIFY_* a verify ends with */
+	/* what the "kernel" saw */
+	char log[512];		/* "LOAD GET GET UNLOAD " */
+	int gets;
+	int fd_ok;		/* TABLE_FD was open on a regular file of the right size */
+	uint64_t rows, woff, soff;
+	uint32_t wbytes, sbytes;
+	int has_sha;
+	char path[ENGRAM_PATH_MAX];
+	uint64_t next_gen;
+	struct mock_table t[8];
+};
+
+extern struct mock mock;
+
+void mock_reset(void);
+struct mock_table *mock_add(const char *name, uint8_t state, uint64_t rows);
+int mock_find_name_ok(const char *name);
+
+#endif /* ENGRAM_MOCK_NL_H */

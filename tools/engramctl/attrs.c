@@ -1,0 +1,101 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The engram_rdma family's attributes as this tool sees them: their names
+ * (for error messages that point at one), the policy replies are checked
+ * against, and the error line that puts strerror and the kernel's extended
+ * ack together.  Kept apart from the socket code so tests can replace the
+ * transport and keep these.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <netlink/genl/genl.h>
+
+#include "nl.h"
+
+static const char *const attr_names[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_TABLE_NAME]		= "TABLE_NAME",
+	[ENGRAM_A_TABLE_FD]		= "TABLE_FD",
+	[ENGRAM_A_TABLE_PATH]		= "TABLE_PATH",
+	[ENGRAM_A_TABLE_ROWS]		= "TABLE_ROWS",
+	[ENGRAM_A_TABLE_WEIGHT_OFFSET]	= "TABLE_WEIGHT_OFFSET",
+	[ENGRAM_A_TABLE_SCALE_OFFSET]	= "TABLE_SCALE_OFFSET",
+	[ENGRAM_A_TABLE_WEIGHT_BYTES]	= "TABLE_WEIGHT_BYTES",
+	[ENGRAM_A_TABLE_SCALE_BYTES]	= "TABLE_SCALE_BYTES",
+	[ENGRAM_A_TABLE_SHA256]		= "TABLE_SHA256",
+	[ENGRAM_A_TABLE_GENERATION]	= "TABLE_GENERATION",
+	[ENGRAM_A_TABLE_STATE]		= "TABLE_STATE",
+	[ENGRAM_A_TABLE_FILE_BYTES]	= "TABLE_FILE_BYTES",
+	[ENGRAM_A_TABLE_DONE_BYTES]	= "TABLE_DONE_BYTES",
+	[ENGRAM_A_TABLE_PINNED_BYTES]	= "TABLE_PINNED_BYTES",
+	[ENGRAM_A_TABLE_META_BYTES]	= "TABLE_META_BYTES",
+	[ENGRAM_A_TABLE_ELAPSED_NS]	= "TABLE_ELAPSED_NS",
+	[ENGRAM_A_TABLE_VERIFY_RESULT]	= "TABLE_VERIFY_RESULT",
+	[ENGRAM_A_TABLE_ERROR]		= "TABLE_ERROR",
+	[ENGRAM_A_TABLE_ERROR_MSG]	= "TABLE_ERROR_MSG",
+	[ENGRAM_A_STATS]		= "STATS",
+};
+
+const char *engram_attr_name(int type)
+{
+	if (type > 0 && type <= ENGRAM_A_MAX && attr_names[type])
+		return attr_names[type];
+	return NULL;
+}
+
+/* Replies are checked as strictly as the kernel checks requests. */
+static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_STRING, .maxlen = ENGRAM_NAME_MAX },
+	[ENGRAM_A_TABLE_FD]		= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_PATH]		= { .type = NLA_STRING, .maxlen = ENGRAM_PATH_MAX },
+	[ENGRAM_A_TABLE_ROWS]		= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_WEIGHT_OFFSET]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_SCALE_OFFSET]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_WEIGHT_BYTES]	= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_SCALE_BYTES]	= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_SHA256]		= { .type = NLA_UNSPEC, .minlen = ENGRAM_SHA256_LEN,
+					    .maxlen = ENGRAM_SHA256_LEN },
+	[ENGRAM_A_TABLE_GENERATION]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_STATE]		= { .type = NLA_U8 },
+	[ENGRAM_A_TABLE_FILE_BYTES]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_DONE_BYTES]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_PINNED_BYTES]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_META_BYTES]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_ELAPSED_NS]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_VERIFY_RESULT]	= { .type = NLA_U8 },
+	[ENGRAM_A_TABLE_ERROR]		= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_ERROR_MSG]	= { .type = NLA_STRING },
+	[ENGRAM_A_STATS]		= { .type = NLA_NESTED },
+};
+
+int enl_parse(struct nl_msg *msg, struct nlattr **tb)
+{
+	return genlmsg_parse(nlmsg_hdr(msg), 0, tb, ENGRAM_A_MAX, engram_policy) ? -EPROTO : 0;
+}
+
+void enl_perror(const struct enl *nl, int err, const char *fmt, ...)
+{
+	const char *attr;
+	va_list ap;
+
+	if (err < 0)
+		err = -err;
+	fputs("engramctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, ": %s", strerror(err));
+	if (err == EPERM)
+		fputs(" (needs CAP_NET_ADMIN)", stderr);
+	if (nl && nl->extack[0])
+		fprintf(stderr, ": %s", nl->extack);
+	attr = nl ? engram_attr_name(nl->bad_attr) : NULL;
+	if (attr)
+		fprintf(stderr, " (attribute %s)", attr);
+	attr = nl ? engram_attr_name(nl->miss_attr) : NULL;
+	if (attr)
+		fprintf(stderr, " (missing attribute %s)", attr);
+	fputc('\n', stderr);
+}

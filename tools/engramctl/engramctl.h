@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* What the command files share: options, exit codes, error printing. */
+#ifndef ENGRAMCTL_H
+#define ENGRAMCTL_H
+
+#include <stdio.h>
+
+#include "nl.h"
+
+#define ENGRAMCTL_VERSION	"0.1"
+
+enum {
+	EXIT_OK		= 0,
+	EXIT_FAIL	= 1,
+	EXIT_USAGE	= 2,
+	EXIT_INTR	= 130,	/* 128 + SIGINT, as shells report it */
+};
+
+struct global_opts {
+	int json;
+	int pretty;
+};
+
+extern struct global_opts opts;
+
+/* "engramctl: <message>" on stderr. */
+void err_msg(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Unknown option or missing argument for "engramctl @cmd": message, hint, EXIT_USAGE. */
+int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Opens the netlink family, explaining a failure on stderr. */
+int nl_open_or_explain(struct enl *nl);
+
+/* getopt_long options every command takes: -j, -p and -h. */
+#define COMMON_LONGOPTS_JSON	{ "json", no_argument, NULL, 'j' }
+#define COMMON_LONGOPTS_PRETTY	{ "pretty", no_argument, NULL, 'p' }
+#define COMMON_LONGOPTS_HELP	{ "help", no_argument, NULL, 'h' }
+#define COMMON_SHORTOPTS	":jph"
+
+/*
+ * Handles an option getopt_long returned that is common to every command.
+ * Returns 1 when handled, -1 to exit with *@rc (help printed or bad option),
+ * 0 when @c is the caller's to handle.
+ */
+int common_opt(int c, char **argv, const char *cmd, void (*usage)(FILE *), int *rc);
+
+int cmd_table(int argc, char **argv);
+int cmd_table_sub(const char *sub, int argc, char **argv);
+int cmd_stats(int argc, char **argv);
+int cmd_mktable(int argc, char **argv);
+
+void usage_table(FILE *f);
+void usage_stats(FILE *f);
+void usage_mktable(FILE *f);
+
+#endif /* ENGRAMCTL_H */

@@ -1,0 +1,95 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engramctl - control the engram_rdma kernel module.
+ *
+ * engramctl [-j] [-p] OBJECT COMMAND [ARGS]; main.c only parses the global
+ * options and hands the rest to the object's file.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "engramctl.h"
+
+static void usage(FILE *f)
+{
+	fputs("Usage: engramctl [-j] [-p] OBJECT COMMAND [ARGS]\n"
+	      "\n"
+	      "Objects and commands:\n"
+	      "  table load FILE --tensor PREFIX [--name NAME] [--sha256 HEX] [--no-progress]\n"
+	      "  table unload NAME\n"
+	      "  table list\n"
+	      "  table show [NAME]\n"
+	      "  table verify NAME [--no-progress]\n"
+	      "  stats [show] [NAME]\n"
+	      "  mktable FILE --rows N [--seed S] [--prefix P]... [--pad-before BYTES]\n"
+	      "          [--pad-after BYTES] [--meta KEY=VALUE]...\n"
+	      "\n"
+	      "Shortcuts: load, unload, list, show and verify stand for \"table COMMAND\".\n"
+	      "\n"
+	      "Options:\n"
+	      "  -j, --json      print results as JSON on stdout\n"
+	      "  -p, --pretty    indent JSON output\n"
+	      "  -h, --help      this help; \"engramctl OBJECT help\" for one object\n"
+	      "  -V, --version   print the version\n", f);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "json", no_argument, NULL, 'j' },
+		{ "pretty", no_argument, NULL, 'p' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *obj;
+	int c;
+
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "+jphV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'j':
+			opts.json = 1;
+			break;
+		case 'p':
+			opts.pretty = 1;
+			break;
+		case 'h':
+			usage(stdout);
+			return EXIT_OK;
+		case 'V':
+			printf("engramctl %s (netlink family %s version %d)\n", ENGRAMCTL_VERSION,
+			       ENGRAM_GENL_NAME, ENGRAM_GENL_VERSION);
+			return EXIT_OK;
+		default:
+			err_msg("unknown option '%s'", argv[optind - 1]);
+			usage(stderr);
+			return EXIT_USAGE;
+		}
+	}
+	if (optind >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	obj = argv[optind];
+	argc -= optind;
+	argv += optind;
+
+	if (!strcmp(obj, "table"))
+		return cmd_table(argc, argv);
+	if (!strcmp(obj, "stats"))
+		return cmd_stats(argc, argv);
+	if (!strcmp(obj, "mktable"))
+		return cmd_mktable(argc, argv);
+	if (!strcmp(obj, "load") || !strcmp(obj, "unload") || !strcmp(obj, "list") ||
+	    !strcmp(obj, "show") || !strcmp(obj, "verify"))
+		return cmd_table_sub(obj, argc, argv);
+	if (!strcmp(obj, "help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	err_msg("unknown object '%s'", obj);
+	usage(stderr);
+	return EXIT_USAGE;
+}

@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Progress of a kernel load or verify job, drawn on stderr. */
+#ifndef ENGRAMCTL_PROGRESS_H
+#define ENGRAMCTL_PROGRESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct progress {
+	const char *verb;	/* "loading", "verifying", "writing" */
+	const char *name;
+	int enabled;
+	int tty;
+	int drawn;		/* a bar is on the terminal line */
+	int last_decile;
+	uint64_t last_ms;
+};
+
+/*
+ * One bar line fitting @width columns:
+ * "loading NAME [#####-----]  45.2%  42.7 GiB/94.4 GiB  2310 MB/s  ETA 0:23"
+ */
+size_t progress_format(char *buf, size_t len, unsigned int width, const char *verb,
+		       const char *name, uint64_t done, uint64_t total, uint64_t elapsed_ns);
+/* One log line for files and pipes: "loading NAME: 40% (37.8 GiB of 94.4 GiB, 2310 MB/s)". */
+size_t progress_format_plain(char *buf, size_t len, const char *verb, const char *name,
+			     uint64_t done, uint64_t total, uint64_t elapsed_ns);
+
+void progress_init(struct progress *p, const char *verb, const char *name, int enabled);
+void progress_update(struct progress *p, uint64_t done, uint64_t total, uint64_t elapsed_ns);
+/* Clears the bar so the next line starts clean. */
+void progress_end(struct progress *p);
+
+#endif /* ENGRAMCTL_PROGRESS_H */

@@ -1,0 +1,31 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* ENGRAM_STAT_* counter sets: decoding a nest and printing it. */
+#ifndef ENGRAMCTL_STATSINFO_H
+#define ENGRAMCTL_STATSINFO_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <jansson.h>
+#include <linux/engram_rdma.h>
+
+struct nlattr;
+
+struct stats_info {
+	uint64_t present;	/* bit (1 << ENGRAM_STAT_*) per counter received */
+	uint64_t v[ENGRAM_STAT_MAX + 1];
+};
+
+/* "loads_started" for ENGRAM_STAT_LOADS_STARTED; NULL for unknown ids. */
+const char *stat_name(int id);
+
+/*
+ * Decodes a nest of u64 counters.  Counters this tool does not know (a newer
+ * kernel) and malformed ones are skipped, never fatal.
+ */
+void stats_info_from_nest(struct stats_info *si, struct nlattr *nest);
+/* Adds every present counter to @obj; -ENOMEM on allocation failure. */
+int stats_info_json(const struct stats_info *si, json_t *obj);
+/* "  name   value" lines, aligned; sizes and times also in readable units. */
+void stats_info_print(FILE *f, const struct stats_info *si, const char *indent);
+
+#endif /* ENGRAMCTL_STATSINFO_H */

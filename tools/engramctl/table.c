@@ -1,0 +1,652 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engramctl table load|unload|list|show|verify.
+ *
+ * Loading is asynchronous in the kernel: TABLE_LOAD starts a worker and
+ * returns, and this tool follows it with TABLE_GET.  Whatever ends the wait
+ * other than success (load failure, Ctrl-C, SIGTERM from a unit stop) is
+ * followed by TABLE_UNLOAD, so no half-loaded table outlives the command.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netlink/attr.h>
+
+#include "engramctl.h"
+#include "fmt.h"
+#include "jsonout.h"
+#include "progress.h"
+#include "safetensors.h"
+#include "tableinfo.h"
+
+#define POLL_MS		200
+
+static volatile sig_atomic_t interrupted;
+
+static void on_signal(int sig)
+{
+	interrupted = sig;
+}
+
+/* No SA_RESTART: the poll sleep must end as soon as the user asks. */
+static void catch_signals(void)
+{
+	struct sigaction sa = { .sa_handler = on_signal };
+
+	interrupted = 0;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+static void sleep_ms(unsigned int ms)
+{
+	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+
+	nanosleep(&ts, NULL);
+}
+
+void usage_table(FILE *f)
+{
+	fputs("Usage: engramctl [-j] table load FILE --tensor PREFIX [--name NAME] [--sha256 HEX]\n"
+	      "                                [--no-progress]\n"
+	      "       engramctl [-j] table unload NAME\n"
+	      "       engramctl [-j] table list\n"
+	      "       engramctl [-j] table show [NAME]\n"
+	      "       engramctl [-j] table verify NAME [--no-progress]\n"
+	      "\n"
+	      "load     pin PREFIX.weight [N,256] F8_E4M3 and PREFIX.scale [N,8] F8_E8M0 of the\n"
+	      "         safetensors FILE in the page cache and serve them as table NAME\n"
+	      "         (default: PREFIX); --sha256 is the expected digest of the whole file\n"
+	      "unload   cancel a load or verify in progress and release the table\n"
+	      "list     one line per table\n"
+	      "show     every attribute of one table (all tables without NAME)\n"
+	      "verify   re-hash the pinned pages and compare with the load-time digest\n", f);
+}
+
+static int reply_table(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+
+	if (enl_parse(msg, tb))
+		return -EPROTO;
+	return table_info_from_attrs(arg, tb);
+}
+
+static int table_get(struct enl *nl, const char *name, struct table_info *ti)
+{
+	struct nl_msg *msg = enl_msg(nl, ENGRAM_CMD_TABLE_GET, 0);
+	int ret;
+
+	if (!msg || nla_put_string(msg, ENGRAM_A_TABLE_NAME, name)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	memset(ti, 0, sizeof(*ti));
+	ret = enl_request(nl, msg, reply_table, ti);
+	if (!ret && (!ti->name[0] || !TI_HAS(ti, ENGRAM_A_TABLE_STATE)))
+		ret = -EPROTO;
+	return ret;
+}
+
+/* UNLOAD and VERIFY: a name in, nothing we need back. */
+static int table_cmd_name(struct enl *nl, uint8_t cmd, const char *name)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, 0);
+
+	if (!msg || nla_put_string(msg, ENGRAM_A_TABLE_NAME, name)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return enl_request(nl, msg, NULL, NULL);
+}
+
+/* Follows a job until the table leaves state @busy; -EINTR when interrupted. */
+static int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *pg,
+		      struct table_info *ti)
+{
+	int ret;
+
+	for (;;) {
+		ret = table_get(nl, name, ti);
+		if (ret)
+			return ret;
+		if (ti->state != busy)
+			return 0;
+		progress_update(pg, ti->done_bytes, ti->file_bytes, ti->elapsed_ns);
+		if (interrupted)
+			return -EINTR;
+		sleep_ms(POLL_MS);
+		if (interrupted)
+			return -EINTR;
+	}
+}
+
+static int check_name(const char *name, const char *hint)
+{
+	if (valid_table_name(name))
+		return 0;
+	err_msg("table name '%s' is not valid: 1-%d characters of A-Z a-z 0-9 . _ -%s",
+		name, ENGRAM_NAME_MAX - 1, hint);
+	return -EINVAL;
+}
+
+static ssize_t pread_full(int fd, void *buf, size_t len, off_t off)
+{
+	size_t done = 0;
+	ssize_t n;
+
+	while (done < len) {
+		n = pread(fd, (char *)buf + done, len - done, off + done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -1;
+		if (!n)
+			break;
+		done += n;
+	}
+	return done;
+}
+
+/* Reads and checks FILE's safetensors header and finds PREFIX's geometry. */
+static int read_geometry(const char *file, int fd, const char *prefix, struct st_engram *eg)
+{
+	char err[ST_ERR_LEN], hint[512];
+	struct st_file *st = NULL;
+	uint8_t head[8], *buf;
+	uint64_t hlen;
+	struct stat sb;
+	ssize_t n;
+	int ret;
+
+	if (fstat(fd, &sb)) {
+		err_msg("%s: %s", file, strerror(errno));
+		return -errno;
+	}
+	if (!S_ISREG(sb.st_mode)) {
+		err_msg("%s: not a regular file", file);
+		return -EINVAL;
+	}
+	n = pread_full(fd, head, sizeof(head), 0);
+	if (n < 0) {
+		err_msg("%s: read: %s", file, strerror(errno));
+		return -EIO;
+	}
+	if (st_header_len(head, n, sb.st_size, &hlen, err, sizeof(err))) {
+		err_msg("%s: %s", file, err);
+		return -EINVAL;
+	}
+	buf = malloc(8 + hlen);
+	if (!buf) {
+		err_msg("%s: out of memory for a %" PRIu64 "-byte header", file, hlen);
+		return -ENOMEM;
+	}
+	n = pread_full(fd, buf, 8 + hlen, 0);
+	if (n < 0) {
+		err_msg("%s: read: %s", file, strerror(errno));
+		free(buf);
+		return -EIO;
+	}
+	if ((uint64_t)n < 8 + hlen) {
+		err_msg("%s: file truncated while reading its header (%zd of %" PRIu64 " bytes)",
+			file, n, 8 + hlen);
+		free(buf);
+		return -EINVAL;
+	}
+	ret = st_parse(buf, n, sb.st_size, &st, err, sizeof(err));
+	free(buf);
+	if (ret) {
+		err_msg("%s: %s", file, err);
+		return ret;
+	}
+	ret = st_engram_lookup(st, prefix, eg, err, sizeof(err));
+	if (ret) {
+		if (st_engram_candidates(st, hint, sizeof(hint)))
+			err_msg("%s: %s (Engram tables in this file: %s)", file, err, hint);
+		else
+			err_msg("%s: %s (this file has no Engram table)", file, err);
+	}
+	st_free(st);
+	return ret;
+}
+
+static void print_loaded(const struct table_info *ti)
+{
+	char hex[2 * ENGRAM_SHA256_LEN + 1], sz[32], dur[32], rate[32];
+
+	printf("%s: loaded, generation %" PRIu64 ", %" PRIu64
+	       " rows, %s pinned in %s (%s)\n", ti->name, ti->generation, ti->rows,
+	       fmt_bytes(sz, sizeof(sz), ti->pinned_bytes),
+	       fmt_duration(dur, sizeof(dur), ti->elapsed_ns),
+	       fmt_rate(rate, sizeof(rate), ti->file_bytes, ti->elapsed_ns));
+	if (TI_HAS(ti, ENGRAM_A_TABLE_SHA256))
+		printf("  sha256 %s\n", fmt_hex(hex, ti->sha256, ENGRAM_SHA256_LEN));
+}
+
+static void print_table_error(const struct table_info *ti, const char *what)
+{
+	fprintf(stderr, "engramctl: %s: %s", ti->name, what);
+	if (TI_HAS(ti, ENGRAM_A_TABLE_ERROR))
+		fprintf(stderr, ": %s", strerror(ti->error));
+	if (TI_HAS(ti, ENGRAM_A_TABLE_ERROR_MSG) && ti->error_msg[0])
+		fprintf(stderr, ": %s", ti->error_msg);
+	fputc('\n', stderr);
+}
+
+static int print_json_table(const struct table_info *ti)
+{
+	return json_print(table_info_json(ti), opts.pretty) ? EXIT_FAIL : EXIT_OK;
+}
+
+/* Leaves nothing behind after a failed or cancelled load. */
+static void cleanup_unload(struct enl *nl, const char *name)
+{
+	int ret = table_cmd_name(nl, ENGRAM_CMD_TABLE_UNLOAD, name);
+
+	if (ret && ret != -ENOENT)
+		enl_perror(nl, ret, "%s: unload after failed load", name);
+}
+
+static int table_load(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "tensor", required_argument, NULL, 't' },
+		{ "name", required_argument, NULL, 'n' },
+		{ "sha256", required_argument, NULL, 's' },
+		{ "no-progress", no_argument, NULL, 'P' },
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *prefix = NULL, *name = NULL, *sha_hex = NULL, *file;
+	uint8_t sha[ENGRAM_SHA256_LEN];
+	char path[PATH_MAX], err[128];
+	struct table_info ti;
+	struct st_engram eg;
+	struct progress pg;
+	int show_progress = 1, fd, c, ret, rc = EXIT_FAIL;
+	struct nl_msg *msg;
+	struct enl nl;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "t:n:s:", longopts, NULL)) != -1) {
+		switch (common_opt(c, argv, "table load", usage_table, &rc)) {
+		case 1:
+			continue;
+		case -1:
+			return rc;
+		}
+		switch (c) {
+		case 't':
+			prefix = optarg;
+			break;
+		case 'n':
+			name = optarg;
+			break;
+		case 's':
+			sha_hex = optarg;
+			break;
+		case 'P':
+			show_progress = 0;
+			break;
+		}
+	}
+	if (optind != argc - 1)
+		return usage_error("table load", optind >= argc ? "FILE missing"
+								: "one FILE only");
+	file = argv[optind];
+	if (!prefix)
+		return usage_error("table load", "--tensor PREFIX missing");
+	if (!name)
+		name = prefix;
+	if (check_name(name, name == prefix ? "; give one with --name" : ""))
+		return EXIT_USAGE;
+	if (sha_hex && parse_hex(sha_hex, sha, sizeof(sha), err, sizeof(err))) {
+		err_msg("--sha256: %s", err);
+		return EXIT_USAGE;
+	}
+
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err_msg("%s: %s", file, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (read_geometry(file, fd, prefix, &eg))
+		goto out_fd;
+	if (!realpath(file, path)) {
+		err_msg("%s: realpath: %s", file, strerror(errno));
+		goto out_fd;
+	}
+	if (strlen(path) >= ENGRAM_PATH_MAX) {
+		err_msg("%s: path longer than %d bytes", file, ENGRAM_PATH_MAX - 1);
+		goto out_fd;
+	}
+	if (nl_open_or_explain(&nl))
+		goto out_fd;
+
+	msg = enl_msg(&nl, ENGRAM_CMD_TABLE_LOAD, 0);
+	if (!msg ||
+	    nla_put_string(msg, ENGRAM_A_TABLE_NAME, name) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_FD, fd) ||
+	    nla_put_string(msg, ENGRAM_A_TABLE_PATH, path) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_ROWS, eg.rows) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_WEIGHT_OFFSET, eg.weight_offset) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_SCALE_OFFSET, eg.scale_offset) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES) ||
+	    (sha_hex && nla_put(msg, ENGRAM_A_TABLE_SHA256, sizeof(sha), sha))) {
+		nlmsg_free(msg);
+		err_msg("out of memory");
+		goto out_nl;
+	}
+
+	catch_signals();
+	memset(&ti, 0, sizeof(ti));
+	ret = enl_request(&nl, msg, reply_table, &ti);
+	/* The kernel took its own reference to the file during the request. */
+	close(fd);
+	fd = -1;
+	if (ret) {
+		enl_perror(&nl, ret, "load %s", name);
+		goto out_nl;
+	}
+
+	progress_init(&pg, "loading", name, show_progress);
+	ret = table_wait(&nl, name, ENGRAM_TABLE_LOADING, &pg, &ti);
+	progress_end(&pg);
+	if (ret == -EINTR) {
+		ret = table_cmd_name(&nl, ENGRAM_CMD_TABLE_UNLOAD, name);
+		if (ret && ret != -ENOENT)
+			enl_perror(&nl, ret, "%s: unload to cancel the load", name);
+		err_msg("%s: load cancelled", name);
+		rc = EXIT_INTR;
+		goto out_nl;
+	}
+	if (ret) {
+		enl_perror(&nl, ret, "%s: waiting for the load", name);
+		cleanup_unload(&nl, name);
+		goto out_nl;
+	}
+	if (ti.state == ENGRAM_TABLE_FAILED) {
+		print_table_error(&ti, "load failed");
+		cleanup_unload(&nl, name);
+		if (opts.json)
+			print_json_table(&ti);
+		goto out_nl;
+	}
+	if (ti.state != ENGRAM_TABLE_READY && ti.state != ENGRAM_TABLE_VERIFYING) {
+		/* A verify may already have started on the fresh table; anything else is odd. */
+		err_msg("%s: unexpected table state %u after load", name, ti.state);
+		goto out_nl;
+	}
+	rc = opts.json ? print_json_table(&ti) : (print_loaded(&ti), EXIT_OK);
+out_nl:
+	enl_close(&nl);
+out_fd:
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
+/* Commands that take exactly one NAME and the common options. */
+static int one_name(int argc, char **argv, const char *cmd, const char **name, int *progress)
+{
+	static const struct option longopts[] = {
+		{ "no-progress", no_argument, NULL, 'P' },
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, rc = EXIT_USAGE;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+		switch (common_opt(c, argv, cmd, usage_table, &rc)) {
+		case 1:
+			continue;
+		case -1:
+			return rc;
+		}
+		if (c == 'P' && progress) {
+			*progress = 0;
+			continue;
+		}
+		return usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
+	}
+	if (optind != argc - 1)
+		return usage_error(cmd, optind >= argc ? "NAME missing" : "one NAME only");
+	*name = argv[optind];
+	return check_name(*name, "") ? EXIT_USAGE : -1;
+}
+
+static int table_unload(int argc, char **argv)
+{
+	const char *name;
+	struct enl nl;
+	int ret;
+
+	ret = one_name(argc, argv, "table unload", &name, NULL);
+	if (ret >= 0)
+		return ret;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = table_cmd_name(&nl, ENGRAM_CMD_TABLE_UNLOAD, name);
+	if (ret)
+		enl_perror(&nl, ret, "unload %s", name);
+	enl_close(&nl);
+	return ret ? EXIT_FAIL : EXIT_OK;
+}
+
+static int table_verify(int argc, char **argv)
+{
+	char hex[2 * ENGRAM_SHA256_LEN + 1];
+	int show_progress = 1, ret, rc = EXIT_FAIL;
+	struct table_info ti;
+	struct progress pg;
+	const char *name;
+	struct enl nl;
+
+	ret = one_name(argc, argv, "table verify", &name, &show_progress);
+	if (ret >= 0)
+		return ret;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	catch_signals();
+	ret = table_cmd_name(&nl, ENGRAM_CMD_TABLE_VERIFY, name);
+	if (ret) {
+		enl_perror(&nl, ret, "verify %s", name);
+		goto out;
+	}
+	progress_init(&pg, "verifying", name, show_progress);
+	ret = table_wait(&nl, name, ENGRAM_TABLE_VERIFYING, &pg, &ti);
+	progress_end(&pg);
+	if (ret == -EINTR) {
+		/* There is no verify-cancel; unloading would be far worse than waiting. */
+		err_msg("%s: stopped waiting; the verify goes on in the kernel", name);
+		rc = EXIT_INTR;
+		goto out;
+	}
+	if (ret) {
+		enl_perror(&nl, ret, "%s: waiting for the verify", name);
+		goto out;
+	}
+	if (opts.json)
+		print_json_table(&ti);
+	if (ti.state == ENGRAM_TABLE_FAILED) {
+		print_table_error(&ti, "table failed during verify");
+	} else if (!TI_HAS(&ti, ENGRAM_A_TABLE_VERIFY_RESULT)) {
+		err_msg("%s: kernel reported no verify result", name);
+	} else if (ti.verify_result == ENGRAM_VERIFY_OK) {
+		if (!opts.json)
+			printf("%s: verify ok (sha256 %s)\n", name,
+			       fmt_hex(hex, ti.sha256, ENGRAM_SHA256_LEN));
+		rc = EXIT_OK;
+	} else if (ti.verify_result == ENGRAM_VERIFY_MISMATCH) {
+		if (!opts.json)
+			printf("%s: verify MISMATCH\n", name);
+	} else {
+		print_table_error(&ti, ti.verify_result == ENGRAM_VERIFY_ERROR ?
+				  "verify could not run to the end" : "verify did not run");
+	}
+out:
+	enl_close(&nl);
+	return rc;
+}
+
+struct table_list {
+	struct table_info *v;
+	size_t n, cap;
+};
+
+static int reply_list(struct nl_msg *msg, void *arg)
+{
+	struct table_list *l = arg;
+	struct table_info *nv;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 16;
+		nv = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+	}
+	if (reply_table(msg, &l->v[l->n]))
+		return -EPROTO;
+	l->n++;
+	return 0;
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+	return strcmp(((const struct table_info *)a)->name, ((const struct table_info *)b)->name);
+}
+
+static int print_tables(const struct table_info *v, size_t n, int detail)
+{
+	json_t *arr;
+	size_t i;
+
+	if (opts.json) {
+		arr = json_array();
+		for (i = 0; arr && i < n; i++) {
+			if (json_array_append_new(arr, table_info_json(&v[i]))) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		if (json_print(arr, opts.pretty)) {
+			err_msg("cannot write JSON output");
+			return EXIT_FAIL;
+		}
+		return EXIT_OK;
+	}
+	for (i = 0; i < n; i++) {
+		if (detail) {
+			if (i)
+				putchar('\n');
+			table_info_print_detail(stdout, &v[i]);
+		} else {
+			table_info_print_line(stdout, &v[i]);
+		}
+	}
+	return EXIT_OK;
+}
+
+static int table_list(int argc, char **argv, int show)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *cmd = show ? "table show" : "table list";
+	struct table_list l = { 0 };
+	struct table_info ti;
+	struct nl_msg *msg;
+	struct enl nl;
+	int c, ret = 0, rc = EXIT_USAGE;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+		if (common_opt(c, argv, cmd, usage_table, &rc) < 0)
+			return rc;
+	}
+	if (argc - optind > (show ? 1 : 0))
+		return usage_error(cmd, "unexpected argument '%s'", argv[argc - 1]);
+	if (show && optind < argc && check_name(argv[optind], ""))
+		return EXIT_USAGE;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+
+	if (show && optind < argc) {
+		ret = table_get(&nl, argv[optind], &ti);
+		if (ret)
+			enl_perror(&nl, ret, "table %s", argv[optind]);
+		else
+			rc = print_tables(&ti, 1, 1);
+		goto out;
+	}
+	msg = enl_msg(&nl, ENGRAM_CMD_TABLE_GET, NLM_F_DUMP);
+	if (!msg) {
+		ret = -ENOMEM;
+		err_msg("out of memory");
+		goto out;
+	}
+	ret = enl_request(&nl, msg, reply_list, &l);
+	if (ret) {
+		enl_perror(&nl, ret, "list tables");
+		goto out;
+	}
+	qsort(l.v, l.n, sizeof(*l.v), cmp_name);
+	rc = print_tables(l.v, l.n, show);
+out:
+	if (ret)
+		rc = EXIT_FAIL;
+	free(l.v);
+	enl_close(&nl);
+	return rc;
+}
+
+int cmd_table_sub(const char *sub, int argc, char **argv)
+{
+	if (!strcmp(sub, "load"))
+		return table_load(argc, argv);
+	if (!strcmp(sub, "unload"))
+		return table_unload(argc, argv);
+	if (!strcmp(sub, "list"))
+		return table_list(argc, argv, 0);
+	if (!strcmp(sub, "show"))
+		return table_list(argc, argv, 1);
+	if (!strcmp(sub, "verify"))
+		return table_verify(argc, argv);
+	if (!strcmp(sub, "mktable"))
+		return cmd_mktable(argc, argv);
+	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+		usage_table(stdout);
+		return EXIT_OK;
+	}
+	err_msg("table: unknown command '%s'", sub);
+	usage_table(stderr);
+	return EXIT_USAGE;
+}
+
+/* argv[0] is "table"; no command means list, as "ip link" means "ip link show". */
+int cmd_table(int argc, char **argv)
+{
+	if (argc < 2)
+		return table_list(1, argv, 0);
+	return cmd_table_sub(argv[1], argc - 1, argv + 1);
+}
