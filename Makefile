@@ -40,8 +40,13 @@ unit: tools
 style:
 	selftests/style.sh
 
-vm-run: module tools
-	selftests/vm/run.sh --kver "$(KVER)" --params "$(MODPARAMS)" -- "$(CMD)"
+# CMD and MODPARAMS reach run.sh verbatim (no make expansion: $ and quotes
+# survive).  run.sh builds the module for KVER itself (out of tree, build/).
+vm-run: tools
+	selftests/vm/run.sh --kver "$(KVER)" \
+		--params '$(subst ','\'',$(value MODPARAMS))' \
+		$(if $(VM_TIMEOUT),--timeout $(VM_TIMEOUT)) \
+		-- '$(subst ','\'',$(value CMD))'
 
 demo:
 	tools/demo.sh
@@ -52,8 +57,10 @@ install-module: module
 	install -D -m 0644 kmod/engram_rdma.ko \
 		$(DESTDIR)/lib/modules/$(KREL)/updates/engram_rdma.ko
 	depmod $(if $(DESTDIR),-b $(DESTDIR)) $(KREL)
-	install -D -m 0644 tools/engram_rdma.conf.example \
-		$(DESTDIR)/etc/modprobe.d/engram_rdma.conf
+	@# An existing configuration is the admin's: never overwrite it.
+	test -e $(DESTDIR)/etc/modprobe.d/engram_rdma.conf || \
+		install -D -m 0644 tools/engram_rdma.conf.example \
+			$(DESTDIR)/etc/modprobe.d/engram_rdma.conf
 
 install-tools: tools
 	$(MAKE) -C tools install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX)

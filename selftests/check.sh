@@ -1,0 +1,192 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: the whole test suite, as one TAP stream.
+#
+#   deps (fast when everything is present) -> tools -> module for KDIR ->
+#   module for the 6.1 and 6.12 test kernels -> user-space unit tests ->
+#   DKMS install/remove -> in-guest selftests under QEMU on 6.1, then 6.12
+#
+# Every step contributes TAP lines, renumbered globally and prefixed with the
+# step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
+# line; a guest run that did not print ENGRAM-SELFTESTS-COMPLETE, or whose
+# kernel log shows a warning or oops, adds a "not ok" line.  Ends with
+# "N passed, N failed"; exits 1 if anything failed.  Full logs of every step:
+# build/logs/.
+#
+# Environment: KVERS (default "6.1 6.12"), CHECK_SKIP_VM=1 (no QEMU steps),
+# GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
+# for one guest run, default 720; QEMU itself is killed 120 s later).
+set -uo pipefail
+export LC_ALL=C
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+logs=$root/build/logs
+mkdir -p "$logs"
+KVERS=${KVERS:-6.1 6.12}
+VM_TIMEOUT=${VM_TIMEOUT:-720}
+SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|detected stall|Kernel panic|unreferenced object|Call Trace:)'
+
+n=0 pass=0 fail=0
+t_start=$SECONDS
+tap() {
+	# tap ok|not-ok DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" = ok ]; then
+		pass=$((pass + 1))
+		echo "ok $n - $2"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n - $2"
+	fi
+}
+tail_log() {
+	# Last lines of a log as TAP diagnostics.
+	tail -n "${2:-15}" "$1" | sed 's/^/#   /'
+}
+
+# run_build NAME DESCRIPTION CMD...: one TAP line for the whole step.
+run_build() {
+	local name=$1 desc=$2 log=$logs/$1.log t0=$SECONDS rc
+	shift 2
+	"$@" >"$log" 2>&1 </dev/null
+	rc=$?
+	if [ $rc -eq 0 ]; then
+		tap ok "$desc ($((SECONDS - t0))s)"
+	else
+		tap not-ok "$desc (exit $rc)"
+		if grep -Eqi '(error|warning):' "$log"; then
+			# The first diagnostics say more than the tail of make's output.
+			grep -Ei -m 15 '(error|warning):' "$log" | sed 's/^/#   /'
+		else
+			tail_log "$log"
+		fi
+	fi
+	return $rc
+}
+
+# run_tap NAME PREFIX CMD...: re-number the command's TAP lines; show its
+# diagnostics; add a "not ok" when it failed without saying so.
+# Sets STEP_RC, STEP_COMPLETE (saw ENGRAM-SELFTESTS-COMPLETE), STEP_RESULTS.
+run_tap() {
+	local name=$1 prefix=$2 log=$logs/$1.log line desc failed=0
+	shift 2
+	STEP_RC="" STEP_COMPLETE=0 STEP_RESULTS=0
+	: >"$log"
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		if [[ $line =~ ^__ENGRAM_CHECK_RC__\ ([0-9]+)$ ]]; then
+			STEP_RC=${BASH_REMATCH[1]}
+			continue
+		fi
+		printf '%s\n' "$line" >>"$log"
+		if [[ $line =~ ^[[:space:]]*(not\ )?ok([[:space:]]+[0-9]+)?([[:space:]]*-)?[[:space:]]*(.*)$ ]]; then
+			STEP_RESULTS=$((STEP_RESULTS + 1))
+			desc=${BASH_REMATCH[4]}
+			if [ -z "${BASH_REMATCH[1]}" ] || [[ $desc =~ \#[[:space:]]*[Tt][Oo][Dd][Oo] ]]; then
+				tap ok "$prefix $desc"
+			else
+				failed=$((failed + 1))
+				tap not-ok "$prefix $desc"
+			fi
+		elif [ "$line" = ENGRAM-SELFTESTS-COMPLETE ]; then
+			STEP_COMPLETE=1
+		elif [[ $line =~ ^[[:space:]]*# ]]; then
+			printf '%s\n' "$line"
+		fi
+	done < <("$@" </dev/null 2>&1; printf '\n__ENGRAM_CHECK_RC__ %d\n' $?)
+	if [ -z "$STEP_RC" ]; then
+		tap not-ok "$prefix lost the exit status"
+	elif [ "$STEP_RC" -ne 0 ] && [ $failed -eq 0 ]; then
+		tap not-ok "$prefix exited with status $STEP_RC"
+		tail_log "$log"
+	elif [ $STEP_RESULTS -eq 0 ]; then
+		tap not-ok "$prefix printed no test result"
+		tail_log "$log"
+	fi
+}
+
+echo "# engram-rdma check: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -r), logs in $logs"
+
+# --- dependencies ----------------------------------------------------------------
+run_build deps "deps: build and test dependencies installed" selftests/vm/deps.sh
+
+# --- builds --------------------------------------------------------------------------
+run_build tools "build: tools" make -C tools
+if [ -f selftests/guest/Makefile ]; then
+	run_build guest-helpers "build: in-guest test helpers" make -C selftests/guest
+fi
+kdir=$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")
+kdir=${KDIR:-$kdir}
+build_default() {
+	# The in-tree build for the default KDIR; warnings fail it like build-module.sh.
+	# After a warning, drop the objects so the next incremental build
+	# recompiles and reports them again.
+	local out rc
+	out=$(make KDIR="$kdir" module 2>&1)
+	rc=$?
+	printf '%s\n' "$out"
+	[ $rc -eq 0 ] || return $rc
+	if grep -qi 'warning:' <<<"$out"; then
+		rm -f kmod/*.o kmod/engram_rdma.ko
+		return 1
+	fi
+}
+run_build module-default "build: module for KDIR=$kdir (W=1, no warnings)" build_default
+declare -A built
+for k in $KVERS; do
+	rel=$(selftests/vm/kernels.sh release "$k")
+	if run_build "module-$k" "build: module for $k (${rel:-not installed}, W=1, no warnings)" \
+		selftests/vm/build-module.sh "$k"; then
+		built[$k]=1
+	fi
+done
+
+# --- user-space unit tests -------------------------------------------------------
+run_tap unit "[unit]" make -s -C selftests/unit run
+
+# --- DKMS ------------------------------------------------------------------------------
+run_tap dkms "[dkms]" selftests/dkms-check.sh
+
+# --- in-guest selftests ----------------------------------------------------------
+if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
+	for k in $KVERS; do
+		rel=$(selftests/vm/kernels.sh release "$k")
+		if [ -z "${built[$k]:-}" ]; then
+			tap not-ok "[$k] guest selftests not run: module build failed"
+			continue
+		fi
+		t0=$SECONDS
+		# shellcheck disable=SC2086
+		run_tap "vm-$k" "[$k]" selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" \
+			--logs "$logs/vm-$k" \
+			-- selftests/guest/run.sh ${GUEST_FILTER:-}
+		echo "# [$k] guest run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+		if [ $STEP_COMPLETE -ne 1 ]; then
+			tap not-ok "[$k] guest selftests ran to completion (no ENGRAM-SELFTESTS-COMPLETE)"
+			tail_log "$logs/vm-$k.log" 25
+		fi
+		dlog=$logs/vm-$k/dmesg.log
+		src="kernel log"
+		if [ ! -s "$dlog" ]; then
+			# The guest died before writing its kernel log (panic, hang):
+			# what reached the console is all there is.
+			dlog=$logs/vm-$k/console.log
+			src="console (the guest wrote no kernel log)"
+		fi
+		if [ ! -s "$dlog" ]; then
+			tap not-ok "[$k] kernel log captured"
+		elif grep -Eq "$SPLAT" "$dlog"; then
+			tap not-ok "[$k] $src free of warnings and oopses"
+			grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
+		else
+			tap ok "[$k] $src free of warnings and oopses"
+		fi
+	done
+fi
+
+echo "1..$n"
+echo "# total time $((SECONDS - t_start))s"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

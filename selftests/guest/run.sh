@@ -1,0 +1,139 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# In-guest test runner (started by selftests/vm/run.sh inside the QEMU guest):
+#   selftests/guest/run.sh [FILTER...]
+#
+# Runs every selftests/guest/t_*.sh in name order (only those whose name
+# contains one of the FILTER words, when given).  Each test prints TAP lines
+# ("ok N - desc", "not ok N - desc", "# diagnostics") and exits non-zero on
+# failure; it runs under `timeout` (300 s, or the value of a "# timeout: N"
+# line in the test file).  The runner renumbers the results into one TAP
+# stream, prefixes each description with the test's name, and adds a
+# "not ok" line of its own when a test timed out, crashed or exited non-zero
+# without reporting a failure, printed no result at all, ran a different
+# number of results than its "1..N" plan, or when the kernel log gained a
+# warning, oops or splat while it ran.  It ends with the line
+# ENGRAM-SELFTESTS-COMPLETE after all tests ran (the host treats a run
+# without it as failed) and exits 1 when anything failed.
+#
+# Each test gets ENGRAM_TEST_NAME and a fresh empty directory
+# ENGRAM_TEST_TMP under the scratch file system.
+set -u
+export LC_ALL=C
+
+dir=$(cd "$(dirname "$0")" && pwd)
+DEFAULT_TIMEOUT=${ENGRAM_TEST_TIMEOUT:-300}
+SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|kmemleak:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|rcu_(sched|preempt) detected stall|Kernel panic|stack-protector|unreferenced object|Call Trace:)'
+
+n=0 pass=0 fail=0 skip=0
+tap() {
+	# tap ok|not-ok DESCRIPTION
+	n=$((n + 1))
+	if [ "$1" = ok ]; then
+		pass=$((pass + 1))
+		echo "ok $n - $2"
+	else
+		fail=$((fail + 1))
+		echo "not ok $n - $2"
+	fi
+}
+
+selected() {
+	local name=$1 f
+	[ $# -ge 1 ] || return 0
+	shift
+	[ $# -gt 0 ] || return 0
+	for f in "$@"; do
+		case "$name" in *"$f"*) return 0 ;; esac
+	done
+	return 1
+}
+
+kmsg_lines() { dmesg 2>/dev/null | wc -l; }
+
+tests=()
+for t in "$dir"/t_*.sh; do
+	[ -f "$t" ] || continue
+	name=$(basename "$t" .sh)
+	selected "$name" "$@" && tests+=("$t")
+done
+if [ ${#tests[@]} -eq 0 ]; then
+	tap not-ok "no test matches '${*:-t_*.sh}' in $dir"
+fi
+
+scratch=${ENGRAM_SCRATCH:-/tmp/scratch}
+for t in "${tests[@]}"; do
+	name=$(basename "$t" .sh)
+	tmo=$(sed -n 's/^#[[:space:]]*timeout:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$t" | head -n1)
+	tmo=${tmo:-$DEFAULT_TIMEOUT}
+	echo "# ---- $name (timeout ${tmo}s)"
+	export ENGRAM_TEST_NAME=$name
+	export ENGRAM_TEST_TMP=$scratch/tests/$name
+	rm -rf "$ENGRAM_TEST_TMP"
+	mkdir -p "$ENGRAM_TEST_TMP"
+	k0=$(kmsg_lines)
+	t0=$SECONDS
+
+	results=0 failed=0 plan="" rc=""
+	while IFS= read -r line; do
+		line=${line%$'\r'}
+		if [[ $line =~ ^__ENGRAM_RC__\ ([0-9]+)$ ]]; then
+			rc=${BASH_REMATCH[1]}
+		elif [[ $line =~ ^(not\ )?ok([[:space:]]+[0-9]+)?([[:space:]]*-)?[[:space:]]*(.*)$ ]]; then
+			results=$((results + 1))
+			desc=${BASH_REMATCH[4]}
+			if [ -z "${BASH_REMATCH[1]}" ]; then
+				[[ $desc =~ \#[[:space:]]*[Ss][Kk][Ii][Pp] ]] && skip=$((skip + 1))
+				tap ok "$name: $desc"
+			elif [[ $desc =~ \#[[:space:]]*[Tt][Oo][Dd][Oo] ]]; then
+				tap ok "$name: $desc"
+			else
+				failed=$((failed + 1))
+				tap not-ok "$name: $desc"
+			fi
+		elif [[ $line =~ ^1\.\.([0-9]+) ]]; then
+			plan=${BASH_REMATCH[1]}
+		elif [ -z "$line" ]; then
+			:
+		elif [[ $line == \#* ]]; then
+			echo "$line"
+		else
+			echo "# $name| $line"
+		fi
+	done < <(
+		cd "${ENGRAM_PROJECT:-$dir/../..}" || exit
+		# timeout puts the test in its own process group: kill whatever
+		# the test left running in the background, or it would hold the
+		# pipe open and hang the runner.
+		timeout --kill-after=10 "$tmo" bash "$t" </dev/null 2>&1 &
+		tp=$!
+		wait $tp
+		trc=$?
+		kill -KILL -- -$tp 2>/dev/null
+		printf '\n__ENGRAM_RC__ %d\n' $trc)
+	dt=$((SECONDS - t0))
+
+	if [ -z "$rc" ]; then
+		tap not-ok "$name: runner lost the exit status"
+	elif [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+		tap not-ok "$name: timed out after ${tmo}s"
+	elif [ "$rc" -ne 0 ] && [ $failed -eq 0 ]; then
+		tap not-ok "$name: exited with status $rc without reporting a failure"
+	elif [ $results -eq 0 ]; then
+		tap not-ok "$name: printed no test result"
+	fi
+	if [ -n "$plan" ] && [ "$plan" -ne $results ] && [ "${rc:-1}" -ne 124 ]; then
+		tap not-ok "$name: planned $plan results, printed $results"
+	fi
+	splat=$(dmesg 2>/dev/null | tail -n +"$((k0 + 1))" | grep -E "$SPLAT" | head -n 5)
+	if [ -n "$splat" ]; then
+		tap not-ok "$name: kernel log clean"
+		sed 's/^/# dmesg: /' <<<"$splat"
+	fi
+	echo "# ---- $name: exit $rc, ${dt}s"
+done
+
+echo "# guest selftests: $pass passed, $fail failed ($skip skipped) on $(uname -r)"
+echo "ENGRAM-SELFTESTS-COMPLETE"
+[ $fail -eq 0 ]

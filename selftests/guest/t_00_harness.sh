@@ -1,0 +1,110 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The guest environment the other tests rely on: the module under test is
+# the one loaded, Soft-RoCE is up, the scratch file system is a writable
+# ext4 on a block device, the project tree is visible read-only.
+# timeout: 60
+set -u
+
+n=0 failed=0
+check() {
+	# check DESCRIPTION CMD...
+	local d=$1
+	shift
+	n=$((n + 1))
+	if "$@" >/tmp/.t00.out 2>&1 </dev/null; then
+		echo "ok $n - $d"
+	else
+		failed=1
+		echo "not ok $n - $d"
+		sed 's/^/#   /' /tmp/.t00.out | head -n 20
+	fi
+}
+skip() {
+	n=$((n + 1))
+	echo "ok $n - $1 # SKIP $2"
+}
+
+echo "1..16"
+
+check "kernel is ENGRAM_KREL (${ENGRAM_KREL:-unset})" \
+	test "$(uname -r)" = "${ENGRAM_KREL:-}"
+check "environment ENGRAM_SCRATCH ENGRAM_IP ENGRAM_IP6 set" \
+	test -n "${ENGRAM_SCRATCH:-}" -a -n "${ENGRAM_IP:-}" -a -n "${ENGRAM_IP6:-}"
+
+if [ -n "${ENGRAM_MODULE:-}" ]; then
+	check "engram_rdma listed by lsmod" bash -c 'lsmod | grep -q "^engram_rdma "'
+	check "/sys/module/engram_rdma exists" test -d /sys/module/engram_rdma
+	check "loaded module is the one built ($ENGRAM_MODULE)" bash -c '
+		n=/sys/module/engram_rdma/notes/.note.gnu.build-id
+		a=$(od -An -v -tx1 -j16 "$n" | tr -d " \n")
+		b=$(readelf -n "$ENGRAM_MODULE" | sed -n "s/.*Build ID: *//p")
+		echo "loaded build-id $a, file build-id $b"; [ -n "$a" ] && [ "$a" = "$b" ]'
+	check "no dkms/updates copy shadows the tree's module" bash -c '
+		! find /lib/modules/$(uname -r)/updates -name "engram_rdma.ko*" 2>/dev/null | grep .'
+else
+	for d in "engram_rdma listed by lsmod" "/sys/module/engram_rdma exists" \
+		 "loaded module is the one built" "no dkms/updates copy shadows the tree's module"; do
+		skip "$d" "run without the module"
+	done
+fi
+
+check "rxe0 is present" test -d /sys/class/infiniband/rxe0
+check "rxe0 port 1 is ACTIVE" bash -c 'rdma link show rxe0/1 | grep -q "state ACTIVE"'
+check "ibv_devices lists rxe0" bash -c 'ibv_devices | grep -qw rxe0'
+check "er0 has ${ENGRAM_IP:-?} and ${ENGRAM_IP6:-?}" bash -c '
+	ip -o addr show dev er0 | grep -q "inet ${ENGRAM_IP}/24" &&
+	ip -o addr show dev er0 | grep -q "inet6 ${ENGRAM_IP6}/64"'
+check "scratch is ext4 on a block device" bash -c '
+	src=$(findmnt -n -o SOURCE --target "$ENGRAM_SCRATCH")
+	fs=$(findmnt -n -o FSTYPE --target "$ENGRAM_SCRATCH")
+	echo "$src $fs"; [ "$fs" = ext4 ] && [ -b "$src" ]'
+check "scratch is writable (1 MiB write, fsync, read back)" bash -c '
+	f=$ENGRAM_SCRATCH/.t00.$$
+	head -c 1048576 /dev/urandom > $f.src &&
+	dd if=$f.src of=$f bs=64k conv=fsync status=none &&
+	cmp $f.src $f && rm -f $f $f.src'
+check "project tree visible at $PWD" test -f "$PWD/selftests/guest/run.sh" -a -f "$PWD/Kbuild"
+check "project tree is read-only in the guest" bash -c '! touch "$PWD/.t00-write-probe" 2>/dev/null'
+
+rping_loop() {
+	# Server and client on the same rxe device, bounded; the client retries
+	# while the server is still starting.
+	local srv rc=1
+	timeout 30 rping -s -a "$ENGRAM_IP" -C 5 >/tmp/.t00.rps 2>&1 &
+	srv=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		if timeout 20 rping -c -a "$ENGRAM_IP" -C 5 -v >/tmp/.t00.rpc 2>&1; then
+			rc=0
+			break
+		fi
+	done
+	wait $srv || rc=1
+	cat /tmp/.t00.rpc /tmp/.t00.rps
+	[ $rc -eq 0 ] && [ "$(grep -c 'ping data' /tmp/.t00.rpc)" -eq 5 ]
+}
+check "rping over rxe0 to $ENGRAM_IP (5 round trips)" rping_loop
+
+send_lat() {
+	local srv rc=1
+	timeout 40 ib_send_lat -R -d rxe0 -n 200 >/tmp/.t00.sls 2>&1 &
+	srv=$!
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 0.5
+		if timeout 30 ib_send_lat -R -d rxe0 -n 200 "$ENGRAM_IP" >/tmp/.t00.slc 2>&1; then
+			rc=0
+			break
+		fi
+	done
+	wait $srv || rc=1
+	tail -n 3 /tmp/.t00.slc
+	[ $rc -eq 0 ]
+}
+check "ib_send_lat over rdma_cm on rxe0 (200 iterations)" send_lat
+if [ -s /tmp/.t00.slc ]; then
+	awk '/^ *2 +200/ { print "# ib_send_lat: t_typical " $5 " us, t_avg " $6 " us" }' /tmp/.t00.slc
+fi
+
+exit $failed

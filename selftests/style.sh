@@ -1,0 +1,66 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make style`: kernel coding style and static checks for the module.
+#  - checkpatch.pl --strict (from linux-source-6.1, extracted by deps.sh)
+#    over kmod/*.[ch] and uapi/linux/*.h;
+#  - sparse (make C=2) over a scratch copy of the module sources, built
+#    against KDIR like selftests/vm/build-module.sh, so the in-tree build is
+#    left alone.
+# Fails when either reports anything.  Logs: build/logs/style-*.log
+set -uo pipefail
+export LC_ALL=C
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+CACHE=${CACHE:-/var/cache/engram-rdma}
+CP=$CACHE/checkpatch/checkpatch.pl
+logs=$root/build/logs
+mkdir -p "$logs"
+
+if [ ! -x "$CP" ] || ! command -v sparse >/dev/null; then
+	selftests/vm/deps.sh || exit 1
+fi
+KDIR=${KDIR:-$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")}
+[ -n "$KDIR" ] && [ -d "$KDIR" ] || { echo "style: no kernel build tree (run 'make deps')" >&2; exit 1; }
+
+rc=0
+files=$(ls kmod/*.[ch] uapi/linux/*.h 2>/dev/null | grep -v "\.mod\.c$")
+[ -n "$files" ] || { echo "style: no sources found" >&2; exit 1; }
+
+# --- checkpatch ----------------------------------------------------------------
+# SPDX tags, spelling and const-struct lists come from the files next to
+# checkpatch.pl.  Out-of-tree: --no-tree; MAINTAINERS/file-path checks off.
+# shellcheck disable=SC2086
+"$CP" --strict --no-tree --terse --show-types --no-summary --color=never \
+	--ignore FILE_PATH_CHANGES,SPDX_LICENSE_TAG_MISSING_DUMMY \
+	--file $files >"$logs/style-checkpatch.log" 2>&1
+cp_rc=$?
+if [ $cp_rc -ne 0 ] || [ -s "$logs/style-checkpatch.log" ]; then
+	echo "style: checkpatch --strict reported problems:"
+	cat "$logs/style-checkpatch.log"
+	rc=1
+else
+	echo "style: checkpatch --strict: clean ($(wc -w <<<"$files") files)"
+fi
+
+# --- sparse ------------------------------------------------------------------------
+out=$root/build/style
+mkdir -p "$out"
+rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
+	Kbuild kmod uapi "$out/"
+timeout 900 make -C "$KDIR" M="$out" C=2 CF="-D__CHECK_ENDIAN__" W=1 modules \
+	>"$logs/style-sparse.log" 2>&1
+mk_rc=$?
+# Everything sparse (or the compiler under W=1) says carries the file:line: prefix.
+msgs=$(grep -E '^[^ ]+:[0-9]+:[0-9]+: (warning|error|note)' "$logs/style-sparse.log" |
+	sed "s|$out/||")
+if [ $mk_rc -ne 0 ] || [ -n "$msgs" ]; then
+	echo "style: sparse (make C=2) reported problems (make exit $mk_rc):"
+	if [ -n "$msgs" ]; then echo "$msgs"; else tail -n 30 "$logs/style-sparse.log"; fi
+	rc=1
+else
+	echo "style: sparse: clean"
+fi
+exit $rc

@@ -1,0 +1,171 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Run a command in a QEMU (TCG) guest booted with a Debian test kernel, with
+# engram_rdma.ko loaded and Soft-RoCE (rxe0 on er0, 192.0.2.1) set up:
+#
+#   run.sh --kver 6.1|6.12 [--params "MODPARAMS"] [--no-module] [--mem 3G]
+#          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR] -- CMD
+#
+# The host's root is shared read-only over virtio-9p, so the project tree is
+# visible at the same path in the guest; a fresh sparse scratch disk is
+# formatted ext4 and mounted at /tmp/scratch.  The guest gets no network
+# device.  The command's output is streamed to stdout; run.sh exits with the
+# command's exit status, or 125 when the guest never reported one (timeout,
+# panic, crash, setup failure).  Logs of the last run: build/vm-<release>/
+# {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+SRC=${ENGRAM_SRC:-$(cd "$here/../.." && pwd)}
+BUILD=${ENGRAM_BUILD:-$SRC/build}
+
+KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS=""
+usage() {
+	sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+	exit 2
+}
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--kver) KVER=${2:?}; shift 2 ;;
+	--params) PARAMS=${2-}; shift 2 ;;
+	--no-module) MODULE_ON=0; shift ;;
+	--mem) MEM=${2:?}; shift 2 ;;
+	--smp) SMP=${2:?}; shift 2 ;;
+	--disk-size) DISK=${2:?}; shift 2 ;;
+	--timeout) TMO=${2:?}; shift 2 ;;
+	--logs) LOGS=${2:?}; shift 2 ;;
+	--) shift; break ;;
+	-h|--help) usage ;;
+	*) echo "run.sh: unknown option '$1'" >&2; usage ;;
+	esac
+done
+CMD="$*"
+[ -n "$CMD" ] || { echo "run.sh: no command given (after --)" >&2; usage; }
+case "$TMO" in ''|*[!0-9]*) echo "run.sh: --timeout takes seconds" >&2; exit 2 ;; esac
+
+die() { echo "run.sh: $*" >&2; exit 125; }
+
+rel=$("$here/kernels.sh" release "$KVER") || exit 2
+vmlinuz=$("$here/kernels.sh" vmlinuz "$KVER")
+[ -n "$rel" ] && [ -n "$vmlinuz" ] || die "test kernel $KVER is not installed: run 'make deps'"
+command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run 'make deps'"
+
+mkdir -p "$BUILD"
+MODULE=""
+if [ $MODULE_ON -eq 1 ]; then
+	"$here/build-module.sh" "$KVER" >"$BUILD/.build-module-$rel.out" 2>&1 || {
+		cat "$BUILD/.build-module-$rel.out" >&2
+		die "module build for $rel failed"
+	}
+	MODULE=$BUILD/$rel/kmod/engram_rdma.ko
+fi
+
+vmdir=$BUILD/vm-$rel
+mkdir -p "$vmdir"
+initrd=$BUILD/initramfs-$rel.cpio
+(
+	flock -w 300 9 || die "initramfs lock busy"
+	"$here/mkinitramfs.sh" "$rel" "$initrd"
+) 9>"$BUILD/.initramfs-$rel.lock" || die "cannot build the initramfs for $rel"
+
+# Per-run files: job description, scratch disk.  Both live under build/ so
+# the guest sees them through the read-only 9p share.
+run=$(mktemp -d "$vmdir/run.XXXXXX")
+cleanup() {
+	# Keep the logs of this run (concurrent runs each have their own $run).
+	cp -f "$run/console.log" "$run/dmesg.log" "$vmdir/" 2>/dev/null
+	if [ -n "$LOGS" ]; then
+		mkdir -p "$LOGS" && cp -f "$run/console.log" "$run/dmesg.log" "$LOGS/" 2>/dev/null
+	fi
+	rm -rf "$run"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+nonce=$(od -An -N8 -tx8 /dev/urandom | tr -d ' \n')
+job=$run/job.sh
+{
+	printf 'NONCE=%q\n' "$nonce"
+	printf 'KVER=%q\n' "$KVER"
+	printf 'KREL=%q\n' "$rel"
+	printf 'PROJECT=%q\n' "$SRC"
+	printf 'MODULE=%q\n' "$MODULE"
+	printf 'MODPARAMS=%q\n' "$PARAMS"
+	printf 'CMD=%q\n' "$CMD"
+	printf 'CMD_TIMEOUT=%q\n' "$TMO"
+	printf 'ENGRAM_VM_DEBUG=%q\n' "${ENGRAM_VM_DEBUG:-}"
+} > "$job"
+chmod 0644 "$job"
+disk=$run/scratch.img
+truncate -s "$DISK" "$disk"
+
+console=$run/console.log
+dmesglog=$run/dmesg.log
+: > "$console"
+: > "$dmesglog"
+
+# Boot + setup + dmesg + power-off take well under a minute on TCG; allow
+# generous slack before the outer timeout kills QEMU.
+outer=$((TMO + 120))
+qemu=(
+	qemu-system-x86_64
+	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
+	-nographic -no-reboot -nic none
+	-kernel "$vmlinuz" -initrd "$initrd"
+	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh"
+	-serial mon:stdio
+	-serial "file:$dmesglog"
+	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap
+	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot
+	-drive "file=$disk,if=none,id=scratch,format=raw,cache=unsafe,discard=unmap"
+	-device virtio-blk-pci,drive=scratch,serial=engram-scratch
+)
+
+# Stream the console: boot noise before the setup marker goes only to the
+# log; the marker lines themselves are dropped.
+start=$(date +%s.%N)
+set +e
+timeout --kill-after=15 "$outer" "${qemu[@]}" </dev/null 2>&1 |
+	tee "$console" |
+	{
+		# Line by line as it comes (mawk would buffer its input).
+		on=0
+		while IFS= read -r line || [ -n "$line" ]; do
+			line=${line%$'\r'}
+			case "$line" in
+			*"ENGRAM-VM-$nonce-SETUP"*) on=1 ;;
+			*"ENGRAM-VM-$nonce-EXIT"*) on=0 ;;
+			*) [ $on -eq 0 ] || printf '%s\n' "$line" ;;
+			esac
+		done
+	}
+qrc=${PIPESTATUS[0]}
+set -e
+end=$(date +%s.%N)
+
+status=$(tr -d '\r' < "$console" | grep -a -o "ENGRAM-VM-$nonce-EXIT [0-9]*" | tail -n1 | cut -d" " -f2 || true)
+if [ -z "$status" ]; then
+	{
+		echo "run.sh: FAILED: the guest never reported the command's exit status."
+		if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+			echo "run.sh: QEMU killed after ${outer}s (hung guest or command ignoring its timeout)."
+		elif grep -aq 'Kernel panic' "$console"; then
+			echo "run.sh: the guest kernel panicked."
+		else
+			echo "run.sh: QEMU exited with status $qrc."
+		fi
+		if ! grep -aq "ENGRAM-VM-$nonce-SETUP" "$console"; then
+			echo "run.sh: the guest did not reach the setup script; last console lines:"
+			tr -d '\r' < "$console" | tail -n 40 | sed 's/^/  | /'
+		else
+			echo "run.sh: last console lines:"
+			tr -d '\r' < "$console" | tail -n 15 | sed 's/^/  | /'
+		fi
+		echo "run.sh: console log: ${LOGS:-$vmdir}/console.log"
+		echo "run.sh: kernel log:  ${LOGS:-$vmdir}/dmesg.log"
+	} >&2
+	exit 125
+fi
+printf '# vm: %s, %.1fs wall, exit %s\n' "$rel" \
+	"$(awk -v a="$start" -v b="$end" 'BEGIN { print b - a }')" "$status" >&2
+exit "$status"
