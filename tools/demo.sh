@@ -12,7 +12,7 @@ KVER=${KVER:-6.1}
 
 if [ "${1:-}" != --guest ]; then
 	cd "$top"
-	selftests/vm/deps.sh --if-missing
+	selftests/vm/deps.sh
 	make -s tools
 	exec selftests/vm/run.sh --kver "$KVER" -- tools/demo.sh --guest
 fi
