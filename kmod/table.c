@@ -19,7 +19,6 @@
 #include <crypto/hash.h>
 #include <linux/bits.h>
 #include <linux/ctype.h>
-#include <linux/fadvise.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -40,8 +39,8 @@
 
 #include "engram.h"
 
-/* Readahead is issued this far ahead of the hashing cursor, in two windows. */
-#define ENGRAM_RA_BYTES		(8ULL << 20)
+/* Readahead window for loads: the whole file is wanted, so read big. */
+#define ENGRAM_RA_PAGES		((8U << 20) >> PAGE_SHIFT)
 /* Sanity bound on rows: 2^40 rows of 256 bytes is far beyond any checkpoint. */
 #define ENGRAM_MAX_ROWS		BIT_ULL(40)
 
@@ -169,16 +168,44 @@ static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
 }
 
 /*
+ * Stream the file through the page cache as filemap_read() does: readahead
+ * where a page is missing, asynchronous readahead when the cursor reaches
+ * the marker of the previous window, so I/O runs ahead of hashing.
+ * (fadvise(WILLNEED) would not do: it caps each call at the device's
+ * readahead size.)  Returns the uptodate folio holding @idx, with a reference.
+ */
+static struct folio *engram_read_folio(struct engram_table *t, struct file_ra_state *ra,
+				       pgoff_t idx)
+{
+	DEFINE_READAHEAD(ractl, t->file, ra, t->mapping, idx);
+	unsigned long left = t->nr_pages - idx;
+	struct folio *folio;
+
+	/* NULL on older kernels, ERR_PTR(-ENOENT) on newer ones. */
+	folio = filemap_get_folio(t->mapping, idx);
+	if (IS_ERR_OR_NULL(folio)) {
+		page_cache_sync_ra(&ractl, left);
+	} else {
+		if (folio_test_readahead(folio))
+			page_cache_async_ra(&ractl, folio, left);
+		folio_put(folio);
+	}
+	return read_cache_folio(t->mapping, idx, NULL, t->file);
+}
+
+/*
  * Read every page of the file into the page cache, take a reference per page
- * and hash it.  Readahead runs up to two windows ahead of the cursor so that
- * hashing overlaps with I/O.
+ * and hash it.
  */
 static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 			    char *msg, size_t msglen)
 {
-	loff_t ra_next = 0;
+	struct file_ra_state ra;
 	pgoff_t idx = 0;
 	int ret;
+
+	file_ra_state_init(&ra, t->mapping);
+	ra.ra_pages = max_t(unsigned int, ra.ra_pages, ENGRAM_RA_PAGES);
 
 	while (idx < t->nr_pages) {
 		u64 pos = (u64)idx << PAGE_SHIFT;
@@ -187,12 +214,7 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 
 		if (READ_ONCE(t->cancel))
 			return -ECANCELED;
-		while (ra_next < t->file_bytes && ra_next < pos + 2 * ENGRAM_RA_BYTES) {
-			vfs_fadvise(t->file, ra_next, ENGRAM_RA_BYTES, POSIX_FADV_WILLNEED);
-			ra_next += ENGRAM_RA_BYTES;
-		}
-
-		folio = read_cache_folio(t->mapping, idx, NULL, t->file);
+		folio = engram_read_folio(t, &ra, idx);
 		if (IS_ERR(folio)) {
 			snprintf(msg, msglen, "read error at offset %llu", pos);
 			return PTR_ERR(folio);
