@@ -95,34 +95,63 @@ static struct engram_table *engram_table_find(const char *name)
 	return NULL;
 }
 
-/*
- * Pinned pages cannot be reclaimed, so a table that does not fit would end
- * in the OOM killer rather than in an error.  Count each file once (tables
- * of one file share its pages) and keep an eighth of RAM for everything else.
- */
-static bool engram_table_fits(struct engram_table *t)
+static u64 engram_table_file_bytes(const struct engram_table *t)
 {
-	u64 ram = (u64)totalram_pages() << PAGE_SHIFT, need = 0;
+	return t->file ? t->file_bytes : 0;
+}
+
+static u64 engram_table_pinned_bytes(const struct engram_table *t)
+{
+	return (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+}
+
+/*
+ * Sum @val over the files our tables hold, counting each file once: tables
+ * loaded from one file share its page cache.
+ */
+static u64 engram_sum_per_file(u64 (*val)(const struct engram_table *))
+{
 	struct engram_table *o, *p;
+	u64 sum = 0;
 
 	lockdep_assert_held(&engram_tables_mutex);
 	list_for_each_entry(o, &engram_tables, node) {
-		bool seen = false;
+		u64 v = val(o);
 
-		if (!o->file)
+		if (!v)
 			continue;
-		if (o->mapping == t->mapping)
-			return true;
+		/* Counted already with an earlier table of the same file? */
 		list_for_each_entry(p, &engram_tables, node) {
 			if (p == o)
 				break;
-			if (p->file && p->mapping == o->mapping)
-				seen = true;
+			if (p->mapping == o->mapping && val(p))
+				v = 0;
 		}
-		if (!seen)
-			need += o->file_bytes;
+		if (!v)
+			continue;
+		list_for_each_entry_continue(p, &engram_tables, node)
+			if (p->mapping == o->mapping)
+				v = max(v, val(p));
+		sum += v;
 	}
-	return need + t->file_bytes <= ram - ram / 8;
+	return sum;
+}
+
+/*
+ * Pinned pages cannot be reclaimed, so a table that does not fit would end
+ * in the OOM killer rather than in an error.  Keep an eighth of RAM for
+ * everything else.
+ */
+static bool engram_table_fits(struct engram_table *t)
+{
+	u64 ram = (u64)totalram_pages() << PAGE_SHIFT;
+	struct engram_table *o;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node)
+		if (o->file && o->mapping == t->mapping)
+			return true;	/* its pages are pinned already */
+	return engram_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
 }
 
 static bool engram_name_valid(const char *name)
@@ -790,19 +819,14 @@ int engram_table_info_nth(unsigned long n, struct engram_table_info *info)
 /**
  * engram_tables_totals() - module-wide gauges
  * @count: number of tables present
- * @pinned_bytes: bytes of page cache pinned by all tables
+ * @pinned_bytes: bytes of page cache pinned by all tables, each file once
  */
 void engram_tables_totals(u64 *count, u64 *pinned_bytes)
 {
-	struct engram_table *t;
-	u64 pinned = 0;
-
 	mutex_lock(&engram_tables_mutex);
 	*count = engram_ntables;
-	list_for_each_entry(t, &engram_tables, node)
-		pinned += (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+	*pinned_bytes = engram_sum_per_file(engram_table_pinned_bytes);
 	mutex_unlock(&engram_tables_mutex);
-	*pinned_bytes = pinned;
 }
 
 /**

@@ -4,7 +4,7 @@
 # `make check`: the whole test suite, as one TAP stream.
 #
 #   deps (fast when everything is present) -> tools -> module for KDIR ->
-#   module for the 6.1 and 6.12 test kernels -> user-space unit tests ->
+#   module for the 6.1 and 6.12 test kernels -> style -> user-space unit tests ->
 #   DKMS install/remove -> in-guest selftests under QEMU on 6.1, then 6.12
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
@@ -142,6 +142,9 @@ for k in $KVERS; do
 		built[$k]=1
 	fi
 done
+
+# --- style: checkpatch --strict and sparse must stay clean ------------------------
+run_build style "style: checkpatch --strict and sparse (C=2) clean" selftests/style.sh
 
 # --- user-space unit tests -------------------------------------------------------
 run_tap unit "[unit]" make -s -C selftests/unit run

@@ -21,7 +21,7 @@ ctl=$top/tools/engramctl/engramctl
 f=${ENGRAM_SCRATCH:-/tmp}/demo.safetensors
 rows=${DEMO_ROWS:-1000000}
 step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
-run() { printf '$ %s\n' "$*"; "$@"; }
+run() { printf '$'; printf ' %q' "$@"; printf '\n'; "$@"; }
 
 step "kernel $(uname -r), engram_rdma $(cat /sys/module/engram_rdma/version)"
 step "generate two Engram tables ($rows rows each) in one safetensors file"

@@ -23,6 +23,9 @@ check "two tables loading at once both succeed" test "$r1:$r14" = 0:0
 check "both are ready" test "$(table_state l1):$(table_state l14)" = ready:ready
 check "both carry the file's digest" \
 	test "$(table_field l1 sha256):$(table_field l14 sha256)" = "$want:$want"
+size=$(stat -c %s "$F")
+check "module-wide pinned bytes count the shared file once" \
+	test "$(stat_global pinned_bytes)" -eq $(((size + 4095) / 4096 * 4096))
 check "their generations differ" test "$(table_field l1 generation)" != "$(table_field l14 generation)"
 
 "$ENGRAMCTL" unload l1
