@@ -268,8 +268,10 @@ static int engram_dump_tables(struct sk_buff *skb, struct netlink_callback *cb, 
 			continue;
 		hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
 				  &engram_family, NLM_F_MULTI, cmd);
-		if (!hdr)
+		if (!hdr) {
+			ret = -EMSGSIZE;
 			break;
+		}
 		ret = cmd == ENGRAM_CMD_STATS_GET ? engram_put_table_stats(skb, ti) :
 						    engram_put_table(skb, ti);
 		if (ret) {

@@ -620,13 +620,10 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 		goto err_free;
 
 	t->nr_pages = DIV_ROUND_UP_ULL(t->file_bytes, PAGE_SIZE);
-	t->pages = kvcalloc(t->nr_pages, sizeof(*t->pages), GFP_KERNEL);
 	t->path = engram_table_path(t->file, a->path);
 	ret = -ENOMEM;
-	if (!t->pages || !t->path) {
-		NL_SET_ERR_MSG_MOD(extack, "no memory for the page index");
+	if (!t->path)
 		goto err_file;
-	}
 
 	mutex_lock(&engram_tables_mutex);
 	old = engram_table_find(t->name);
@@ -637,21 +634,33 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 		old = NULL;
 		goto err_file;
 	}
-	if (old) {
-		list_del(&old->node);
-		engram_ntables--;
-	}
-	if (engram_ntables >= ENGRAM_MAX_TABLES) {
+	/* A failed table of that name is replaced, but only by a load that starts. */
+	if (engram_ntables - !!old >= ENGRAM_MAX_TABLES) {
 		mutex_unlock(&engram_tables_mutex);
 		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
 		ret = -ENOSPC;
+		old = NULL;
 		goto err_file;
 	}
 	if (!engram_table_fits(t)) {
 		mutex_unlock(&engram_tables_mutex);
 		NL_SET_ERR_MSG_MOD(extack, "not enough RAM to pin this table next to the others");
 		ret = -ENOMEM;
+		old = NULL;
 		goto err_file;
+	}
+	/* Only now, so that an absurd file size is refused before it costs memory. */
+	t->pages = kvcalloc(t->nr_pages, sizeof(*t->pages), GFP_KERNEL);
+	if (!t->pages) {
+		mutex_unlock(&engram_tables_mutex);
+		NL_SET_ERR_MSG_MOD(extack, "no memory for the page index");
+		ret = -ENOMEM;
+		old = NULL;
+		goto err_file;
+	}
+	if (old) {
+		list_del(&old->node);
+		engram_ntables--;
 	}
 	mapping_set_unevictable(t->mapping);
 	t->generation = atomic64_inc_return(&engram_generation);

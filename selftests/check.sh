@@ -5,7 +5,8 @@
 #
 #   deps (fast when everything is present) -> tools -> module for KDIR ->
 #   module for the 6.1 and 6.12 test kernels -> style -> user-space unit tests ->
-#   DKMS install/remove -> in-guest selftests under QEMU on 6.1, then 6.12
+#   DKMS install/remove -> make install into a scratch DESTDIR ->
+#   in-guest selftests under QEMU on 6.1, then 6.12
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -151,6 +152,9 @@ run_tap unit "[unit]" make -s -C selftests/unit run
 
 # --- DKMS ------------------------------------------------------------------------------
 run_tap dkms "[dkms]" selftests/dkms-check.sh
+
+# --- make install into a scratch DESTDIR ------------------------------------------
+run_tap install "[install]" selftests/install-check.sh
 
 # --- in-guest selftests ----------------------------------------------------------
 if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then

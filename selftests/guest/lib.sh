@@ -22,7 +22,7 @@ done_testing() { echo "1..$T_NO"; [ "$T_FAIL" -eq 0 ]; exit $?; }
 bail() { nok "$*"; done_testing; }
 
 # Value of a /proc/meminfo field, in bytes.
-meminfo() { awk -v k="$1:" '$1 == k { print $2 * 1024 }' /proc/meminfo; }
+meminfo() { awk -v k="$1:" '$1 == k { printf "%.0f\n", $2 * 1024 }' /proc/meminfo; }
 # Python expression over the JSON document on stdin, bound to d.
 jget() { python3 -c "import sys, json; d = json.load(sys.stdin); print($1)"; }
 # Bytes of FILE resident in the page cache.

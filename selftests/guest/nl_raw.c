@@ -11,8 +11,9 @@
  * rows, woff, soff, wbytes, sbytes (numbers), sha (hex of any length),
  * bogus (an attribute id the family does not know).
  *
- * Prints "ok" or "error ERRNO MESSAGE" (MESSAGE is the extended ack, or
- * "-" if none) and exits 0 or 1; 2 means the tool itself failed.
+ * Prints "ok" ("ok N messages" for dump) or "error ERRNO MESSAGE" (MESSAGE
+ * is the extended ack, or "-" if none) and exits 0 or 1; 2 means the tool
+ * itself failed.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +64,16 @@ static int on_ack(struct nl_msg *msg, void *arg)
 	(void)msg;
 	*(int *)arg = 0;
 	return NL_STOP;
+}
+
+static int messages;
+
+static int on_valid(struct nl_msg *msg, void *arg)
+{
+	(void)msg;
+	(void)arg;
+	messages++;
+	return NL_OK;
 }
 
 static int on_finish(struct nl_msg *msg, void *arg)
@@ -192,13 +203,16 @@ int main(int argc, char **argv)
 	nl_cb_err(cb, NL_CB_CUSTOM, on_error, &ret);
 	nl_cb_set(cb, NL_CB_ACK, NL_CB_CUSTOM, on_ack, &ret);
 	nl_cb_set(cb, NL_CB_FINISH, NL_CB_CUSTOM, on_finish, &ret);
+	nl_cb_set(cb, NL_CB_VALID, NL_CB_CUSTOM, on_valid, NULL);
 	if (nl_send_auto(sk, msg) < 0)
 		return 2;
 	ret = 1;
 	while (ret == 1)
 		if (nl_recvmsgs(sk, cb) < 0 && ret == 1)
 			return 2;
-	if (ret == 0)
+	if (ret == 0 && cmds[c].flags & NLM_F_DUMP)
+		printf("ok %d messages\n", messages);
+	else if (ret == 0)
 		printf("ok\n");
 	else
 		printf("error %d %s\n", -ret, extack_msg);

@@ -66,6 +66,32 @@ out=$("$NL_RAW" load name=g1 $good)
 check "a good request through the same path is accepted ($out)" test "$out" = ok
 check "the table becomes ready" wait_state g1 ready 60
 expect 17 "exists" load name=g1 $good
+check "STATS_GET do with a name answers for that table" test "$("$NL_RAW" stats name=g1)" = ok
+expect 2 "no table of that name" stats name=nosuch
+"$NL_RAW" load name=g2 $good >/dev/null
+wait_state g2 ready 60
+check "a TABLE_GET dump lists both tables" test "$("$NL_RAW" dump)" = "ok 2 messages"
+check "a TABLE_GET dump filters by name" test "$("$NL_RAW" dump name=g2)" = "ok 1 messages"
+"$ENGRAMCTL" unload g2
+
+# A file larger than RAM would pin memory reclaim cannot get back: refused
+# before a single page is read.  The file is sparse, so it costs no disk.
+ram=$(meminfo MemTotal)
+huge=$SCRATCH/huge.safetensors
+rm -f "$huge"
+truncate -s "$ram" "$huge"
+hrows=$(((ram - 8) / 264))
+hgood="fd=$huge rows=$hrows woff=8 soff=$((8 + hrows * 256)) wbytes=256 sbytes=8"
+expect 12 "not enough RAM to pin" load name=huge $hgood
+check "the refused huge table is not listed" test "$(table_state huge)" = absent
+# A failed table of the same name survives a replacing load that is refused.
+"$NL_RAW" load name=huge $good sha=$(printf '%064d' 0) >/dev/null
+check "a load with a wrong digest ends failed" wait_state huge failed 60
+expect 12 "not enough RAM to pin" load name=huge $hgood
+check "the failed table and its reason survive the refused reload" \
+	test "$(table_field huge error_msg | cut -c1-19)" = "SHA-256 mismatch: f"
+"$ENGRAMCTL" unload huge
+rm -f "$huge"
 "$ENGRAMCTL" unload g1
 check "stats count refused requests" test "$(stat_global requests_refused)" -ge 20
 check "module is still usable: list works" "$ENGRAMCTL" list

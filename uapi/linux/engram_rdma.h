@@ -6,9 +6,10 @@
  *
  * Generic netlink family ENGRAM_GENL_NAME ("engram_rdma"), version 1.
  * Every attribute is validated strictly per operation: an attribute that an
- * operation does not take is refused.  Every refusal carries an extended-ack
- * message naming the reason (and, where one attribute is at fault or
- * missing, that attribute).  Tables are global to the host: they are loaded, unloaded and
+ * operation does not take is refused.  Every refusal of a request carries an
+ * extended-ack message naming the reason (and, where one attribute is at
+ * fault or missing, that attribute); only a failed memory allocation
+ * (ENOMEM) may come without one.  Tables are global to the host: they are loaded, unloaded and
  * verified only by callers with CAP_NET_ADMIN in the initial user namespace.
  *
  * Commands
@@ -29,7 +30,9 @@
  *	fails (I/O error, digest mismatch) releases everything and leaves the
  *	table in state ENGRAM_TABLE_FAILED with TABLE_ERROR and
  *	TABLE_ERROR_MSG until it is unloaded; loading the same name again
- *	replaces a failed table.
+ *	replaces a failed table.  A table whose file, next to the files
+ *	already pinned, would leave less than an eighth of RAM free is
+ *	refused with ENOMEM: pinned pages cannot be reclaimed.
  *
  * ENGRAM_CMD_TABLE_UNLOAD (admin, do)
  *	Takes TABLE_NAME.  Cancels a load or verify in progress, releases every
@@ -59,7 +62,8 @@
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter.
  *
  * Table identity is the SHA-256 of the whole file plus a generation number
- * that is unique to each load since the module was loaded.
+ * that is unique to each load; generations start from the wall clock when
+ * the module loads, so they do not repeat across module reloads either.
  *
  * Module parameters (see Documentation/admin-guide.rst): listen= and remote=
  * take comma-separated URLs, rdma://IP:PORT or tcp://IP:PORT for listen,
@@ -146,7 +150,8 @@ enum engram_verify_result {
 
 /*
  * Counters.  Module-wide ones come from STATS_GET do, per-table ones from
- * its dump; a counter that has no meaning for one of the two is left out.
+ * its dump or from a do that names the table; a counter that has no meaning
+ * for one of the two is left out.
  */
 enum engram_stat {
 	ENGRAM_STAT_UNSPEC,

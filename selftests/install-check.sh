@@ -1,0 +1,43 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make install` into a scratch DESTDIR puts the module (with depmod data),
+# engramctl, its man page and the modprobe.d example where a distribution
+# expects them, and a second install keeps an edited modprobe.d file.
+# Prints TAP.
+set -uo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root" || exit 1
+dest=$(mktemp -d)
+trap 'rm -rf "$dest"' EXIT
+n=0 failed=0
+check() {
+	local d=$1
+	shift
+	n=$((n + 1))
+	if "$@"; then echo "ok $n - $d"; else echo "not ok $n - $d"; failed=$((failed + 1)); fi
+}
+
+kdir=${KDIR:-$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")}
+krel=$(make -s -C "$kdir" kernelrelease 2>/dev/null)
+if ! make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >"$dest.log" 2>&1; then
+	sed 's/^/# /' "$dest.log"
+	check "make install DESTDIR=... PREFIX=/usr succeeds" false
+else
+	check "make install DESTDIR=... PREFIX=/usr succeeds" true
+fi
+check "module installed under lib/modules/$krel/updates" \
+	test -f "$dest/lib/modules/$krel/updates/engram_rdma.ko"
+check "depmod ran for the installed module" \
+	grep -q "updates/engram_rdma.ko" "$dest/lib/modules/$krel/modules.dep"
+check "engramctl installed in PREFIX/sbin" test -x "$dest/usr/sbin/engramctl"
+check "man page installed" test -f "$dest/usr/share/man/man8/engramctl.8"
+check "modprobe.d example installed" test -f "$dest/etc/modprobe.d/engram_rdma.conf"
+echo "options engram_rdma listen=rdma://192.0.2.10:18515" >"$dest/etc/modprobe.d/engram_rdma.conf"
+make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >/dev/null 2>&1
+check "a second install keeps the admin's modprobe.d file" \
+	grep -q "^options engram_rdma listen=rdma://192.0.2.10:18515$" "$dest/etc/modprobe.d/engram_rdma.conf"
+rm -f "$dest.log"
+echo "1..$n"
+[ $failed -eq 0 ]
