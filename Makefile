@@ -13,9 +13,13 @@ export CACHE
 
 # The running kernel's build tree when it exists, otherwise the test kernel's.
 KDIR	?= $(shell selftests/vm/kernels.sh kdir $(KVER))
-KREL	= $(shell $(MAKE) -s -C $(KDIR) kernelrelease 2>/dev/null)
+# The release modules of KDIR install under.  Debian's 6.1 headers answer
+# `make kernelrelease` with the upstream version, so read what the kernel
+# itself reports as uname -r.
+KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
+		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
-.PHONY: all module tools deps check unit style vm-run demo install \
+.PHONY: all module tools deps check unit style vm-run demo install krel \
 	install-module install-tools dkms-check clean
 
 all: module tools
@@ -52,6 +56,9 @@ demo:
 	tools/demo.sh
 
 install: install-module install-tools
+
+krel:
+	@echo $(KREL)
 
 install-module: module
 	install -D -m 0644 kmod/engram_rdma.ko \

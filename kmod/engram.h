@@ -52,7 +52,7 @@ static inline void engram_count(struct engram_counters *c, enum engram_stat id)
 /* Counters kept per table; the same ids are also summed module-wide. */
 extern const u8 engram_table_stat_ids[];
 extern const unsigned int engram_table_stat_count;
-/* Counters that only exist module-wide. */
+/* Counters that only exist module-wide (the per-table ones are summed there too). */
 extern const u8 engram_global_stat_ids[];
 extern const unsigned int engram_global_stat_count;
 

@@ -323,8 +323,9 @@ static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 	for (i = 0; i < ARRAY_SIZE(gauges); i++)
 		if (nla_put_u64_64bit(msg, gauges[i], vals[gauges[i]], ENGRAM_STAT_PAD))
 			goto err;
-	for (i = 0; i < engram_global_stat_count; i++) {
-		u8 id = engram_global_stat_ids[i];
+	for (i = 0; i < engram_global_stat_count + engram_table_stat_count; i++) {
+		u8 id = i < engram_global_stat_count ? engram_global_stat_ids[i] :
+			engram_table_stat_ids[i - engram_global_stat_count];
 
 		if (nla_put_u64_64bit(msg, id, vals[id], ENGRAM_STAT_PAD))
 			goto err;

@@ -20,6 +20,7 @@ const u8 engram_table_stat_ids[] = {
 
 const unsigned int engram_table_stat_count = ARRAY_SIZE(engram_table_stat_ids);
 
+/* Reported module-wide before the per-table ids, which are summed there too. */
 const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_LOADS_STARTED,
 	ENGRAM_STAT_LOADS_DONE,
@@ -27,13 +28,6 @@ const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_LOADS_CANCELLED,
 	ENGRAM_STAT_DIGEST_MISMATCHES,
 	ENGRAM_STAT_REQUESTS_REFUSED,
-	ENGRAM_STAT_LOOKUPS,
-	ENGRAM_STAT_ROWS,
-	ENGRAM_STAT_BYTES,
-	ENGRAM_STAT_LOAD_BYTES,
-	ENGRAM_STAT_LOAD_NS,
-	ENGRAM_STAT_VERIFY_RUNS,
-	ENGRAM_STAT_VERIFY_FAILURES,
 };
 
 const unsigned int engram_global_stat_count = ARRAY_SIZE(engram_global_stat_ids);

@@ -20,7 +20,9 @@ check() {
 }
 
 kdir=${KDIR:-$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")}
-krel=$(make -s -C "$kdir" kernelrelease 2>/dev/null)
+krel=$(make -s krel KDIR="$kdir")
+uts=$(sed -n 's/^#define UTS_RELEASE "\(.*\)"/\1/p' "$kdir/include/generated/utsrelease.h")
+check "modules install for the release the kernel reports ($uts)" test -n "$krel" -a "$krel" = "$uts"
 if ! make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >"$dest.log" 2>&1; then
 	sed 's/^/# /' "$dest.log"
 	check "make install DESTDIR=... PREFIX=/usr succeeds" false
