@@ -18,7 +18,6 @@
 
 #include <crypto/hash.h>
 #include <linux/bits.h>
-#include <linux/ctype.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -38,6 +37,7 @@
 #include <linux/workqueue.h>
 
 #include "engram.h"
+#include "wire.h"
 
 /* Readahead window for loads: the whole file is wanted, so read big. */
 #define ENGRAM_RA_PAGES		((8U << 20) >> PAGE_SHIFT)
@@ -152,18 +152,6 @@ static bool engram_table_fits(struct engram_table *t)
 		if (o->file && o->mapping == t->mapping)
 			return true;	/* its pages are pinned already */
 	return engram_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
-}
-
-static bool engram_name_valid(const char *name)
-{
-	const char *p;
-
-	if (!*name)
-		return false;
-	for (p = name; *p; p++)
-		if (!isalnum(*p) && *p != '.' && *p != '_' && *p != '-')
-			return false;
-	return true;
 }
 
 static void engram_table_set_result(struct engram_table *t, u8 state, int error,
@@ -595,7 +583,8 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	struct engram_table *t, *old = NULL;
 	int ret;
 
-	if (!engram_name_valid(a->name)) {
+	/* The same rule as the wire catalog's, so every table can be announced. */
+	if (!engram_wire_name_valid(a->name, ENGRAM_NAME_MAX)) {
 		NL_SET_ERR_MSG_MOD(extack, "table names are 1-63 characters of A-Z a-z 0-9 . _ -");
 		return -EINVAL;
 	}
