@@ -196,11 +196,12 @@ static int engram_nl_table_load(struct sk_buff *skb, struct genl_info *info)
 	if (ret)
 		return engram_nl_refused(ret);
 	/*
-	 * The table may already be gone again (a racing unload); the load
-	 * itself was accepted, which is what the caller asked about.
+	 * The load has started and holds the file: report success even if the
+	 * reply cannot be built or the table is already gone again (a racing
+	 * unload); the caller then gets a plain ack.
 	 */
-	ret = engram_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false);
-	return ret == -ENOENT ? 0 : ret;
+	engram_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false);
+	return 0;
 }
 
 static int engram_nl_table_unload(struct sk_buff *skb, struct genl_info *info)

@@ -41,6 +41,8 @@
 
 /* Readahead window for loads: the whole file is wanted, so read big. */
 #define ENGRAM_RA_PAGES		((8U << 20) >> PAGE_SHIFT)
+/* Longest path kept for display, NUL included. */
+#define ENGRAM_PATH_SHOWN	1024
 /* Sanity bound on rows: 2^40 rows of 256 bytes is far beyond any checkpoint. */
 #define ENGRAM_MAX_ROWS		BIT_ULL(40)
 
@@ -137,6 +139,18 @@ static u64 engram_sum_per_file(u64 (*val)(const struct engram_table *))
 	return sum;
 }
 
+/* Does a table of ours hold this file? */
+static bool engram_mapping_pinned(struct address_space *mapping)
+{
+	struct engram_table *o;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node)
+		if (o->file && o->mapping == mapping)
+			return true;
+	return false;
+}
+
 /*
  * Pinned pages cannot be reclaimed, so a table that does not fit would end
  * in the OOM killer rather than in an error.  Keep an eighth of RAM for
@@ -145,24 +159,26 @@ static u64 engram_sum_per_file(u64 (*val)(const struct engram_table *))
 static bool engram_table_fits(struct engram_table *t)
 {
 	u64 ram = (u64)totalram_pages() << PAGE_SHIFT;
-	struct engram_table *o;
 
-	lockdep_assert_held(&engram_tables_mutex);
-	list_for_each_entry(o, &engram_tables, node)
-		if (o->file && o->mapping == t->mapping)
-			return true;	/* its pages are pinned already */
+	if (engram_mapping_pinned(t->mapping))
+		return true;	/* its pages are pinned already */
 	return engram_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
 }
 
-static void engram_table_set_result(struct engram_table *t, u8 state, int error,
-				    const char *msg)
+/* Publish the end of a job; returns how long it took. */
+static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
+				   const char *msg)
 {
+	u64 ns;
+
 	spin_lock(&t->lock);
 	t->state = state;
 	t->error = error;
 	strscpy(t->errmsg, msg ? msg : "", sizeof(t->errmsg));
-	t->job_ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
+	ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
+	t->job_ns = ns;
 	spin_unlock(&t->lock);
+	return ns;
 }
 
 static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
@@ -217,7 +233,7 @@ static struct folio *engram_read_folio(struct engram_table *t, struct file_ra_st
 static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 			    char *msg, size_t msglen)
 {
-	struct file_ra_state ra;
+	struct file_ra_state ra = {};
 	pgoff_t idx = 0;
 	int ret;
 
@@ -258,57 +274,70 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 }
 
 /*
+ * Once the mapping is evictable again, move back every folio of the file
+ * that reclaim or the page cache parked on the unevictable list while the
+ * flag was set: not only the ones we held, but readahead beyond the cursor
+ * of a cancelled load and pages other readers brought in.  As
+ * shmem_unlock_mapping() does.
+ */
+static void engram_mapping_rescue(struct address_space *mapping)
+{
+	struct folio_batch fbatch;
+	pgoff_t index = 0;
+
+	folio_batch_init(&fbatch);
+	while (filemap_get_folios(mapping, &index, ~0UL, &fbatch)) {
+		check_move_unevictable_folios(&fbatch);
+		folio_batch_release(&fbatch);
+		cond_resched();
+	}
+}
+
+/*
  * Drop every page reference, the unevictable flag (unless another table of
- * ours still pins the same file) and the write denial.  Idempotent.
+ * ours still pins the same file) and the write denial.  Idempotent.  The
+ * "last table on this file" decision and giving up the file are one step
+ * under engram_tables_mutex, so two tables of one file released at once
+ * cannot both think the other one still pins it.
  */
 static void engram_table_release(struct engram_table *t)
 {
-	struct folio_batch fbatch;
+	struct address_space *mapping = t->mapping;
 	struct engram_table *o;
+	struct page **pages;
+	struct file *file;
 	bool last = true;
-	pgoff_t i, n = t->nr_pinned;
-
-	if (!t->file)
-		return;
+	pgoff_t i, n;
 
 	mutex_lock(&engram_tables_mutex);
-	list_for_each_entry(o, &engram_tables, node)
-		if (o != t && o->file && o->mapping == t->mapping)
-			last = false;
-	if (last)
-		mapping_clear_unevictable(t->mapping);
-	mutex_unlock(&engram_tables_mutex);
-
-	folio_batch_init(&fbatch);
-	for (i = 0; i < n; i++) {
-		struct folio *folio = page_folio(t->pages[i]);
-
-		/* Move folios that reclaim parked as unevictable back, while we still hold them. */
-		if (last && (i == 0 || page_folio(t->pages[i - 1]) != folio)) {
-			if (!folio_batch_add(&fbatch, folio)) {
-				check_move_unevictable_folios(&fbatch);
-				folio_batch_init(&fbatch);
-			}
-		}
-		if ((i & 1023) == 1023)
-			cond_resched();
+	file = t->file;
+	t->file = NULL;
+	if (file) {
+		list_for_each_entry(o, &engram_tables, node)
+			if (o != t && o->file && o->mapping == mapping)
+				last = false;
+		if (last)
+			mapping_clear_unevictable(mapping);
 	}
-	if (last && folio_batch_count(&fbatch))
-		check_move_unevictable_folios(&fbatch);
+	mutex_unlock(&engram_tables_mutex);
+	if (!file)
+		return;
 
+	n = t->nr_pinned;
 	for (i = 0; i < n; i++) {
 		folio_put(page_folio(t->pages[i]));
-		t->pages[i] = NULL;
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
 	WRITE_ONCE(t->nr_pinned, 0);
 	/* A failed table may stay listed for long: keep nothing but its reason. */
-	kvfree(t->pages);
+	pages = t->pages;
 	WRITE_ONCE(t->pages, NULL);
-	allow_write_access(t->file);
-	fput(t->file);
-	t->file = NULL;
+	kvfree(pages);
+	if (last)
+		engram_mapping_rescue(mapping);
+	allow_write_access(file);
+	fput(file);
 }
 
 static struct shash_desc *engram_sha256_alloc(void)
@@ -338,6 +367,7 @@ static void engram_table_do_load(struct engram_table *t)
 	char msg[ENGRAM_ERRMSG_MAX] = "";
 	u8 sha[ENGRAM_SHA256_LEN];
 	struct shash_desc *desc;
+	u64 ns;
 	int ret;
 
 	desc = engram_sha256_alloc();
@@ -372,15 +402,17 @@ static void engram_table_do_load(struct engram_table *t)
 	memcpy(t->sha, sha, sizeof(sha));
 	t->have_sha = true;
 	spin_unlock(&t->lock);
-	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
+	/* Counted before READY is published: a verify may start right after. */
+	ns = ktime_to_ns(ktime_sub(ktime_get(), t->job_start));
 	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_BYTES, t->file_bytes);
-	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_NS, t->job_ns);
+	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_NS, ns);
 	engram_count_add(&engram_global_stats, ENGRAM_STAT_LOAD_BYTES, t->file_bytes);
-	engram_count_add(&engram_global_stats, ENGRAM_STAT_LOAD_NS, t->job_ns);
+	engram_count_add(&engram_global_stats, ENGRAM_STAT_LOAD_NS, ns);
 	engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_DONE);
 	pr_info("table %s loaded: %llu rows, %llu bytes, sha256 %*phN, generation %llu, %llu ms\n",
-		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, t->sha,
-		t->generation, div_u64(t->job_ns, NSEC_PER_MSEC));
+		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, sha,
+		t->generation, div_u64(ns, NSEC_PER_MSEC));
+	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
 	return;
 
 fail:
@@ -421,6 +453,9 @@ static void engram_table_do_verify(struct engram_table *t)
 		engram_sha256_free(desc);
 	}
 
+	/* Cancelled by an unload: the table is going away, nothing to report. */
+	if (ret == -ECANCELED)
+		return;
 	engram_count(&t->stats, ENGRAM_STAT_VERIFY_RUNS);
 	engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_RUNS);
 	if (ret)
@@ -552,17 +587,29 @@ err:
 	return ret;
 }
 
+/*
+ * The path is for people reading `engramctl list`; keep its informative end
+ * and bound it, so that every table fits in one netlink dump message.
+ */
 static char *engram_table_path(struct file *file, const char *given)
 {
-	char *buf, *p, *ret;
+	const char *p = given;
+	char *buf = NULL, *ret;
+	size_t len;
 
-	if (given)
-		return kstrdup(given, GFP_KERNEL);
-	buf = kmalloc(PATH_MAX, GFP_KERNEL);
-	if (!buf)
-		return NULL;
-	p = file_path(file, buf, PATH_MAX);
-	ret = kstrdup(IS_ERR(p) ? "?" : p, GFP_KERNEL);
+	if (!p) {
+		buf = kmalloc(PATH_MAX, GFP_KERNEL);
+		if (!buf)
+			return NULL;
+		p = file_path(file, buf, PATH_MAX);
+		if (IS_ERR(p))
+			p = "?";
+	}
+	len = strlen(p);
+	if (len < ENGRAM_PATH_SHOWN)
+		ret = kstrdup(p, GFP_KERNEL);
+	else
+		ret = kasprintf(GFP_KERNEL, "...%s", p + len - (ENGRAM_PATH_SHOWN - 4));
 	kfree(buf);
 	return ret;
 }
@@ -628,6 +675,14 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 		mutex_unlock(&engram_tables_mutex);
 		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
 		ret = -ENOSPC;
+		old = NULL;
+		goto err_file;
+	}
+	if (mapping_unevictable(t->mapping) && !engram_mapping_pinned(t->mapping)) {
+		/* Someone else (ramfs, SHM_LOCK) owns the flag we would clear later. */
+		mutex_unlock(&engram_tables_mutex);
+		NL_SET_ERR_MSG_MOD(extack, "the file is kept in RAM already (ramfs?)");
+		ret = -EOPNOTSUPP;
 		old = NULL;
 		goto err_file;
 	}

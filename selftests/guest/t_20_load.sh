@@ -23,6 +23,10 @@ echo "$out" | sed 's/^/# /'
 check "engramctl load succeeds" test $rc -eq 0
 check "engramctl load reports the SHA-256" grep -q "$want" <<<"$out"
 anon1=$(meminfo AnonPages)
+unevict_loaded=$(meminfo Unevictable)
+diag "Unevictable while loaded: $unevict_loaded"
+check "the table's pages sit on the unevictable list" \
+	test $((unevict_loaded - unevict0)) -ge $((size / 10 * 9))
 
 list=$("$ENGRAMCTL" -j list)
 field() { jget "next(t['$1'] for t in d if t['name'] == 'big')" <<<"$list"; }
@@ -61,8 +65,19 @@ unevict1=$(meminfo Unevictable)
 diag "Unevictable before $unevict0, after $unevict1"
 check "Unevictable back to its baseline" test $((unevict1 - unevict0)) -le $((1 << 20))
 
+# Unloading during a verify cancels it without counting a verify failure.
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name big >/dev/null 2>&1
+vf0=$(stat_global verify_failures)
+"$ENGRAMCTL" verify big >/dev/null 2>&1 &
+pid=$!
+check "verify is seen in progress" wait_state big verifying 20
+check "unload cancels a verify in progress" "$ENGRAMCTL" unload big
+wait $pid
+check "a cancelled verify is not counted as a failure" test "$(stat_global verify_failures)" -eq "$vf0"
+
 # Cancel a load half-way through with engramctl unload.
 drop_caches
+unevict0=$(meminfo Unevictable)
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name cancelme >/dev/null 2>&1 &
 pid=$!
 check "load is seen in progress" wait_state cancelme loading 20
@@ -71,6 +86,10 @@ wait $pid
 check "engramctl load reports the cancelled load as a failure" test $? -ne 0
 check "cancelled table is gone" test "$(table_state cancelme)" = absent
 check "file is writable after the cancel" writable "$F"
+unevict1=$(meminfo Unevictable)
+diag "Unevictable before the cancelled load $unevict0, after $unevict1"
+check "readahead beyond the cancelled load's cursor is evictable again" \
+	test $((unevict1 - unevict0)) -le $((1 << 20))
 
 # Ctrl-C (SIGINT) in engramctl cancels its load.
 drop_caches

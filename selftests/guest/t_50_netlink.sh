@@ -96,4 +96,25 @@ rm -f "$huge"
 check "stats count refused requests" test "$(stat_global requests_refused)" -ge 20
 check "module is still usable: list works" "$ENGRAMCTL" list
 umount /run/engram-tmpfs
+
+# ramfs keeps files in RAM and owns the unevictable flag we would clear.
+mkdir -p /run/engram-ramfs
+mount -t ramfs none /run/engram-ramfs
+cp "$F" /run/engram-ramfs/t
+expect 95 "kept in RAM already" load name=g1 $good fd=/run/engram-ramfs/t
+umount /run/engram-ramfs
+
+# A very long path is shown by its end, and the table still fits a dump.
+long=$SCRATCH
+for i in $(seq 1 12); do long=$long/$(printf 'd%.0s' $(seq 1 150)); done
+mkdir -p "$long"
+cp "$F" "$long/t.safetensors"
+check "a table under a ${#long}-byte directory loads" \
+	"$ENGRAMCTL" load "$long/t.safetensors" --tensor $PREFIX --name longpath
+shown=$("$ENGRAMCTL" -j list | jget "next(t['path'] for t in d if t['name'] == 'longpath')")
+check "its path is shown by its end, within 1023 bytes (${#shown})" \
+	test "${#shown}" -le 1023 -a "${shown:0:3}" = "..." -a "${shown: -14}" = "/t.safetensors"
+check "a dump still lists it" test "$("$NL_RAW" dump name=longpath)" = "ok 1 messages"
+"$ENGRAMCTL" unload longpath
+rm -rf "$SCRATCH/$(printf 'd%.0s' $(seq 1 150))"
 done_testing
