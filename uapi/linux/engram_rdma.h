@@ -19,7 +19,8 @@
  *	reading on a regular file), TABLE_ROWS, TABLE_WEIGHT_OFFSET,
  *	TABLE_SCALE_OFFSET, TABLE_WEIGHT_BYTES (must be 256), TABLE_SCALE_BYTES
  *	(must be 8), and optionally TABLE_SHA256 (the expected digest of the
- *	whole file) and TABLE_PATH (informational, shown by list).
+ *	whole file) and TABLE_PATH (informational, shown by list; a path of
+ *	1024 bytes or more is kept as "..." and its last 1020 bytes).
  *	The offsets are absolute file offsets of the [rows, 256] F8_E4M3 weight
  *	tensor and the [rows, 8] F8_E8M0 scale tensor.  The kernel checks them
  *	again against the file, denies writes to the file (writers get
