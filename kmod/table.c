@@ -614,6 +614,40 @@ static char *engram_table_path(struct file *file, const char *given)
 	return ret;
 }
 
+/*
+ * May @t join the list, replacing @old (a table of the same name, or NULL)?
+ * Checked under the table mutex; a refusal leaves @old in place.
+ */
+static int engram_table_admit(struct engram_table *t, struct engram_table *old,
+			      struct netlink_ext_ack *extack)
+{
+	lockdep_assert_held(&engram_tables_mutex);
+	if (old && old->state != ENGRAM_TABLE_FAILED) {
+		NL_SET_ERR_MSG_MOD(extack, "a table of that name exists: unload it first");
+		return -EEXIST;
+	}
+	if (engram_ntables - !!old >= ENGRAM_MAX_TABLES) {
+		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
+		return -ENOSPC;
+	}
+	if (mapping_unevictable(t->mapping) && !engram_mapping_pinned(t->mapping)) {
+		/* Someone else (ramfs, SHM_LOCK) owns the flag we would clear later. */
+		NL_SET_ERR_MSG_MOD(extack, "the file is kept in RAM already (ramfs?)");
+		return -EOPNOTSUPP;
+	}
+	if (!engram_table_fits(t)) {
+		NL_SET_ERR_MSG_MOD(extack, "not enough RAM to pin this table next to the others");
+		return -ENOMEM;
+	}
+	/* Only now, so that an absurd file size is refused before it costs memory. */
+	t->pages = kvcalloc(t->nr_pages, sizeof(*t->pages), GFP_KERNEL);
+	if (!t->pages) {
+		NL_SET_ERR_MSG_MOD(extack, "no memory for the page index");
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 /**
  * engram_table_load() - validate a load request and start the load
  * @a: what userspace asked for
@@ -663,43 +697,9 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 
 	mutex_lock(&engram_tables_mutex);
 	old = engram_table_find(t->name);
-	if (old && old->state != ENGRAM_TABLE_FAILED) {
+	ret = engram_table_admit(t, old, extack);
+	if (ret) {
 		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_MOD(extack, "a table of that name exists: unload it first");
-		ret = -EEXIST;
-		old = NULL;
-		goto err_file;
-	}
-	/* A failed table of that name is replaced, but only by a load that starts. */
-	if (engram_ntables - !!old >= ENGRAM_MAX_TABLES) {
-		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
-		ret = -ENOSPC;
-		old = NULL;
-		goto err_file;
-	}
-	if (mapping_unevictable(t->mapping) && !engram_mapping_pinned(t->mapping)) {
-		/* Someone else (ramfs, SHM_LOCK) owns the flag we would clear later. */
-		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_MOD(extack, "the file is kept in RAM already (ramfs?)");
-		ret = -EOPNOTSUPP;
-		old = NULL;
-		goto err_file;
-	}
-	if (!engram_table_fits(t)) {
-		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_MOD(extack, "not enough RAM to pin this table next to the others");
-		ret = -ENOMEM;
-		old = NULL;
-		goto err_file;
-	}
-	/* Only now, so that an absurd file size is refused before it costs memory. */
-	t->pages = kvcalloc(t->nr_pages, sizeof(*t->pages), GFP_KERNEL);
-	if (!t->pages) {
-		mutex_unlock(&engram_tables_mutex);
-		NL_SET_ERR_MSG_MOD(extack, "no memory for the page index");
-		ret = -ENOMEM;
-		old = NULL;
 		goto err_file;
 	}
 	if (old) {
@@ -728,8 +728,6 @@ err_free:
 	kvfree(t->pages);
 	kfree(t->path);
 	kfree(t);
-	if (old)
-		engram_table_destroy(old);
 	return ret;
 }
 
