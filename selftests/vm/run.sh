@@ -112,7 +112,7 @@ qemu=(
 	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
 	-nographic -no-reboot -nic none
 	-kernel "$vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh"
+	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD"
 	-serial mon:stdio
 	-serial "file:$dmesglog"
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap
