@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <stdio.h>
 
+#include "engramctl.h"
 #include "jsonout.h"
 
 json_t *json_u64(uint64_t v)
@@ -27,12 +28,20 @@ int json_print(json_t *v, int pretty)
 {
 	int ret;
 
-	if (!v)
+	if (!v) {
+		err_msg("cannot build JSON output: out of memory");
 		return -ENOMEM;
+	}
 	ret = json_dumpf(v, stdout, pretty ? JSON_INDENT(2) : JSON_COMPACT);
 	json_decref(v);
-	if (ret)
+	if (!ret) {
+		fputc('\n', stdout);
+		ret = fflush(stdout);
+	}
+	if (ret) {
+		/* Every caller would say the same; say it once, here. */
+		err_msg("cannot write JSON output");
 		return -EIO;
-	fputc('\n', stdout);
-	return fflush(stdout) ? -errno : 0;
+	}
+	return 0;
 }

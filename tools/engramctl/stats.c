@@ -107,11 +107,7 @@ static int print_json(const struct stats_info *global, const struct stats_list *
 		json_decref(root);
 		root = NULL;
 	}
-	if (json_print(root, opts.pretty)) {
-		err_msg("cannot write JSON output");
-		return EXIT_FAIL;
-	}
-	return EXIT_OK;
+	return json_print(root, opts.pretty) ? EXIT_FAIL : EXIT_OK;
 }
 
 static void print_text(const struct stats_info *global, const struct stats_list *l,

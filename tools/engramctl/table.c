@@ -546,11 +546,7 @@ static int print_tables(const struct table_info *v, size_t n, int detail)
 				arr = NULL;
 			}
 		}
-		if (json_print(arr, opts.pretty)) {
-			err_msg("cannot write JSON output");
-			return EXIT_FAIL;
-		}
-		return EXIT_OK;
+		return json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
 	}
 	for (i = 0; i < n; i++) {
 		if (detail) {
