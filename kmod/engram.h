@@ -7,6 +7,8 @@
 #define _ENGRAM_H
 
 #include <linux/atomic.h>
+#include <linux/kref.h>
+#include <linux/list.h>
 #include <linux/types.h>
 #include <linux/engram_rdma.h>
 
@@ -55,6 +57,9 @@ extern const unsigned int engram_table_stat_count;
 /* Counters that only exist module-wide (the per-table ones are summed there too). */
 extern const u8 engram_global_stat_ids[];
 extern const unsigned int engram_global_stat_count;
+/* Counters kept per client link. */
+extern const u8 engram_link_stat_ids[];
+extern const unsigned int engram_link_stat_count;
 
 void engram_counters_snapshot(const struct engram_counters *c, u64 *out);
 
@@ -94,6 +99,7 @@ struct engram_table_info {
 	int error;
 	char errmsg[ENGRAM_ERRMSG_MAX];
 	u64 stats[__ENGRAM_STAT_MAX];
+	u64 lat[ENGRAM_LAT_BUCKETS];
 };
 
 int engram_tables_init(void);
@@ -105,6 +111,116 @@ int engram_table_verify(const char *name, struct netlink_ext_ack *extack);
 int engram_table_info_by_name(const char *name, struct engram_table_info *info);
 int engram_table_info_nth(unsigned long n, struct engram_table_info *info);
 void engram_tables_totals(u64 *count, u64 *pinned_bytes);
+
+/*
+ * table.c: serving.  A server connection looks a table up by its wire
+ * identity and holds it (engram_table_serve_get) only while it builds and
+ * completes one response; unload waits for those holds to go.
+ */
+struct engram_table;
+struct ib_device;
+struct engram_wire_table;
+
+/**
+ * struct engram_row_src - where one row lies in the table's pinned pages
+ * @seg: up to 2 pieces of the weight row, then up to 2 of the scale bytes
+ *	(a piece never crosses a page)
+ * @seg.page: index into the table's pages
+ * @seg.off: offset inside that page
+ * @seg.len: bytes
+ * @n: pieces used, 2..4, in row order
+ */
+struct engram_row_src {
+	struct {
+		pgoff_t page;
+		u32 off;
+		u32 len;
+	} seg[4];
+	unsigned int n;
+};
+
+int engram_table_serve_get(const u8 *digest, u64 generation,
+			   struct engram_table **tp);
+void engram_table_serve_put(struct engram_table *t);
+u64 engram_table_rows(const struct engram_table *t);
+void engram_table_row_src(const struct engram_table *t, u32 row,
+			  struct engram_row_src *src);
+const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev);
+void engram_tables_unmap_device(struct ib_device *dev);
+struct engram_counters *engram_table_counters(struct engram_table *t);
+void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
+void engram_table_latency(struct engram_table *t, u64 ns);
+u32 engram_tables_catalog(struct engram_wire_table *out, u32 max);
+
+/* Latency histograms (stats.c). */
+struct engram_hist {
+	atomic64_t b[ENGRAM_LAT_BUCKETS];
+};
+
+void engram_hist_add(struct engram_hist *h, u64 ns);
+void engram_hist_snapshot(const struct engram_hist *h, u64 *out);
+void engram_count_refusal(struct engram_counters *c, unsigned int wire_status);
+
+/*
+ * dev.c: one engram_dev per RDMA device in use, shared by server and
+ * client, holding the protection domain.  Refcounted; ib_client.remove
+ * tears down every user of the device before it returns.
+ */
+struct engram_dev {
+	struct kref ref;
+	struct list_head node;
+	struct ib_device *ibdev;
+	struct ib_pd *pd;
+};
+
+struct engram_dev *engram_dev_get(struct ib_device *ibdev);
+void engram_dev_put(struct engram_dev *dev);
+int engram_dev_init(void);
+void engram_dev_exit(void);
+
+/* listen.c + server.c: the host role. */
+struct engram_listen_info {
+	char url[ENGRAM_URL_TEXT_MAX];
+	char device[64];
+	u8 state;			/* enum engram_listen_state */
+	int error;			/* last failure while WAITING */
+	u32 connections;
+};
+
+int engram_server_init(void);
+void engram_server_exit(void);
+void engram_server_remove_device(struct ib_device *ibdev);
+void engram_server_add_device(struct ib_device *ibdev);
+void engram_server_catalog_changed(void);
+int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack);
+int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack);
+int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info);
+
+/* link.c + chardev.c: the client role. */
+struct engram_link_info {
+	u32 id;
+	char url[ENGRAM_URL_TEXT_MAX];
+	char device[64];
+	u8 state;			/* enum engram_link_state */
+	int error;
+	u32 tables;
+	u32 max_rows;
+	u32 max_inflight;
+	u64 connects;
+	u64 since_ns;
+	u64 stats[__ENGRAM_STAT_MAX];
+	u64 lat[ENGRAM_LAT_BUCKETS];
+};
+
+int engram_links_init(void);
+void engram_links_exit(void);
+void engram_links_remove_device(struct ib_device *ibdev);
+int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack);
+int engram_link_del(u32 id, struct netlink_ext_ack *extack);
+int engram_link_info_nth(unsigned long n, struct engram_link_info *info);
+int engram_link_info_by_id(u32 id, struct engram_link_info *info);
+int engram_chardev_init(void);
+void engram_chardev_exit(void);
 
 /* netlink.c */
 int engram_netlink_init(void);

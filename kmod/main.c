@@ -20,19 +20,47 @@ static int __init engram_init(void)
 	ret = engram_tables_init();
 	if (ret)
 		return ret;
+	ret = engram_server_init();
+	if (ret)
+		goto err_tables;
+	ret = engram_links_init();
+	if (ret)
+		goto err_server;
+	/* After server and links: its add() callback may start both. */
+	ret = engram_dev_init();
+	if (ret)
+		goto err_links;
+	ret = engram_chardev_init();
+	if (ret)
+		goto err_dev;
 	ret = engram_netlink_init();
-	if (ret) {
-		engram_tables_exit();
-		return ret;
-	}
+	if (ret)
+		goto err_chardev;
 	pr_info("version %s loaded\n", ENGRAM_VERSION);
 	return 0;
+
+err_chardev:
+	engram_chardev_exit();
+err_dev:
+	engram_dev_exit();
+err_links:
+	engram_links_exit();
+err_server:
+	engram_server_exit();
+err_tables:
+	engram_tables_exit();
+	return ret;
 }
 
 static void __exit engram_exit(void)
 {
 	/* Netlink first, so no request can start work on a table going away. */
 	engram_netlink_exit();
+	/* No new fetch, then no link, no connection, and only then no device. */
+	engram_chardev_exit();
+	engram_links_exit();
+	engram_server_exit();
+	engram_dev_exit();
 	engram_tables_exit();
 	pr_info("unloaded\n");
 }

@@ -4,6 +4,9 @@
  * only says which counters exist where, so netlink can report them without
  * knowing the parts that count.
  */
+#include <linux/log2.h>
+#include <linux/math64.h>
+
 #include "engram.h"
 
 struct engram_counters engram_global_stats;
@@ -16,6 +19,17 @@ const u8 engram_table_stat_ids[] = {
 	ENGRAM_STAT_LOAD_NS,
 	ENGRAM_STAT_VERIFY_RUNS,
 	ENGRAM_STAT_VERIFY_FAILURES,
+	ENGRAM_STAT_REFUSED_BAD_VERSION,
+	ENGRAM_STAT_REFUSED_MALFORMED,
+	ENGRAM_STAT_REFUSED_UNKNOWN_TABLE,
+	ENGRAM_STAT_REFUSED_TABLE_NOT_READY,
+	ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE,
+	ENGRAM_STAT_REFUSED_TOO_MANY_ROWS,
+	ENGRAM_STAT_REFUSED_TOO_MANY_RANGES,
+	ENGRAM_STAT_REFUSED_DEST_TOO_SMALL,
+	ENGRAM_STAT_REFUSED_BUSY,
+	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
+	ENGRAM_STAT_REFUSED_INTERNAL,
 };
 
 const unsigned int engram_table_stat_count = ARRAY_SIZE(engram_table_stat_ids);
@@ -28,9 +42,47 @@ const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_LOADS_CANCELLED,
 	ENGRAM_STAT_DIGEST_MISMATCHES,
 	ENGRAM_STAT_REQUESTS_REFUSED,
+	ENGRAM_STAT_CONNECTIONS,
+	ENGRAM_STAT_CONNECTS_ACCEPTED,
+	ENGRAM_STAT_CONNECTS_REJECTED,
+	ENGRAM_STAT_TRANSPORT_ERRORS,
+	ENGRAM_STAT_RDMA_WRITES,
+	ENGRAM_STAT_FETCHES,
+	ENGRAM_STAT_FETCH_ROWS,
+	ENGRAM_STAT_FETCH_BYTES,
+	ENGRAM_STAT_FETCH_ERRORS,
+	ENGRAM_STAT_FETCH_TIMEOUTS,
+	ENGRAM_STAT_CPU_COPIED_BYTES,
 };
 
 const unsigned int engram_global_stat_count = ARRAY_SIZE(engram_global_stat_ids);
+
+/*
+ * Per link (client role).  The refusals here are the ones the server sent
+ * back on that link; they are not summed module-wide, where REFUSED_* are
+ * the refusals this host sent as a server.
+ */
+const u8 engram_link_stat_ids[] = {
+	ENGRAM_STAT_FETCHES,
+	ENGRAM_STAT_FETCH_ROWS,
+	ENGRAM_STAT_FETCH_BYTES,
+	ENGRAM_STAT_FETCH_ERRORS,
+	ENGRAM_STAT_FETCH_TIMEOUTS,
+	ENGRAM_STAT_CPU_COPIED_BYTES,
+	ENGRAM_STAT_REFUSED_BAD_VERSION,
+	ENGRAM_STAT_REFUSED_MALFORMED,
+	ENGRAM_STAT_REFUSED_UNKNOWN_TABLE,
+	ENGRAM_STAT_REFUSED_TABLE_NOT_READY,
+	ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE,
+	ENGRAM_STAT_REFUSED_TOO_MANY_ROWS,
+	ENGRAM_STAT_REFUSED_TOO_MANY_RANGES,
+	ENGRAM_STAT_REFUSED_DEST_TOO_SMALL,
+	ENGRAM_STAT_REFUSED_BUSY,
+	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
+	ENGRAM_STAT_REFUSED_INTERNAL,
+};
+
+const unsigned int engram_link_stat_count = ARRAY_SIZE(engram_link_stat_ids);
 
 /**
  * engram_counters_snapshot() - read every counter of a set
@@ -46,4 +98,55 @@ void engram_counters_snapshot(const struct engram_counters *c, u64 *out)
 
 	for (i = 0; i < __ENGRAM_STAT_MAX; i++)
 		out[i] = atomic64_read(&c->c[i]);
+}
+
+/**
+ * engram_count_refusal() - count one refused request by its wire status
+ * @c: the counters of the table or link concerned, or &engram_global_stats
+ * @wire_status: enum engram_wire_status, not ENGRAM_WIRE_OK
+ *
+ * Out-of-range statuses are counted as INTERNAL rather than dropped, so a
+ * refusal is never lost from the totals.
+ */
+void engram_count_refusal(struct engram_counters *c, unsigned int wire_status)
+{
+	unsigned int id;
+
+	if (wire_status == ENGRAM_WIRE_OK)
+		return;
+	if (wire_status > ENGRAM_WIRE_STATUS_MAX)
+		wire_status = ENGRAM_WIRE_INTERNAL;
+	id = ENGRAM_STAT_REFUSED_BAD_VERSION + wire_status - ENGRAM_WIRE_BAD_VERSION;
+	engram_count(c, id);
+}
+
+/**
+ * engram_hist_add() - record one latency
+ * @h: the histogram
+ * @ns: nanoseconds
+ *
+ * Bucket i (1-based on the wire, 0-based here) holds [2^i, 2^(i+1)) us,
+ * bucket 0 everything under 2 us, the last one everything slower.
+ */
+void engram_hist_add(struct engram_hist *h, u64 ns)
+{
+	u64 us = div_u64(ns, NSEC_PER_USEC);
+	unsigned int b = us < 2 ? 0 : ilog2(us);
+
+	if (b >= ENGRAM_LAT_BUCKETS)
+		b = ENGRAM_LAT_BUCKETS - 1;
+	atomic64_inc(&h->b[b]);
+}
+
+/**
+ * engram_hist_snapshot() - read a histogram
+ * @h: the histogram
+ * @out: ENGRAM_LAT_BUCKETS values
+ */
+void engram_hist_snapshot(const struct engram_hist *h, u64 *out)
+{
+	unsigned int i;
+
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
+		out[i] = atomic64_read(&h->b[i]);
 }

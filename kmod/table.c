@@ -34,7 +34,9 @@
 #include <linux/string.h>
 #include <linux/swap.h>
 #include <linux/timekeeping.h>
+#include <linux/wait_bit.h>
 #include <linux/workqueue.h>
+#include <rdma/ib_verbs.h>
 
 #include "engram.h"
 #include "wire.h"
@@ -78,6 +80,26 @@ struct engram_table {
 
 	struct work_struct work;
 	struct engram_counters stats;
+	struct engram_hist lat;		/* server-side service time */
+
+	/* Server requests building a response from this table right now. */
+	atomic_t holds;
+	/* Per-device DMA addresses of pages[]; under engram_maps_mutex. */
+	struct list_head maps;
+};
+
+/*
+ * The DMA addresses of one table's pages for one RDMA device: mapped once,
+ * on first use, so that a response is built from SGEs without mapping
+ * anything per request.  Kept on two lists so that both the table's end and
+ * the device's removal can find and unmap it.
+ */
+struct engram_table_map {
+	struct list_head table_node;	/* on engram_table.maps */
+	struct list_head dev_node;	/* on engram_maps */
+	struct ib_device *dev;
+	dma_addr_t *addr;
+	pgoff_t nr;
 };
 
 static LIST_HEAD(engram_tables);
@@ -85,6 +107,8 @@ static DEFINE_MUTEX(engram_tables_mutex);	/* the list, and unevictable flags */
 static unsigned int engram_ntables;
 static atomic64_t engram_generation;
 static struct workqueue_struct *engram_wq;
+static LIST_HEAD(engram_maps);
+static DEFINE_MUTEX(engram_maps_mutex);	/* every engram_table_map */
 
 static struct engram_table *engram_table_find(const char *name)
 {
@@ -413,6 +437,7 @@ static void engram_table_do_load(struct engram_table *t)
 		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, sha,
 		t->generation, div_u64(ns, NSEC_PER_MSEC));
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
+	engram_server_catalog_changed();
 	return;
 
 fail:
@@ -422,6 +447,7 @@ fail:
 		     ENGRAM_STAT_LOADS_CANCELLED : ENGRAM_STAT_LOADS_FAILED);
 	if (ret != -ECANCELED)
 		pr_warn("table %s: load failed: %s (%d)\n", t->name, msg, ret);
+	engram_server_catalog_changed();
 }
 
 static void engram_table_do_verify(struct engram_table *t)
@@ -487,11 +513,35 @@ static void engram_table_work(struct work_struct *work)
 		engram_table_do_load(t);
 }
 
-/* Stop any job, release everything, free.  The table is off the list. */
+static void engram_map_free(struct engram_table_map *m)
+{
+	pgoff_t i;
+
+	lockdep_assert_held(&engram_maps_mutex);
+	list_del(&m->table_node);
+	list_del(&m->dev_node);
+	for (i = 0; i < m->nr; i++)
+		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_TO_DEVICE);
+	kvfree(m->addr);
+	kfree(m);
+}
+
+/*
+ * Stop any job, wait until no server request reads the pages any more,
+ * release everything, free.  The table is off the list, so no new hold can
+ * be taken.
+ */
 static void engram_table_destroy(struct engram_table *t)
 {
+	struct engram_table_map *m, *tmp;
+
 	WRITE_ONCE(t->cancel, true);
 	cancel_work_sync(&t->work);
+	wait_var_event(&t->holds, !atomic_read(&t->holds));
+	mutex_lock(&engram_maps_mutex);
+	list_for_each_entry_safe(m, tmp, &t->maps, table_node)
+		engram_map_free(m);
+	mutex_unlock(&engram_maps_mutex);
 	engram_table_release(t);
 	if (t->state == ENGRAM_TABLE_LOADING)
 		engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_CANCELLED);
@@ -676,6 +726,8 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	strscpy(t->name, a->name, sizeof(t->name));
 	spin_lock_init(&t->lock);
 	INIT_WORK(&t->work, engram_table_work);
+	INIT_LIST_HEAD(&t->maps);
+	atomic_set(&t->holds, 0);
 	atomic64_set(&t->done_bytes, 0);
 	t->rows = a->rows;
 	t->weight_offset = a->weight_offset;
@@ -718,6 +770,7 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 
 	if (old)
 		engram_table_destroy(old);
+	engram_server_catalog_changed();
 	return 0;
 
 err_file:
@@ -754,6 +807,7 @@ int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
 		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
 		return -ENOENT;
 	}
+	engram_server_catalog_changed();
 	engram_table_destroy(t);
 	pr_info("table %s unloaded\n", name);
 	return 0;
@@ -811,6 +865,7 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	if (READ_ONCE(t->pages))
 		info->meta_bytes += (u64)t->nr_pages * sizeof(*t->pages);
 	engram_counters_snapshot(&t->stats, info->stats);
+	engram_hist_snapshot(&t->lat, info->lat);
 
 	spin_lock(&t->lock);
 	info->state = t->state;
@@ -878,6 +933,245 @@ void engram_tables_totals(u64 *count, u64 *pinned_bytes)
 	*count = engram_ntables;
 	*pinned_bytes = engram_sum_per_file(engram_table_pinned_bytes);
 	mutex_unlock(&engram_tables_mutex);
+}
+
+/* A table serves while READY or VERIFYING: both keep every page pinned. */
+static bool engram_table_serving(struct engram_table *t)
+{
+	u8 state = READ_ONCE(t->state);
+
+	return state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING;
+}
+
+/**
+ * engram_table_serve_get() - find the table a request names and hold it
+ * @digest: the request's ENGRAM_WIRE_DIGEST_PREFIX bytes of SHA-256
+ * @generation: the request's generation
+ * @tp: set to the held table on ENGRAM_WIRE_OK
+ *
+ * The hold keeps the table's pages and DMA maps alive (unload waits for it)
+ * until engram_table_serve_put().  Process context.
+ *
+ * Return: ENGRAM_WIRE_OK, ENGRAM_WIRE_UNKNOWN_TABLE or
+ * ENGRAM_WIRE_TABLE_NOT_READY.
+ */
+int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table **tp)
+{
+	int status = ENGRAM_WIRE_UNKNOWN_TABLE;
+	struct engram_table *t;
+
+	mutex_lock(&engram_tables_mutex);
+	list_for_each_entry(t, &engram_tables, node) {
+		if (t->generation != generation)
+			continue;
+		/* Generations are unique, so the digest only guards against a stale client. */
+		spin_lock(&t->lock);
+		if (t->have_sha && !memcmp(t->sha, digest, ENGRAM_WIRE_DIGEST_PREFIX))
+			status = ENGRAM_WIRE_TABLE_NOT_READY;
+		spin_unlock(&t->lock);
+		if (status == ENGRAM_WIRE_TABLE_NOT_READY && engram_table_serving(t)) {
+			atomic_inc(&t->holds);
+			*tp = t;
+			status = ENGRAM_WIRE_OK;
+		}
+		break;
+	}
+	mutex_unlock(&engram_tables_mutex);
+	return status;
+}
+
+/**
+ * engram_table_serve_put() - drop a hold taken by engram_table_serve_get()
+ * @t: the table
+ *
+ * Any context.
+ */
+void engram_table_serve_put(struct engram_table *t)
+{
+	if (atomic_dec_and_test(&t->holds))
+		wake_up_var(&t->holds);
+}
+
+/**
+ * engram_table_rows() - rows of a table
+ * @t: a held table
+ *
+ * Return: the row count.
+ */
+u64 engram_table_rows(const struct engram_table *t)
+{
+	return t->rows;
+}
+
+/* Split [off, off + len) of the file into pieces that do not cross a page. */
+static void engram_row_src_add(struct engram_row_src *src, u64 off, u32 len)
+{
+	while (len) {
+		u32 in_page = offset_in_page(off);
+		u32 n = min_t(u32, len, PAGE_SIZE - in_page);
+
+		src->seg[src->n].page = off >> PAGE_SHIFT;
+		src->seg[src->n].off = in_page;
+		src->seg[src->n].len = n;
+		src->n++;
+		off += n;
+		len -= n;
+	}
+}
+
+/**
+ * engram_table_row_src() - where a row's 264 bytes lie in the pinned pages
+ * @t: a held table
+ * @row: row index, below engram_table_rows()
+ * @src: filled with 2 to 4 pieces, weight bytes first
+ */
+void engram_table_row_src(const struct engram_table *t, u32 row,
+			  struct engram_row_src *src)
+{
+	src->n = 0;
+	engram_row_src_add(src, t->weight_offset + (u64)row * ENGRAM_WEIGHT_BYTES,
+			   ENGRAM_WEIGHT_BYTES);
+	engram_row_src_add(src, t->scale_offset + (u64)row * ENGRAM_SCALE_BYTES,
+			   ENGRAM_SCALE_BYTES);
+}
+
+/**
+ * engram_table_dma() - the DMA address of every page of a table for a device
+ * @t: a held table (so every page is pinned)
+ * @dev: the RDMA device that will read the pages
+ *
+ * Mapped on first use (through ib_dma_map_page(), so that real IOMMUs see
+ * the mappings) and kept until the table goes or the device is removed.
+ * Process context.
+ *
+ * Return: an array indexed like the table's pages, or NULL when mapping
+ * failed.
+ */
+const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev)
+{
+	struct engram_table_map *m;
+	pgoff_t i;
+
+	mutex_lock(&engram_maps_mutex);
+	list_for_each_entry(m, &t->maps, table_node)
+		if (m->dev == dev)
+			goto out;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		goto out;
+	m->dev = dev;
+	m->addr = kvcalloc(t->nr_pages, sizeof(*m->addr), GFP_KERNEL);
+	if (!m->addr) {
+		kfree(m);
+		m = NULL;
+		goto out;
+	}
+	INIT_LIST_HEAD(&m->table_node);
+	INIT_LIST_HEAD(&m->dev_node);
+	for (i = 0; i < t->nr_pages; i++) {
+		m->addr[i] = ib_dma_map_page(dev, t->pages[i], 0, PAGE_SIZE, DMA_TO_DEVICE);
+		if (ib_dma_mapping_error(dev, m->addr[i]))
+			break;
+		m->nr = i + 1;
+		if ((i & 1023) == 1023)
+			cond_resched();
+	}
+	list_add(&m->table_node, &t->maps);
+	list_add(&m->dev_node, &engram_maps);
+	if (m->nr != t->nr_pages) {
+		pr_warn("table %s: cannot map its pages for %s\n", t->name, dev_name(&dev->dev));
+		engram_map_free(m);
+		m = NULL;
+	}
+out:
+	mutex_unlock(&engram_maps_mutex);
+	return m ? m->addr : NULL;
+}
+
+/**
+ * engram_tables_unmap_device() - drop every table mapping of a device
+ * @dev: a device being removed, with no server connection left on it
+ */
+void engram_tables_unmap_device(struct ib_device *dev)
+{
+	struct engram_table_map *m, *tmp;
+
+	mutex_lock(&engram_maps_mutex);
+	list_for_each_entry_safe(m, tmp, &engram_maps, dev_node)
+		if (m->dev == dev)
+			engram_map_free(m);
+	mutex_unlock(&engram_maps_mutex);
+}
+
+/**
+ * engram_table_counters() - a table's counters
+ * @t: a held table
+ *
+ * Return: the counters; per-table ids must also be counted in
+ * engram_global_stats (use engram_table_count_add()).
+ */
+struct engram_counters *engram_table_counters(struct engram_table *t)
+{
+	return &t->stats;
+}
+
+/**
+ * engram_table_count_add() - count for a table and module-wide
+ * @t: a held table
+ * @id: a per-table counter id
+ * @v: amount
+ */
+void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v)
+{
+	engram_count_add(&t->stats, id, v);
+	engram_count_add(&engram_global_stats, id, v);
+}
+
+/**
+ * engram_table_latency() - record one request's service time
+ * @t: a held table
+ * @ns: nanoseconds from receive to response posted
+ */
+void engram_table_latency(struct engram_table *t, u64 ns)
+{
+	engram_hist_add(&t->lat, ns);
+}
+
+/**
+ * engram_tables_catalog() - what a server announces to its clients
+ * @out: array of @max entries
+ * @max: its size
+ *
+ * Tables of 2^32 rows or more cannot be named by a version 1 request and are
+ * left out.
+ *
+ * Return: entries filled.
+ */
+u32 engram_tables_catalog(struct engram_wire_table *out, u32 max)
+{
+	struct engram_table *t;
+	u32 n = 0;
+
+	mutex_lock(&engram_tables_mutex);
+	list_for_each_entry(t, &engram_tables, node) {
+		if (n == max)
+			break;
+		if (!t->rows || t->rows > U32_MAX)
+			continue;
+		memset(&out[n], 0, sizeof(out[n]));
+		strscpy(out[n].name, t->name, sizeof(out[n].name));
+		out[n].generation = t->generation;
+		out[n].rows = t->rows;
+		out[n].row_bytes = ENGRAM_ROW_BYTES;
+		spin_lock(&t->lock);
+		if (t->have_sha)
+			memcpy(out[n].sha256, t->sha, ENGRAM_SHA256_LEN);
+		out[n].state = t->state;
+		spin_unlock(&t->lock);
+		n++;
+	}
+	mutex_unlock(&engram_tables_mutex);
+	return n;
 }
 
 /**

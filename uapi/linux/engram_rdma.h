@@ -9,8 +9,9 @@
  * operation does not take is refused.  Every refusal of a request carries an
  * extended-ack message naming the reason (and, where one attribute is at
  * fault or missing, that attribute); only a failed memory allocation
- * (ENOMEM) may come without one.  Tables are global to the host: they are loaded, unloaded and
- * verified only by callers with CAP_NET_ADMIN in the initial user namespace.
+ * (ENOMEM) may come without one.  Tables, listeners and links are global to
+ * the host: they are changed only by callers with CAP_NET_ADMIN in the
+ * initial user namespace; anyone may read them.
  *
  * Commands
  *
@@ -56,11 +57,43 @@
  *
  * ENGRAM_CMD_STATS_GET (do, dump)
  *	do: the module-wide counters, nested in ENGRAM_A_STATS; with
- *	TABLE_NAME, that table's counters instead.  dump: one message per
- *	table with TABLE_NAME, TABLE_GENERATION and its counters nested in
- *	ENGRAM_A_STATS.  Counters are u64 ENGRAM_STAT_* attributes.
+ *	TABLE_NAME, that table's counters instead; with LINK_ID, that link's.
+ *	dump: one message per table with TABLE_NAME, TABLE_GENERATION and its
+ *	counters nested in ENGRAM_A_STATS, then one message per link with
+ *	LINK_ID, URL and its counters.  Table and link messages also carry
+ *	their latency histogram, ENGRAM_A_LATENCY.  Counters are u64
+ *	ENGRAM_STAT_* attributes.  TABLE_NAME and LINK_ID exclude each other.
  *
- * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter.
+ * ENGRAM_CMD_LISTEN_ADD, ENGRAM_CMD_LISTEN_DEL (admin, do)
+ *	Take URL, a listen URL (rdma://IP[:PORT] or tcp://IP[:PORT]), parsed
+ *	by the kernel; a URL it refuses is EINVAL pointing at URL, the reason
+ *	in the kernel log.  ADD starts serving on the address (EEXIST when a
+ *	listener on the same address exists); DEL stops, closing that
+ *	listener's connections (ENOENT when there is none).  URLs are compared
+ *	parsed: rdma://192.0.2.1 and rdma://192.0.2.1:18515 are the same.
+ *
+ * ENGRAM_CMD_LISTEN_GET (dump)
+ *	One message per listener: URL, LISTEN_STATE, CONNECTIONS, DEVICE once
+ *	bound to an RDMA device, and LINK_ERROR (the last failure) while
+ *	waiting after one.
+ *
+ * ENGRAM_CMD_LINK_ADD (admin, do)
+ *	Takes URL, a remote URL (rdma://SERVER[:PORT]@LOCAL or
+ *	tcp://SERVER[:PORT]@LOCAL).  The link connects in the background; the
+ *	reply is the new link's LINK_GET message (at least its LINK_ID).
+ *
+ * ENGRAM_CMD_LINK_DEL (admin, do)
+ *	Takes LINK_ID.  Closes the link; ENOENT for an unknown id.
+ *
+ * ENGRAM_CMD_LINK_GET (do, dump)
+ *	do: takes LINK_ID.  dump: one message per link.  Each carries
+ *	LINK_ID, URL, LINK_STATE, LINK_TABLES, LINK_MAX_ROWS and
+ *	LINK_MAX_INFLIGHT (0 until negotiated), LINK_CONNECTS, LINK_SINCE_NS,
+ *	LINK_ERROR once a failure happened, DEVICE once bound, and the link's
+ *	counters (STATS) and LATENCY.
+ *
+ * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
+ * LINK_GET and STATS_GET dumps an optional LINK_ID.
  *
  * Table identity is the SHA-256 of the whole file plus a generation number
  * that is unique to each load; generations start from the wall clock when
@@ -68,7 +101,9 @@
  *
  * The wire protocol between a host and its clients (hello, REQUEST,
  * RESPONSE, CATALOG, statuses and limits) is defined after the netlink
- * part below; the RDMA and TCP transports that carry it are not built yet.
+ * part below.  It runs over RDMA RC (rdma_cm); the TCP transport is not
+ * built yet.  The client role's character device, /dev/engram_rdma, and
+ * its ioctls come last (Documentation/ioctl.rst).
  *
  * Module parameters (see Documentation/admin-guide.rst): listen= and remote=
  * take comma-separated URLs, rdma://IP:PORT or tcp://IP:PORT for listen,
@@ -78,6 +113,8 @@
 #ifndef _UAPI_LINUX_ENGRAM_RDMA_H
 #define _UAPI_LINUX_ENGRAM_RDMA_H
 
+#include <linux/const.h>
+#include <linux/ioctl.h>
 #include <linux/types.h>
 
 #define ENGRAM_GENL_NAME	"engram_rdma"
@@ -105,6 +142,12 @@ enum engram_cmd {
 	ENGRAM_CMD_TABLE_GET,
 	ENGRAM_CMD_TABLE_VERIFY,
 	ENGRAM_CMD_STATS_GET,
+	ENGRAM_CMD_LISTEN_ADD,
+	ENGRAM_CMD_LISTEN_DEL,
+	ENGRAM_CMD_LISTEN_GET,
+	ENGRAM_CMD_LINK_ADD,
+	ENGRAM_CMD_LINK_DEL,
+	ENGRAM_CMD_LINK_GET,
 
 	__ENGRAM_CMD_MAX,
 	ENGRAM_CMD_MAX = __ENGRAM_CMD_MAX - 1
@@ -133,6 +176,19 @@ enum engram_attr {
 	ENGRAM_A_TABLE_ERROR,		/* u32, positive errno */
 	ENGRAM_A_TABLE_ERROR_MSG,	/* string */
 	ENGRAM_A_STATS,			/* nest of ENGRAM_STAT_* u64 */
+	ENGRAM_A_URL,			/* string, rdma://... or tcp://... */
+	ENGRAM_A_LISTEN_STATE,		/* u8, enum engram_listen_state */
+	ENGRAM_A_LINK_ID,		/* u32, >= 1 */
+	ENGRAM_A_LINK_STATE,		/* u8, enum engram_link_state */
+	ENGRAM_A_LINK_ERROR,		/* u32, positive errno, last failure (links, listeners) */
+	ENGRAM_A_LINK_TABLES,		/* u32, tables in the server's catalog */
+	ENGRAM_A_LINK_MAX_ROWS,		/* u32, negotiated rows per request */
+	ENGRAM_A_LINK_MAX_INFLIGHT,	/* u32, negotiated tickets in flight */
+	ENGRAM_A_LINK_CONNECTS,		/* u64, connections established */
+	ENGRAM_A_LINK_SINCE_NS,		/* u64, time since the last state change */
+	ENGRAM_A_DEVICE,		/* string, RDMA device name */
+	ENGRAM_A_LATENCY,		/* nest of u64 buckets 1..ENGRAM_LAT_BUCKETS; type 0 pads */
+	ENGRAM_A_CONNECTIONS,		/* u32, live connections on a listener */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -145,6 +201,26 @@ enum engram_table_state {
 	ENGRAM_TABLE_VERIFYING,
 	ENGRAM_TABLE_FAILED
 };
+
+enum engram_listen_state {
+	ENGRAM_LISTEN_UNSPEC,
+	ENGRAM_LISTEN_ACTIVE,		/* rdma_listen() succeeded */
+	ENGRAM_LISTEN_WAITING		/* no device or address yet; retried */
+};
+
+enum engram_link_state {
+	ENGRAM_LINK_UNSPEC,
+	ENGRAM_LINK_CONNECTING,		/* resolving, connecting, or waiting for the catalog */
+	ENGRAM_LINK_UP,			/* connected, catalog received */
+	ENGRAM_LINK_DOWN		/* failed or lost; retried */
+};
+
+/*
+ * Latency histogram: nest attribute i (1-based) counts operations that took
+ * less than 2^i microseconds and at least 2^(i-1) (bucket 1: under 2 us;
+ * the last bucket also counts everything slower).
+ */
+#define ENGRAM_LAT_BUCKETS	24
 
 enum engram_verify_result {
 	ENGRAM_VERIFY_NONE,		/* never verified since load */
@@ -178,6 +254,35 @@ enum engram_stat {
 	ENGRAM_STAT_LOAD_NS,
 	ENGRAM_STAT_VERIFY_RUNS,
 	ENGRAM_STAT_VERIFY_FAILURES,
+	/*
+	 * Requests refused, by wire status.  Per table and module-wide on a
+	 * server (for an unknown table only module-wide); per link on a
+	 * client, where they count the refusals the server sent back.
+	 */
+	ENGRAM_STAT_REFUSED_BAD_VERSION,
+	ENGRAM_STAT_REFUSED_MALFORMED,
+	ENGRAM_STAT_REFUSED_UNKNOWN_TABLE,
+	ENGRAM_STAT_REFUSED_TABLE_NOT_READY,
+	ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE,
+	ENGRAM_STAT_REFUSED_TOO_MANY_ROWS,
+	ENGRAM_STAT_REFUSED_TOO_MANY_RANGES,
+	ENGRAM_STAT_REFUSED_DEST_TOO_SMALL,
+	ENGRAM_STAT_REFUSED_BUSY,
+	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
+	ENGRAM_STAT_REFUSED_INTERNAL,
+	/* server, module-wide */
+	ENGRAM_STAT_CONNECTIONS,	/* server connections open now */
+	ENGRAM_STAT_CONNECTS_ACCEPTED,
+	ENGRAM_STAT_CONNECTS_REJECTED,	/* bad hello, no resources */
+	ENGRAM_STAT_TRANSPORT_ERRORS,	/* failed work completions, broken connections */
+	ENGRAM_STAT_RDMA_WRITES,	/* WRITE work requests posted for rows */
+	/* client, per link (and summed module-wide) */
+	ENGRAM_STAT_FETCHES,		/* fetches completed with rows */
+	ENGRAM_STAT_FETCH_ROWS,
+	ENGRAM_STAT_FETCH_BYTES,
+	ENGRAM_STAT_FETCH_ERRORS,	/* fetches that failed, for any reason */
+	ENGRAM_STAT_FETCH_TIMEOUTS,
+	ENGRAM_STAT_CPU_COPIED_BYTES,	/* row bytes copied by a CPU on this side */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
@@ -335,5 +440,141 @@ struct engram_wire_catalog_entry {
 	__u32 row_bytes;		/* ENGRAM_ROW_BYTES */
 	__u32 state;			/* enum engram_table_state */
 };
+
+/*
+ * Character device /dev/engram_rdma (client role; Documentation/ioctl.rst).
+ *
+ * Every ioctl takes one struct whose first field, size, is sizeof() the
+ * struct as the caller knows it.  The kernel reads it with
+ * copy_struct_from_user(): a caller built against an older, shorter struct
+ * works; a newer, longer one works as long as the bytes the kernel does not
+ * know are zero (else E2BIG).  A size below the first version of the struct
+ * is EINVAL.  Flags the kernel does not know, and nonzero reserved fields,
+ * are EINVAL.  Output fields are written back, up to size bytes, also when
+ * the call fails after the input was accepted.
+ *
+ * State is per open file: tables opened, buffers registered and fetches in
+ * flight belong to the fd and are released when it is closed.
+ */
+#define ENGRAM_DEV_NAME		"engram_rdma"
+#define ENGRAM_IOC_MAGIC	0xE7
+
+/* ENGRAM_IOC_OPEN_TABLE flags */
+#define ENGRAM_OPEN_BY_NAME	_BITUL(0)	/* match name */
+#define ENGRAM_OPEN_BY_SHA256	_BITUL(1)	/* match sha256 (both: both must match) */
+#define ENGRAM_OPEN_FLAGS	(ENGRAM_OPEN_BY_NAME | ENGRAM_OPEN_BY_SHA256)
+
+/* Open a table of a link's catalog (link 0: the first link that has it). */
+struct engram_ioc_open {
+	__u32 size;
+	__u32 flags;			/* ENGRAM_OPEN_*; at least one BY_ */
+	__u32 link;			/* link id, or 0 for any link that is up */
+	__u32 reserved0;		/* 0 */
+	char name[ENGRAM_NAME_MAX];	/* NUL-terminated, with BY_NAME */
+	__u8 sha256[ENGRAM_SHA256_LEN];	/* with BY_SHA256 */
+	/* out */
+	__u32 handle;			/* names the table in fetches on this fd */
+	__u32 link_out;			/* the link chosen */
+	__u64 rows;
+	__u64 generation;
+	__u32 row_bytes;		/* ENGRAM_ROW_BYTES */
+	__u32 max_rows;			/* negotiated rows per fetch on that link */
+	__u8 sha256_out[ENGRAM_SHA256_LEN];
+	__u64 reserved[4];		/* 0 */
+};
+
+#define ENGRAM_OPEN_SIZE_VER0	208
+
+/* Register a buffer for fetches: pinned, charged to RLIMIT_MEMLOCK. */
+struct engram_ioc_reg {
+	__u32 size;
+	__u32 flags;			/* 0 */
+	__u64 addr;			/* user address */
+	__u64 length;			/* bytes, >= 1 */
+	/* out */
+	__u32 buf_id;			/* >= 1 */
+	__u32 reserved0;		/* 0 */
+	__u64 reserved[2];		/* 0 */
+};
+
+#define ENGRAM_REG_SIZE_VER0	48
+
+struct engram_ioc_unreg {
+	__u32 size;
+	__u32 flags;			/* 0 */
+	__u32 buf_id;
+	__u32 reserved0;		/* 0 */
+};
+
+#define ENGRAM_UNREG_SIZE_VER0	16
+
+/* One destination range of a fetch, inside a registered buffer. */
+struct engram_ioc_range {
+	__u32 buf_id;
+	__u32 reserved;			/* 0 */
+	__u64 offset;			/* from the start of the buffer */
+	__u64 length;
+};
+
+/* ENGRAM_IOC_SUBMIT / ENGRAM_IOC_FETCH / ENGRAM_IOC_WAIT flags */
+#define ENGRAM_FETCH_RANGES	_BITUL(0)	/* destination is ranges[], not buf_id/offset */
+#define ENGRAM_FETCH_BUSY_POLL	_BITUL(1)	/* wait by polling, not sleeping */
+#define ENGRAM_FETCH_FLAGS	(ENGRAM_FETCH_RANGES | ENGRAM_FETCH_BUSY_POLL)
+
+/*
+ * Fetch nr_rows rows of a table into registered memory.  Row i lands at
+ * i * stride of the destination: (buf_id, offset), or with
+ * ENGRAM_FETCH_RANGES the concatenation of the nr_ranges ranges at
+ * ranges (no row may straddle two of them).  timeout_ns is relative to the
+ * call (0: the module's timeout_ms).  SUBMIT returns once the request is
+ * sent, with its ticket; FETCH also waits for it.
+ */
+struct engram_ioc_fetch {
+	__u32 size;
+	__u32 flags;			/* ENGRAM_FETCH_* */
+	__u32 handle;			/* from ENGRAM_IOC_OPEN_TABLE */
+	__u32 nr_rows;			/* 1 .. the link's max_rows */
+	__u64 rows;			/* user pointer to nr_rows __u32 indices */
+	__u32 buf_id;			/* without ENGRAM_FETCH_RANGES */
+	__u32 stride;			/* >= ENGRAM_ROW_BYTES */
+	__u64 offset;			/* without ENGRAM_FETCH_RANGES */
+	__u64 ranges;			/* user pointer to struct engram_ioc_range[] */
+	__u32 nr_ranges;		/* 1 .. ENGRAM_WIRE_MAX_RANGES, with RANGES */
+	__u32 reserved0;		/* 0 */
+	__u64 timeout_ns;
+	/* out */
+	__u64 ticket;			/* SUBMIT: what to WAIT for */
+	__u32 wire_status;		/* enum engram_wire_status from the server */
+	__u32 bad_index;		/* ROW_OUT_OF_RANGE: first bad position */
+	__u64 rtt_ns;			/* FETCH: submit to completion */
+	__u64 reserved[2];		/* 0 */
+};
+
+#define ENGRAM_FETCH_SIZE_VER0	104
+
+/* Wait for one fetch submitted on this fd (ticket), or any (ticket 0). */
+struct engram_ioc_wait {
+	__u32 size;
+	__u32 flags;			/* ENGRAM_FETCH_BUSY_POLL */
+	__u64 ticket;			/* 0: any completed fetch */
+	__u64 timeout_ns;		/* 0: until the fetch's own deadline */
+	/* out */
+	__u64 done_ticket;
+	__s32 error;			/* 0 or a negative errno, as a FETCH returns */
+	__u32 wire_status;
+	__u32 bad_index;
+	__u32 reserved0;		/* 0 */
+	__u64 rtt_ns;
+	__u64 reserved[2];		/* 0 */
+};
+
+#define ENGRAM_WAIT_SIZE_VER0	72
+
+#define ENGRAM_IOC_OPEN_TABLE	_IOWR(ENGRAM_IOC_MAGIC, 1, struct engram_ioc_open)
+#define ENGRAM_IOC_REG_BUF	_IOWR(ENGRAM_IOC_MAGIC, 2, struct engram_ioc_reg)
+#define ENGRAM_IOC_UNREG_BUF	_IOW(ENGRAM_IOC_MAGIC, 3, struct engram_ioc_unreg)
+#define ENGRAM_IOC_SUBMIT	_IOWR(ENGRAM_IOC_MAGIC, 4, struct engram_ioc_fetch)
+#define ENGRAM_IOC_WAIT		_IOWR(ENGRAM_IOC_MAGIC, 5, struct engram_ioc_wait)
+#define ENGRAM_IOC_FETCH	_IOWR(ENGRAM_IOC_MAGIC, 6, struct engram_ioc_fetch)
 
 #endif /* _UAPI_LINUX_ENGRAM_RDMA_H */
