@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * RDMA devices.  Server connections and client links on one device share
+ * one protection domain, so the device's state is refcounted here rather
+ * than owned by either role.
+ *
+ * The ib_client is what makes device removal safe: the RDMA core calls
+ * .remove before it frees the device, and every user of the device (server
+ * connections and listeners, client links, the tables' DMA mappings) must
+ * be gone when it returns.  Clients are removed in the reverse order of
+ * registration, so ours runs before rdma_cm's: our listeners and
+ * connections are torn down by us, not by DEVICE_REMOVAL events.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bug.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/slab.h>
+#include <rdma/ib_verbs.h>
+
+#include "engram.h"
+
+static LIST_HEAD(engram_devs);
+static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs, and each kref's last put */
+
+static struct engram_dev *engram_dev_find(struct ib_device *ibdev)
+{
+	struct engram_dev *dev;
+
+	lockdep_assert_held(&engram_devs_mutex);
+	list_for_each_entry(dev, &engram_devs, node)
+		if (dev->ibdev == ibdev)
+			return dev;
+	return NULL;
+}
+
+/**
+ * engram_dev_get() - find or create the state of an RDMA device
+ * @ibdev: the device, typically a cm_id's device
+ *
+ * The first user of a device allocates its protection domain.  Callers
+ * must hold the device alive (a cm_id bound to it does) and must drop
+ * their reference with engram_dev_put() before the device's ib_client
+ * .remove returns.  May sleep.
+ *
+ * Return: the device state with a new reference, or NULL when the PD
+ * cannot be allocated or memory is short.
+ */
+struct engram_dev *engram_dev_get(struct ib_device *ibdev)
+{
+	struct engram_dev *dev;
+	struct ib_pd *pd;
+
+	mutex_lock(&engram_devs_mutex);
+	dev = engram_dev_find(ibdev);
+	if (dev) {
+		kref_get(&dev->ref);
+		goto out;
+	}
+	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
+	if (!dev)
+		goto out;
+	pd = ib_alloc_pd(ibdev, 0);
+	if (IS_ERR(pd)) {
+		pr_err_ratelimited("%s: cannot allocate a protection domain: %ld\n",
+				   dev_name(&ibdev->dev), PTR_ERR(pd));
+		kfree(dev);
+		dev = NULL;
+		goto out;
+	}
+	kref_init(&dev->ref);
+	dev->ibdev = ibdev;
+	dev->pd = pd;
+	list_add_tail(&dev->node, &engram_devs);
+out:
+	mutex_unlock(&engram_devs_mutex);
+	return dev;
+}
+
+/* Called by kref_put_mutex() with engram_devs_mutex held; drops it. */
+static void engram_dev_release(struct kref *ref)
+{
+	struct engram_dev *dev = container_of(ref, struct engram_dev, ref);
+
+	list_del(&dev->node);
+	mutex_unlock(&engram_devs_mutex);
+	ib_dealloc_pd(dev->pd);
+	kfree(dev);
+}
+
+/**
+ * engram_dev_put() - drop a reference taken by engram_dev_get()
+ * @dev: the device state; NULL is ignored
+ *
+ * The last reference frees the protection domain, so every QP and MR made
+ * on it must be destroyed first.  May sleep.
+ */
+void engram_dev_put(struct engram_dev *dev)
+{
+	if (dev)
+		kref_put_mutex(&dev->ref, engram_dev_release, &engram_devs_mutex);
+}
+
+static int engram_ib_add(struct ib_device *ibdev)
+{
+	/* A listener waiting for an address on this device can retry now. */
+	engram_server_add_device(ibdev);
+	return 0;
+}
+
+static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
+{
+	bool leak;
+
+	/* Server first: its connections and listeners accept no new users. */
+	engram_server_remove_device(ibdev);
+	engram_links_remove_device(ibdev);
+	engram_tables_unmap_device(ibdev);
+
+	mutex_lock(&engram_devs_mutex);
+	leak = engram_dev_find(ibdev);
+	mutex_unlock(&engram_devs_mutex);
+	/* A PD left behind would be freed under us by the driver. */
+	WARN(leak, KBUILD_MODNAME ": %s removed while still in use\n",
+	     dev_name(&ibdev->dev));
+}
+
+static struct ib_client engram_ib_client = {
+	.name = "engram_rdma",
+	.add = engram_ib_add,
+	.remove = engram_ib_remove,
+};
+
+/**
+ * engram_dev_init() - start watching RDMA devices
+ *
+ * Context: process context.  Registering calls .add for every device
+ * present, which only kicks the listeners' retry, so this may run before
+ * or after engram_server_init().
+ *
+ * Return: 0 or a negative errno from ib_register_client().
+ */
+int engram_dev_init(void)
+{
+	return ib_register_client(&engram_ib_client);
+}
+
+/**
+ * engram_dev_exit() - stop watching RDMA devices
+ *
+ * Unregistering calls .remove for every device, which tears down whatever
+ * still uses it; call it after the server and the links are stopped, and
+ * before the tables are freed (their DMA mappings are undone here).
+ */
+void engram_dev_exit(void)
+{
+	ib_unregister_client(&engram_ib_client);
+	WARN_ON(!list_empty(&engram_devs));
+}
