@@ -1,0 +1,626 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * /dev/engram_rdma: the client role's user interface (Documentation/ioctl.rst).
+ * Everything a process sets up here (open tables, registered buffers,
+ * fetches) belongs to its open file and ends with it.  Every ioctl struct is
+ * read with copy_struct_from_user(), so old and new callers both work.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/poll.h>
+#include <linux/slab.h>
+#include <linux/uaccess.h>
+#include <linux/xarray.h>
+
+#include "client.h"
+
+/* Per fd: bounds, so one process cannot pin the module's memory without end. */
+#define ENGRAM_FILE_MAX_BUFS	1024
+#define ENGRAM_FILE_MAX_FETCHES	1024
+
+struct engram_open_table {
+	struct engram_link *link;
+	struct engram_wire_table e;
+	u32 max_rows;
+};
+
+struct engram_file {
+	struct mutex mutex;		/* everything below but wq */
+	struct xarray tables;		/* handle -> struct engram_open_table */
+	struct xarray bufs;		/* buf_id -> struct engram_ubuf */
+	unsigned int nr_bufs;
+	struct list_head fetches;	/* submitted, not yet reaped */
+	unsigned int nr_fetches;
+	u64 next_ticket;
+	wait_queue_head_t wq;		/* a fetch of this fd ended */
+};
+
+static void engram_fetch_free(struct engram_fetch *f)
+{
+	unsigned int i;
+
+	for (i = 0; i < f->nr_pieces; i++)
+		if (f->pieces[i].buf)
+			engram_ubuf_put(f->pieces[i].buf);
+	if (f->link)
+		engram_link_put(f->link);
+	kvfree(f->rows);
+	kfree(f);
+}
+
+static void engram_fetch_release(struct kref *ref)
+{
+	engram_fetch_free(container_of(ref, struct engram_fetch, ref));
+}
+
+/**
+ * engram_fetch_put() - drop a reference on a fetch
+ * @f: the fetch
+ *
+ * The last reference is always the fd's, dropped in process context once
+ * the fetch has ended; the link drops its own from completion handlers.
+ */
+void engram_fetch_put(struct engram_fetch *f)
+{
+	kref_put(&f->ref, engram_fetch_release);
+}
+
+/*
+ * Read an extensible struct: the first __u32 is its size as the caller
+ * knows it.  Too small for version 0 is EINVAL; a larger struct must have
+ * zeros where this kernel knows no field (E2BIG otherwise).
+ */
+static int engram_get_arg(void *karg, size_t ksize, size_t min, void __user *uarg,
+			  u32 *usize)
+{
+	int ret;
+
+	if (get_user(*usize, (u32 __user *)uarg))
+		return -EFAULT;
+	if (*usize < min)
+		return -EINVAL;
+	ret = copy_struct_from_user(karg, ksize, uarg, *usize);
+	return ret;
+}
+
+static int engram_put_arg(void __user *uarg, const void *karg, size_t ksize, u32 usize)
+{
+	return copy_to_user(uarg, karg, min_t(size_t, ksize, usize)) ? -EFAULT : 0;
+}
+
+static bool engram_zero(const void *p, size_t n)
+{
+	return !memchr_inv(p, 0, n);
+}
+
+static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
+{
+	struct engram_ioc_open a;
+	struct engram_open_table *ot;
+	struct engram_link *l;
+	u32 usize, handle;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_OPEN_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	if ((a.flags & ~ENGRAM_OPEN_FLAGS) || !(a.flags & ENGRAM_OPEN_FLAGS) ||
+	    a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	if ((a.flags & ENGRAM_OPEN_BY_NAME) && !engram_wire_name_valid(a.name, sizeof(a.name)))
+		return -EINVAL;
+	ot = kzalloc(sizeof(*ot), GFP_KERNEL);
+	if (!ot)
+		return -ENOMEM;
+	l = engram_link_open_table(a.link, a.flags, a.name, a.sha256, &ot->e, &ot->max_rows);
+	if (IS_ERR(l)) {
+		kfree(ot);
+		return PTR_ERR(l);
+	}
+	ot->link = l;
+	ret = xa_alloc(&ef->tables, &handle, ot, XA_LIMIT(1, 4096), GFP_KERNEL);
+	if (ret) {
+		engram_link_put(l);
+		kfree(ot);
+		return ret == -EBUSY ? -EMFILE : ret;
+	}
+	a.handle = handle;
+	a.link_out = engram_link_id(l);
+	a.rows = ot->e.rows;
+	a.generation = ot->e.generation;
+	a.row_bytes = ot->e.row_bytes;
+	a.max_rows = ot->max_rows;
+	memcpy(a.sha256_out, ot->e.sha256, sizeof(a.sha256_out));
+	ret = engram_put_arg(uarg, &a, sizeof(a), usize);
+	if (ret) {
+		xa_erase(&ef->tables, handle);
+		engram_link_put(l);
+		kfree(ot);
+	}
+	return ret;
+}
+
+static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
+{
+	struct engram_ioc_reg a;
+	struct engram_ubuf *b;
+	u32 usize, id;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_REG_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.flags || a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	mutex_lock(&ef->mutex);
+	if (ef->nr_bufs >= ENGRAM_FILE_MAX_BUFS) {
+		mutex_unlock(&ef->mutex);
+		return -EMFILE;
+	}
+	ret = engram_ubuf_create(a.addr, a.length, &b);
+	if (ret) {
+		mutex_unlock(&ef->mutex);
+		return ret;
+	}
+	ret = xa_alloc(&ef->bufs, &id, b, XA_LIMIT(1, U32_MAX), GFP_KERNEL);
+	if (ret) {
+		mutex_unlock(&ef->mutex);
+		engram_ubuf_put(b);
+		return ret;
+	}
+	b->id = id;
+	ef->nr_bufs++;
+	mutex_unlock(&ef->mutex);
+	a.buf_id = id;
+	ret = engram_put_arg(uarg, &a, sizeof(a), usize);
+	if (ret) {
+		mutex_lock(&ef->mutex);
+		if (xa_erase(&ef->bufs, id) == b) {
+			ef->nr_bufs--;
+			engram_ubuf_put(b);
+		}
+		mutex_unlock(&ef->mutex);
+	}
+	return ret;
+}
+
+static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
+{
+	struct engram_ioc_unreg a;
+	struct engram_ubuf *b;
+	u32 usize;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_UNREG_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.flags || a.reserved0)
+		return -EINVAL;
+	mutex_lock(&ef->mutex);
+	b = a.buf_id ? xa_erase(&ef->bufs, a.buf_id) : NULL;
+	if (b)
+		ef->nr_bufs--;
+	mutex_unlock(&ef->mutex);
+	if (!b)
+		return -ENOENT;
+	/* Fetches in flight hold the buffer: its pages stay pinned until they end. */
+	engram_ubuf_put(b);
+	return 0;
+}
+
+/* One destination range as the caller gave it, resolved to its buffer. */
+struct engram_dest {
+	struct engram_ubuf *buf;
+	u64 off;
+	u64 len;
+};
+
+/*
+ * Cut the destination into pieces that each fit one registration and hold
+ * whole rows: the concatenation of the caller's ranges, row i at i * stride,
+ * cut only where no row straddles.  Each piece becomes one MR and one wire
+ * range, so the server's placement rule and ours agree byte for byte.
+ */
+static int engram_fetch_cut(struct engram_fetch *f, const struct engram_dest *d,
+			    unsigned int nd, u32 mr_pages, u32 max_pieces)
+{
+	u64 total = (u64)(f->nr_rows - 1) * f->stride + ENGRAM_ROW_BYTES;
+	u64 base = 0, s, end, c, row;
+	unsigned int i;
+
+	f->nr_pieces = 0;
+	for (i = 0; i < nd && base < total; i++) {
+		end = min(base + d[i].len, total);
+		if (end < total && i + 1 == nd)
+			return -ENOSPC;
+		/* A row across the end of a range (other than the last) is refused. */
+		if (end < total) {
+			row = div64_u64(end, f->stride);
+			if (end > row * f->stride && end < row * f->stride + ENGRAM_ROW_BYTES)
+				return -EINVAL;
+		}
+		for (s = base; s < end; s = c) {
+			u64 boff = d[i].off + (s - base);
+			u64 room = (u64)mr_pages * PAGE_SIZE -
+				   offset_in_page(d[i].buf->addr + boff);
+
+			c = min(end, s + room);
+			if (c < end) {
+				row = div64_u64(c, f->stride);
+				if (c > row * f->stride && c < row * f->stride + ENGRAM_ROW_BYTES)
+					c = row * f->stride;
+				if (c <= s)
+					return -E2BIG;
+			}
+			if (f->nr_pieces == max_pieces)
+				return -E2BIG;
+			engram_ubuf_get(d[i].buf);
+			f->pieces[f->nr_pieces].buf = d[i].buf;
+			f->pieces[f->nr_pieces].off = boff;
+			f->pieces[f->nr_pieces].len = c - s;
+			f->nr_pieces++;
+		}
+		base += d[i].len;
+	}
+	return base >= total ? 0 : -ENOSPC;
+}
+
+static bool engram_dest_overlap(const struct engram_dest *a, const struct engram_dest *b)
+{
+	return a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
+}
+
+/* Resolve the destination of a fetch; the caller holds ef->mutex. */
+static int engram_fetch_dest(struct engram_file *ef, const struct engram_ioc_fetch *a,
+			     struct engram_dest *d, unsigned int *nd)
+{
+	struct engram_ioc_range r[ENGRAM_WIRE_MAX_RANGES];
+	unsigned int i, j;
+
+	if (!(a->flags & ENGRAM_FETCH_RANGES)) {
+		if (a->ranges || a->nr_ranges)
+			return -EINVAL;
+		d[0].buf = xa_load(&ef->bufs, a->buf_id);
+		if (!d[0].buf)
+			return -ENOENT;
+		if (a->offset >= d[0].buf->length)
+			return -ENOSPC;
+		d[0].off = a->offset;
+		d[0].len = d[0].buf->length - a->offset;
+		*nd = 1;
+		return 0;
+	}
+	if (a->buf_id || a->offset)
+		return -EINVAL;
+	if (!a->nr_ranges)
+		return -EINVAL;
+	if (a->nr_ranges > ENGRAM_WIRE_MAX_RANGES)
+		return -E2BIG;
+	if (copy_from_user(r, u64_to_user_ptr(a->ranges), sizeof(r[0]) * a->nr_ranges))
+		return -EFAULT;
+	for (i = 0; i < a->nr_ranges; i++) {
+		if (r[i].reserved || !r[i].length)
+			return -EINVAL;
+		d[i].buf = xa_load(&ef->bufs, r[i].buf_id);
+		if (!d[i].buf)
+			return -ENOENT;
+		if (r[i].offset > d[i].buf->length ||
+		    r[i].length > d[i].buf->length - r[i].offset)
+			return -EINVAL;
+		d[i].off = r[i].offset;
+		d[i].len = r[i].length;
+		for (j = 0; j < i; j++)
+			if (engram_dest_overlap(&d[i], &d[j]))
+				return -EINVAL;
+	}
+	*nd = a->nr_ranges;
+	return 0;
+}
+
+/* Validate, build and submit one fetch; on success it is on ef->fetches. */
+static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a,
+			      struct engram_fetch **out)
+{
+	struct engram_dest d[ENGRAM_WIRE_MAX_RANGES];
+	struct engram_open_table *ot;
+	struct engram_fetch *f;
+	unsigned int nd;
+	u64 timeout;
+	int ret;
+
+	if ((a->flags & ~ENGRAM_FETCH_FLAGS) || a->reserved0 ||
+	    !engram_zero(a->reserved, sizeof(a->reserved)))
+		return -EINVAL;
+	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows)
+		return -EINVAL;
+	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	if (!f)
+		return -ENOMEM;
+	kref_init(&f->ref);
+	f->slot = -1;
+	f->wq = &ef->wq;
+	f->nr_rows = a->nr_rows;
+	f->stride = a->stride;
+	timeout = a->timeout_ns ? a->timeout_ns :
+		  (u64)engram_timeout_ms() * NSEC_PER_MSEC;
+	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, 3600ULL * NSEC_PER_SEC));
+
+	mutex_lock(&ef->mutex);
+	ret = -ENOENT;
+	ot = xa_load(&ef->tables, a->handle);
+	if (!ot)
+		goto err;
+	ret = -E2BIG;
+	if (a->nr_rows > ot->max_rows)
+		goto err;
+	ret = -EMFILE;
+	if (ef->nr_fetches >= ENGRAM_FILE_MAX_FETCHES)
+		goto err;
+	f->rows = kvmalloc_array(a->nr_rows, sizeof(*f->rows), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!f->rows)
+		goto err;
+	ret = -EFAULT;
+	if (copy_from_user(f->rows, u64_to_user_ptr(a->rows), (size_t)a->nr_rows * 4))
+		goto err;
+	ret = engram_fetch_dest(ef, a, d, &nd);
+	if (ret)
+		goto err;
+	engram_link_get(ot->link);
+	f->link = ot->link;
+	memcpy(f->digest, ot->e.sha256, sizeof(f->digest));
+	f->generation = ot->e.generation;
+	ret = engram_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
+			       engram_link_max_ranges(f->link));
+	if (ret)
+		goto err;
+	ret = engram_link_submit(f->link, f);
+	if (ret)
+		goto err;
+	f->user_ticket = ++ef->next_ticket;
+	list_add_tail(&f->fd_node, &ef->fetches);
+	ef->nr_fetches++;
+	kref_get(&f->ref);		/* the caller's, besides the list's */
+	mutex_unlock(&ef->mutex);
+	*out = f;
+	return 0;
+
+err:
+	mutex_unlock(&ef->mutex);
+	engram_fetch_free(f);
+	return ret;
+}
+
+/* Take a finished fetch off the fd; the caller still holds a reference. */
+static void engram_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
+{
+	unsigned int i;
+	bool mine = false;
+
+	mutex_lock(&ef->mutex);
+	if (!list_empty(&f->fd_node)) {
+		list_del_init(&f->fd_node);
+		ef->nr_fetches--;
+		mine = true;
+	}
+	mutex_unlock(&ef->mutex);
+	if (!mine)
+		return;
+	if (!f->error)
+		for (i = 0; i < f->nr_pieces; i++)
+			engram_ubuf_sync_for_cpu(f->pieces[i].buf, f->ibdev,
+						 f->pieces[i].off, f->pieces[i].len);
+	engram_fetch_put(f);		/* the list's */
+}
+
+static long engram_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wait)
+{
+	struct engram_ioc_fetch a;
+	struct engram_fetch *f;
+	u32 usize;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_FETCH_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	ret = engram_fetch_start(ef, &a, &f);
+	if (ret)
+		return ret;
+	a.ticket = f->user_ticket;
+	if (!wait) {
+		engram_fetch_put(f);
+		return engram_put_arg(uarg, &a, sizeof(a), usize);
+	}
+	ret = engram_link_fetch_wait(f, 0, a.flags & ENGRAM_FETCH_BUSY_POLL);
+	if (ret == -EINTR) {
+		/* Still in flight: WAIT for a.ticket, or close, ends it. */
+		engram_fetch_put(f);
+		engram_put_arg(uarg, &a, sizeof(a), usize);
+		return -EINTR;
+	}
+	engram_fetch_reap(ef, f);
+	a.wire_status = f->wire_status;
+	a.bad_index = f->bad_index;
+	a.rtt_ns = f->rtt_ns;
+	ret = f->error;
+	engram_fetch_put(f);
+	if (engram_put_arg(uarg, &a, sizeof(a), usize))
+		return -EFAULT;
+	return ret;
+}
+
+static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket)
+{
+	struct engram_fetch *f, *found = NULL;
+
+	mutex_lock(&ef->mutex);
+	list_for_each_entry(f, &ef->fetches, fd_node) {
+		if (ticket ? f->user_ticket == ticket : engram_fetch_done(f)) {
+			found = f;
+			break;
+		}
+	}
+	/* Any: none has ended yet, so wait for the oldest. */
+	if (!found && !ticket && !list_empty(&ef->fetches))
+		found = list_first_entry(&ef->fetches, struct engram_fetch, fd_node);
+	if (found)
+		kref_get(&found->ref);
+	mutex_unlock(&ef->mutex);
+	return found;
+}
+
+static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
+{
+	struct engram_ioc_wait a;
+	struct engram_fetch *f;
+	u32 usize;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_WAIT_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	if ((a.flags & ~ENGRAM_FETCH_BUSY_POLL) || a.reserved0 ||
+	    !engram_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	f = engram_fetch_find(ef, a.ticket);
+	if (!f)
+		return -ENOENT;
+	ret = engram_link_fetch_wait(f, a.timeout_ns, a.flags & ENGRAM_FETCH_BUSY_POLL);
+	if (ret) {
+		engram_fetch_put(f);
+		return ret;
+	}
+	engram_fetch_reap(ef, f);
+	a.done_ticket = f->user_ticket;
+	a.error = f->error;
+	a.wire_status = f->wire_status;
+	a.bad_index = f->bad_index;
+	a.rtt_ns = f->rtt_ns;
+	engram_fetch_put(f);
+	return engram_put_arg(uarg, &a, sizeof(a), usize);
+}
+
+static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+{
+	struct engram_file *ef = file->private_data;
+	void __user *uarg = (void __user *)arg;
+
+	switch (cmd) {
+	case ENGRAM_IOC_OPEN_TABLE:
+		return engram_ioc_open(ef, uarg);
+	case ENGRAM_IOC_REG_BUF:
+		return engram_ioc_reg(ef, uarg);
+	case ENGRAM_IOC_UNREG_BUF:
+		return engram_ioc_unreg(ef, uarg);
+	case ENGRAM_IOC_SUBMIT:
+		return engram_ioc_fetch(ef, uarg, false);
+	case ENGRAM_IOC_FETCH:
+		return engram_ioc_fetch(ef, uarg, true);
+	case ENGRAM_IOC_WAIT:
+		return engram_ioc_wait(ef, uarg);
+	default:
+		return -ENOTTY;
+	}
+}
+
+static __poll_t engram_poll(struct file *file, struct poll_table_struct *wait)
+{
+	struct engram_file *ef = file->private_data;
+	struct engram_fetch *f;
+	__poll_t mask = 0;
+
+	poll_wait(file, &ef->wq, wait);
+	mutex_lock(&ef->mutex);
+	list_for_each_entry(f, &ef->fetches, fd_node) {
+		if (engram_fetch_done(f)) {
+			mask = EPOLLIN | EPOLLRDNORM;
+			break;
+		}
+	}
+	mutex_unlock(&ef->mutex);
+	return mask;
+}
+
+static int engram_open(struct inode *inode, struct file *file)
+{
+	struct engram_file *ef = kzalloc(sizeof(*ef), GFP_KERNEL);
+
+	if (!ef)
+		return -ENOMEM;
+	mutex_init(&ef->mutex);
+	xa_init_flags(&ef->tables, XA_FLAGS_ALLOC1);
+	xa_init_flags(&ef->bufs, XA_FLAGS_ALLOC1);
+	INIT_LIST_HEAD(&ef->fetches);
+	init_waitqueue_head(&ef->wq);
+	file->private_data = ef;
+	return 0;
+}
+
+/*
+ * Last close, also when the process was killed: every fetch must be over
+ * (or its connection broken) before the buffers it targets are unpinned.
+ */
+static int engram_release(struct inode *inode, struct file *file)
+{
+	struct engram_file *ef = file->private_data;
+	struct engram_open_table *ot;
+	struct engram_fetch *f, *tmp;
+	struct engram_ubuf *b;
+	unsigned long idx;
+
+	list_for_each_entry_safe(f, tmp, &ef->fetches, fd_node) {
+		engram_link_fetch_end(f);
+		list_del_init(&f->fd_node);
+		engram_fetch_put(f);
+	}
+	xa_for_each(&ef->bufs, idx, b)
+		engram_ubuf_put(b);
+	xa_destroy(&ef->bufs);
+	xa_for_each(&ef->tables, idx, ot) {
+		engram_link_put(ot->link);
+		kfree(ot);
+	}
+	xa_destroy(&ef->tables);
+	kfree(ef);
+	return 0;
+}
+
+static const struct file_operations engram_fops = {
+	.owner = THIS_MODULE,
+	.open = engram_open,
+	.release = engram_release,
+	.unlocked_ioctl = engram_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.poll = engram_poll,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice engram_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = ENGRAM_DEV_NAME,
+	.fops = &engram_fops,
+	.mode = 0600,
+};
+
+/**
+ * engram_chardev_init() - create /dev/engram_rdma
+ *
+ * Return: 0 or a negative errno from misc_register().
+ */
+int engram_chardev_init(void)
+{
+	return misc_register(&engram_misc);
+}
+
+/**
+ * engram_chardev_exit() - remove /dev/engram_rdma
+ *
+ * Open files keep the module loaded, so none is left when this runs.
+ */
+void engram_chardev_exit(void)
+{
+	misc_deregister(&engram_misc);
+}

@@ -1,0 +1,128 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The client role's private interface between the character device
+ * (chardev.c), registered buffers (ubuf.c) and links (link.c).
+ */
+#ifndef _ENGRAM_CLIENT_H
+#define _ENGRAM_CLIENT_H
+
+#include <linux/completion.h>
+#include <linux/kref.h>
+#include <linux/list.h>
+#include <linux/mutex.h>
+#include <linux/wait.h>
+#include <rdma/ib_verbs.h>
+
+#include "engram.h"
+#include "wire.h"
+
+/* A registered user buffer: pinned pages, charged to RLIMIT_MEMLOCK. */
+struct engram_ubuf {
+	struct kref ref;		/* the fd's registry, and each fetch using it */
+	u32 id;
+	u64 addr;
+	u64 length;
+	struct page **pages;
+	unsigned long nr_pages;
+	struct mm_struct *mm;		/* charged; mmgrab()bed */
+	struct list_head maps;		/* struct engram_ubuf_map, under engram_ubuf_mutex */
+};
+
+int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
+void engram_ubuf_get(struct engram_ubuf *b);
+void engram_ubuf_put(struct engram_ubuf *b);
+const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
+void engram_ubufs_unmap_device(struct ib_device *dev);
+void engram_ubuf_sync_for_cpu(struct engram_ubuf *b, struct ib_device *dev,
+			      u64 off, u64 len);
+
+/* One piece of a fetch's destination: part of a buffer, one MR, one wire range. */
+struct engram_piece {
+	struct engram_ubuf *buf;
+	u64 off;			/* in the buffer */
+	u64 len;
+	struct ib_mr *mr;
+};
+
+/*
+ * One fetch.  The fd owns one reference until the result is reaped; the link
+ * owns one while the fetch is on the wire (until its MRs are invalidated or
+ * its QP is drained).
+ */
+struct engram_fetch {
+	struct kref ref;
+	struct list_head fd_node;	/* on the fd's fetch list */
+	struct engram_link *link;	/* held */
+	u64 ticket;			/* unique per link */
+	u64 user_ticket;		/* unique per fd, what user space sees */
+	u32 conn_gen;			/* the link connection it went out on */
+	int slot;			/* request buffer, -1 when none */
+	bool responded;			/* a RESPONSE was matched to it */
+	bool inv_posted;		/* LOCAL_INV of its MRs is on the wire */
+	bool finished;			/* off the wire, MRs back in the pool */
+
+	/* what to ask */
+	u8 digest[ENGRAM_WIRE_DIGEST_PREFIX];
+	u64 generation;
+	u32 nr_rows;
+	u32 stride;
+	u32 *rows;
+	struct engram_piece pieces[ENGRAM_WIRE_MAX_RANGES];
+	unsigned int nr_pieces;
+
+	/* on the wire (link.c) */
+	void *req_buf;
+	u32 req_len;
+	u64 req_dma;
+	struct ib_device *ibdev;	/* req_dma and MRs belong to it */
+	struct ib_cqe reg_cqe;
+	struct ib_cqe send_cqe;
+	struct ib_cqe inv_cqe;
+	atomic_t wire_refs;		/* send + invalidate still to complete */
+
+	/* outcome */
+	ktime_t start;
+	ktime_t deadline;
+	u64 rtt_ns;
+	int error;			/* 0 or -errno */
+	u16 wire_status;
+	u32 bad_index;
+	bool done;			/* result final, buffers safe to reuse */
+	wait_queue_head_t *wq;		/* the fd's, woken on done */
+};
+
+void engram_fetch_put(struct engram_fetch *f);
+
+/* Has the fetch ended?  Its result fields may be read once this is true. */
+static inline bool engram_fetch_done(const struct engram_fetch *f)
+{
+	/* Pairs with the release in engram_fetch_set_done(). */
+	return smp_load_acquire(&f->done);
+}
+
+/* Publish the result: every field written before is seen by readers of done. */
+static inline void engram_fetch_set_done(struct engram_fetch *f)
+{
+	/* Pairs with the acquire in engram_fetch_done(). */
+	smp_store_release(&f->done, true);
+}
+
+/* link.c */
+struct engram_link;
+
+struct engram_link *engram_link_open_table(u32 link_id, u32 flags, const char *name,
+					   const u8 *sha256, struct engram_wire_table *out,
+					   u32 *max_rows);
+void engram_link_get(struct engram_link *l);
+void engram_link_put(struct engram_link *l);
+u32 engram_link_id(const struct engram_link *l);
+u32 engram_link_max_ranges(const struct engram_link *l);
+int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
+void engram_link_break(struct engram_link *l, int error);
+int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
+void engram_link_fetch_end(struct engram_fetch *f);
+u32 engram_link_mr_pages(const struct engram_link *l);
+
+int engram_status_errno(unsigned int wire_status);
+
+#endif /* _ENGRAM_CLIENT_H */

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Registered buffers: user memory that remote RDMA WRITEs may fill.  The
+ * pages are pinned for as long as any fetch may still target them (a fetch
+ * holds the buffer, so unregistering one in flight only drops the fd's
+ * reference), charged to RLIMIT_MEMLOCK like ib_umem does, and DMA-mapped
+ * once per device that uses them.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "client.h"
+
+/* A buffer's pages as one device sees them. */
+struct engram_ubuf_map {
+	struct list_head buf_node;	/* on engram_ubuf.maps */
+	struct list_head dev_node;	/* on engram_ubuf_maps */
+	struct engram_ubuf *buf;
+	struct ib_device *dev;
+	dma_addr_t *addr;
+	unsigned long nr;
+};
+
+static LIST_HEAD(engram_ubuf_maps);
+static DEFINE_MUTEX(engram_ubuf_mutex);	/* every engram_ubuf_map */
+
+/* Largest buffer: far more than a 49,152-row batch, far less than RAM. */
+#define ENGRAM_UBUF_MAX		(64ULL << 30)
+
+/**
+ * engram_ubuf_create() - pin and charge a user range
+ * @addr: user address
+ * @length: bytes
+ * @out: the buffer, with one reference
+ *
+ * Return: 0, -EINVAL (empty, wrapping or huge range), -ENOMEM (over
+ * RLIMIT_MEMLOCK without CAP_IPC_LOCK, or no memory), -EFAULT (not mapped
+ * writable), or another error from pinning.
+ */
+int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
+{
+	unsigned long first, last, npages, limit, done = 0;
+	struct mm_struct *mm = current->mm;
+	struct engram_ubuf *b;
+	s64 pinned;
+	int ret;
+
+	if (!length || length > ENGRAM_UBUF_MAX || addr + length < addr ||
+	    addr + length > TASK_SIZE)
+		return -EINVAL;
+	first = addr >> PAGE_SHIFT;
+	last = (addr + length - 1) >> PAGE_SHIFT;
+	npages = last - first + 1;
+
+	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	if (!b)
+		return -ENOMEM;
+	kref_init(&b->ref);
+	INIT_LIST_HEAD(&b->maps);
+	b->addr = addr;
+	b->length = length;
+	b->pages = kvcalloc(npages, sizeof(*b->pages), GFP_KERNEL);
+	if (!b->pages) {
+		kfree(b);
+		return -ENOMEM;
+	}
+
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	mmgrab(mm);
+	b->mm = mm;
+
+	while (done < npages) {
+		ret = pin_user_pages_fast((addr & PAGE_MASK) + (done << PAGE_SHIFT),
+					  min_t(unsigned long, npages - done, 512),
+					  FOLL_WRITE | FOLL_LONGTERM, b->pages + done);
+		if (ret <= 0) {
+			ret = ret ? ret : -EFAULT;
+			goto err_unpin;
+		}
+		done += ret;
+		if (fatal_signal_pending(current)) {
+			ret = -EINTR;
+			goto err_unpin;
+		}
+	}
+	b->nr_pages = npages;
+	*out = b;
+	return 0;
+
+err_unpin:
+	unpin_user_pages(b->pages, done);
+	atomic64_sub(npages, &mm->pinned_vm);
+	mmdrop(mm);
+err_free:
+	kvfree(b->pages);
+	kfree(b);
+	return ret;
+}
+
+/**
+ * engram_ubuf_get() - take a reference
+ * @b: the buffer
+ */
+void engram_ubuf_get(struct engram_ubuf *b)
+{
+	kref_get(&b->ref);
+}
+
+static void engram_ubuf_map_free(struct engram_ubuf_map *m)
+{
+	unsigned long i;
+
+	lockdep_assert_held(&engram_ubuf_mutex);
+	list_del(&m->buf_node);
+	list_del(&m->dev_node);
+	for (i = 0; i < m->nr; i++)
+		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_FROM_DEVICE);
+	kvfree(m->addr);
+	kfree(m);
+}
+
+static void engram_ubuf_release(struct kref *ref)
+{
+	struct engram_ubuf *b = container_of(ref, struct engram_ubuf, ref);
+	struct engram_ubuf_map *m, *tmp;
+
+	mutex_lock(&engram_ubuf_mutex);
+	list_for_each_entry_safe(m, tmp, &b->maps, buf_node)
+		engram_ubuf_map_free(m);
+	mutex_unlock(&engram_ubuf_mutex);
+	/* Remote writes may have dirtied any page. */
+	unpin_user_pages_dirty_lock(b->pages, b->nr_pages, true);
+	atomic64_sub(b->nr_pages, &b->mm->pinned_vm);
+	mmdrop(b->mm);
+	kvfree(b->pages);
+	kfree(b);
+}
+
+/**
+ * engram_ubuf_put() - drop a reference; the last one unpins and uncharges
+ * @b: the buffer
+ *
+ * Process context (unpinning may sleep).
+ */
+void engram_ubuf_put(struct engram_ubuf *b)
+{
+	kref_put(&b->ref, engram_ubuf_release);
+}
+
+/**
+ * engram_ubuf_dma() - DMA addresses of a buffer's pages for a device
+ * @b: the buffer
+ * @dev: the device that will write into it
+ *
+ * Mapped on first use and kept until the buffer goes or the device does.
+ * Process context.
+ *
+ * Return: one address per page, or NULL.
+ */
+const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
+{
+	struct engram_ubuf_map *m;
+	unsigned long i;
+
+	mutex_lock(&engram_ubuf_mutex);
+	list_for_each_entry(m, &b->maps, buf_node)
+		if (m->dev == dev)
+			goto out;
+	m = kzalloc(sizeof(*m), GFP_KERNEL);
+	if (!m)
+		goto out;
+	m->addr = kvcalloc(b->nr_pages, sizeof(*m->addr), GFP_KERNEL);
+	if (!m->addr) {
+		kfree(m);
+		m = NULL;
+		goto out;
+	}
+	m->buf = b;
+	m->dev = dev;
+	for (i = 0; i < b->nr_pages; i++) {
+		m->addr[i] = ib_dma_map_page(dev, b->pages[i], 0, PAGE_SIZE, DMA_FROM_DEVICE);
+		if (ib_dma_mapping_error(dev, m->addr[i]))
+			break;
+		m->nr = i + 1;
+	}
+	list_add(&m->buf_node, &b->maps);
+	list_add(&m->dev_node, &engram_ubuf_maps);
+	if (m->nr != b->nr_pages) {
+		engram_ubuf_map_free(m);
+		m = NULL;
+	}
+out:
+	mutex_unlock(&engram_ubuf_mutex);
+	return m ? m->addr : NULL;
+}
+
+/**
+ * engram_ubuf_sync_for_cpu() - make rows a device wrote visible to the CPU
+ * @b: the buffer
+ * @dev: the device that wrote
+ * @off: first byte, from the start of the buffer
+ * @len: bytes
+ *
+ * A no-op on coherent machines; needed where DMA is not cache-coherent.
+ */
+void engram_ubuf_sync_for_cpu(struct engram_ubuf *b, struct ib_device *dev,
+			      u64 off, u64 len)
+{
+	u64 start = (b->addr & ~PAGE_MASK) + off;
+	unsigned long i, first = start >> PAGE_SHIFT;
+	unsigned long last = (start + len - 1) >> PAGE_SHIFT;
+	struct engram_ubuf_map *m;
+
+	if (!len)
+		return;
+	mutex_lock(&engram_ubuf_mutex);
+	list_for_each_entry(m, &b->maps, buf_node) {
+		if (m->dev != dev)
+			continue;
+		for (i = first; i <= last && i < m->nr; i++)
+			ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE,
+						   DMA_FROM_DEVICE);
+	}
+	mutex_unlock(&engram_ubuf_mutex);
+}
+
+/**
+ * engram_ubufs_unmap_device() - drop every buffer mapping of a device
+ * @dev: a device being removed, with no link left on it
+ */
+void engram_ubufs_unmap_device(struct ib_device *dev)
+{
+	struct engram_ubuf_map *m, *tmp;
+
+	mutex_lock(&engram_ubuf_mutex);
+	list_for_each_entry_safe(m, tmp, &engram_ubuf_maps, dev_node)
+		if (m->dev == dev)
+			engram_ubuf_map_free(m);
+	mutex_unlock(&engram_ubuf_mutex);
+}
