@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The engram_rdma generic netlink family: the control plane engramctl talks
- * to.  Handlers here only translate between attributes and the table API;
- * every decision about tables is made in table.c.
+ * to.  Handlers here only translate between attributes and the APIs of the
+ * other parts; every decision about tables is made in table.c, about
+ * listeners in listen.c and about links in link.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -31,17 +32,43 @@ static const struct nla_policy engram_name_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_NUL_STRING, .len = ENGRAM_NAME_MAX - 1 },
 };
 
+static const struct nla_policy engram_url_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_URL]			= { .type = NLA_NUL_STRING,
+					    .len = ENGRAM_URL_TEXT_MAX - 1 },
+};
+
+static const struct nla_policy engram_link_id_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_LINK_ID]		= NLA_POLICY_MIN(NLA_U32, 1),
+};
+
+static const struct nla_policy engram_stats_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_NUL_STRING, .len = ENGRAM_NAME_MAX - 1 },
+	[ENGRAM_A_LINK_ID]		= NLA_POLICY_MIN(NLA_U32, 1),
+};
+
+/* Every entry NLA_UNSPEC: strict validation refuses any attribute. */
+static const struct nla_policy engram_no_attr_policy[ENGRAM_A_MAX + 1];
+
 /*
- * Tables are host-wide, so changing them takes CAP_NET_ADMIN in the initial
- * user namespace.  Checked here rather than with GENL_ADMIN_PERM so that the
- * refusal carries a message like every other one.
+ * Tables, listeners and links are host-wide, so changing them takes
+ * CAP_NET_ADMIN in the initial user namespace.  Checked here rather than with
+ * GENL_ADMIN_PERM so that the refusal carries a message like every other one.
+ * @msg must be a static string (KBUILD_MODNAME ": ...").
  */
-static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
+static int engram_nl_admin_msg(struct sk_buff *skb, struct genl_info *info,
+			       const char *msg)
 {
 	if (netlink_capable(skb, CAP_NET_ADMIN))
 		return 0;
-	NL_SET_ERR_MSG_MOD(info->extack, "changing tables needs CAP_NET_ADMIN");
+	if (info->extack)
+		info->extack->_msg = msg;
 	return -EPERM;
+}
+
+static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
+{
+	return engram_nl_admin_msg(skb, info,
+				   KBUILD_MODNAME ": changing tables needs CAP_NET_ADMIN");
 }
 
 /* Extack messages must be static strings; these name what is missing. */
@@ -53,6 +80,8 @@ static const char * const engram_missing_msg[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_SCALE_OFFSET]	= KBUILD_MODNAME ": missing TABLE_SCALE_OFFSET",
 	[ENGRAM_A_TABLE_WEIGHT_BYTES]	= KBUILD_MODNAME ": missing TABLE_WEIGHT_BYTES",
 	[ENGRAM_A_TABLE_SCALE_BYTES]	= KBUILD_MODNAME ": missing TABLE_SCALE_BYTES",
+	[ENGRAM_A_URL]			= KBUILD_MODNAME ": missing URL",
+	[ENGRAM_A_LINK_ID]		= KBUILD_MODNAME ": missing LINK_ID",
 };
 
 /* Refuse a request that lacks @attr, saying which, in words and for tools. */
@@ -73,6 +102,11 @@ static int engram_nl_refused(int ret)
 	return ret;
 }
 
+static u32 engram_errno_attr(int error)
+{
+	return error < 0 ? -error : error;
+}
+
 static int engram_put_stats(struct sk_buff *skb, const u64 *vals, const u8 *ids,
 			    unsigned int n)
 {
@@ -83,6 +117,27 @@ static int engram_put_stats(struct sk_buff *skb, const u64 *vals, const u8 *ids,
 		return -EMSGSIZE;
 	for (i = 0; i < n; i++) {
 		if (nla_put_u64_64bit(skb, ids[i], vals[ids[i]], ENGRAM_STAT_PAD)) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
+/*
+ * Bucket i of the histogram is attribute i (1-based); attribute type 0 pads
+ * the u64s where the architecture needs it, as no bucket can be 0.
+ */
+static int engram_put_latency(struct sk_buff *skb, const u64 *lat)
+{
+	struct nlattr *nest = nla_nest_start(skb, ENGRAM_A_LATENCY);
+	unsigned int i;
+
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++) {
+		if (nla_put_u64_64bit(skb, i + 1, lat[i], 0)) {
 			nla_nest_cancel(skb, nest);
 			return -EMSGSIZE;
 		}
@@ -123,7 +178,54 @@ static int engram_put_table_stats(struct sk_buff *skb, const struct engram_table
 	if (nla_put_string(skb, ENGRAM_A_TABLE_NAME, ti->name) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ti->generation, ENGRAM_A_PAD))
 		return -EMSGSIZE;
-	return engram_put_stats(skb, ti->stats, engram_table_stat_ids, engram_table_stat_count);
+	if (engram_put_stats(skb, ti->stats, engram_table_stat_ids, engram_table_stat_count))
+		return -EMSGSIZE;
+	return engram_put_latency(skb, ti->lat);
+}
+
+/* A link's counters, as STATS_GET reports them: identity, STATS, LATENCY. */
+static int engram_put_link_stats(struct sk_buff *skb, const struct engram_link_info *li)
+{
+	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
+	    nla_put_string(skb, ENGRAM_A_URL, li->url) ||
+	    engram_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
+		return -EMSGSIZE;
+	return engram_put_latency(skb, li->lat);
+}
+
+/* Everything about a link, as LINK_GET reports it. */
+static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *li)
+{
+	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
+	    nla_put_string(skb, ENGRAM_A_URL, li->url) ||
+	    nla_put_u8(skb, ENGRAM_A_LINK_STATE, li->state) ||
+	    nla_put_u32(skb, ENGRAM_A_LINK_TABLES, li->tables) ||
+	    nla_put_u32(skb, ENGRAM_A_LINK_MAX_ROWS, li->max_rows) ||
+	    nla_put_u32(skb, ENGRAM_A_LINK_MAX_INFLIGHT, li->max_inflight) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_CONNECTS, li->connects, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_SINCE_NS, li->since_ns, ENGRAM_A_PAD))
+		return -EMSGSIZE;
+	if (li->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_errno_attr(li->error)))
+		return -EMSGSIZE;
+	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
+		return -EMSGSIZE;
+	if (engram_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
+		return -EMSGSIZE;
+	return engram_put_latency(skb, li->lat);
+}
+
+static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_info *li)
+{
+	if (nla_put_string(skb, ENGRAM_A_URL, li->url) ||
+	    nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, li->state) ||
+	    nla_put_u32(skb, ENGRAM_A_CONNECTIONS, li->connections))
+		return -EMSGSIZE;
+	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
+		return -EMSGSIZE;
+	if (li->state == ENGRAM_LISTEN_WAITING && li->error &&
+	    nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_errno_attr(li->error)))
+		return -EMSGSIZE;
+	return 0;
 }
 
 /* Reply to a do request with one table's attributes. */
@@ -242,33 +344,89 @@ static int engram_nl_table_get(struct sk_buff *skb, struct genl_info *info)
 						    ENGRAM_CMD_TABLE_GET, false));
 }
 
-/*
- * Dumps walk the table list by position (cb->args[0]); a table loaded or
- * unloaded mid-dump may be skipped or repeated, as in any netlink dump.
- */
-static int engram_dump_tables(struct sk_buff *skb, struct netlink_callback *cb, u8 cmd)
+/* One link's message for a do request: LINK_GET, STATS_GET, or LINK_ADD's reply. */
+static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd)
 {
-	struct nlattr *tb[ENGRAM_A_MAX + 1];
-	const struct nlattr *filter;
-	struct engram_table_info *ti;
-	unsigned long idx = cb->args[0];
+	struct engram_link_info *li;
+	struct sk_buff *msg;
+	bool found;
 	void *hdr;
 	int ret;
 
-	/* Already validated by the core; parsed again for the optional name filter. */
-	ret = genlmsg_parse(cb->nlh, &engram_family, tb, ENGRAM_A_MAX,
-			    engram_name_policy, cb->extack);
+	li = kzalloc(sizeof(*li), GFP_KERNEL);
+	if (!li)
+		return -ENOMEM;
+	found = !engram_link_info_by_id(id, li);
+	if (!found && cmd != ENGRAM_CMD_LINK_ADD) {
+		NL_SET_ERR_MSG_MOD(info->extack, "no link with that id");
+		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_LINK_ID]);
+		ret = -ENOENT;
+		goto out;
+	}
+	ret = -ENOMEM;
+	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
+	if (!msg)
+		goto out;
+	hdr = genlmsg_put_reply(msg, info, &engram_family, 0, cmd);
+	ret = -EMSGSIZE;
+	if (!hdr)
+		goto err_msg;
+	if (!found)	/* LINK_ADD, and the link is gone again: the id is all there is */
+		ret = nla_put_u32(msg, ENGRAM_A_LINK_ID, id) ? -EMSGSIZE : 0;
+	else if (cmd == ENGRAM_CMD_STATS_GET)
+		ret = engram_put_link_stats(msg, li);
+	else
+		ret = engram_put_link(msg, li);
 	if (ret)
-		return ret;
-	filter = tb[ENGRAM_A_TABLE_NAME];
+		goto err_msg;
+	genlmsg_end(msg, hdr);
+	ret = genlmsg_reply(msg, info);
+	goto out;
+err_msg:
+	nlmsg_free(msg);
+out:
+	kfree(li);
+	return ret;
+}
+
+static void *engram_dump_hdr(struct sk_buff *skb, struct netlink_callback *cb, u8 cmd)
+{
+	return genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
+			   &engram_family, NLM_F_MULTI, cmd);
+}
+
+/*
+ * The end of one dump call.  @ret is 0 when every object was written and
+ * -EMSGSIZE when the message filled up; the next call resumes at the object
+ * that did not fit, unless it did not fit even an empty message.
+ */
+static int engram_dump_end(struct sk_buff *skb, int ret)
+{
+	if (ret == -EMSGSIZE && skb->len)
+		return skb->len;
+	return ret ?: skb->len;
+}
+
+/*
+ * Dumps walk the lists by position (cb->args[0]); an object added or
+ * removed mid-dump may be skipped or repeated, as in any netlink dump.
+ * These helpers write from position *@idx on and leave it at the first
+ * object not written.
+ */
+static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
+				   u8 cmd, const struct nlattr *filter, unsigned long *idx)
+{
+	struct engram_table_info *ti;
+	void *hdr;
+	int ret = 0;
+
 	ti = kmalloc(sizeof(*ti), GFP_KERNEL);
 	if (!ti)
 		return -ENOMEM;
-	for (; !engram_table_info_nth(idx, ti); idx++) {
+	for (; !engram_table_info_nth(*idx, ti); (*idx)++) {
 		if (filter && strcmp(ti->name, nla_data(filter)))
 			continue;
-		hdr = genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
-				  &engram_family, NLM_F_MULTI, cmd);
+		hdr = engram_dump_hdr(skb, cb, cmd);
 		if (!hdr) {
 			ret = -EMSGSIZE;
 			break;
@@ -282,32 +440,95 @@ static int engram_dump_tables(struct sk_buff *skb, struct netlink_callback *cb, 
 		genlmsg_end(skb, hdr);
 	}
 	kfree(ti);
-	/* Stop at a table that did not fit; the next call resumes there. */
-	if (ret == -EMSGSIZE && idx == cb->args[0])
-		return ret;
-	cb->args[0] = idx;
-	return skb->len;
+	return ret;
+}
+
+static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
+				  u8 cmd, const struct nlattr *filter, unsigned long *idx)
+{
+	struct engram_link_info *li;
+	void *hdr;
+	int ret = 0;
+
+	li = kmalloc(sizeof(*li), GFP_KERNEL);
+	if (!li)
+		return -ENOMEM;
+	for (; !engram_link_info_nth(*idx, li); (*idx)++) {
+		if (filter && li->id != nla_get_u32(filter))
+			continue;
+		hdr = engram_dump_hdr(skb, cb, cmd);
+		if (!hdr) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		ret = cmd == ENGRAM_CMD_STATS_GET ? engram_put_link_stats(skb, li) :
+						    engram_put_link(skb, li);
+		if (ret) {
+			genlmsg_cancel(skb, hdr);
+			break;
+		}
+		genlmsg_end(skb, hdr);
+	}
+	kfree(li);
+	return ret;
+}
+
+/* The core validated the request already; parsed again for the filters. */
+static int engram_dump_parse(struct netlink_callback *cb, struct nlattr **tb,
+			     const struct nla_policy *policy)
+{
+	return genlmsg_parse(cb->nlh, &engram_family, tb, ENGRAM_A_MAX, policy, cb->extack);
 }
 
 static int engram_nl_table_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
-	return engram_dump_tables(skb, cb, ENGRAM_CMD_TABLE_GET);
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	unsigned long idx = cb->args[0];
+	int ret;
+
+	ret = engram_dump_parse(cb, tb, engram_name_policy);
+	if (ret)
+		return ret;
+	ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_TABLE_GET, tb[ENGRAM_A_TABLE_NAME],
+				      &idx);
+	cb->args[0] = idx;
+	return engram_dump_end(skb, ret);
+}
+
+/* STATS_GET names a table or a link, not both. */
+static int engram_stats_filter_ok(struct nlattr **tb, struct netlink_ext_ack *extack)
+{
+	if (!tb[ENGRAM_A_TABLE_NAME] || !tb[ENGRAM_A_LINK_ID])
+		return 0;
+	NL_SET_ERR_MSG_MOD(extack, "TABLE_NAME and LINK_ID exclude each other");
+	NL_SET_BAD_ATTR(extack, tb[ENGRAM_A_LINK_ID]);
+	return -EINVAL;
 }
 
 static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 {
 	static const u8 gauges[] = { ENGRAM_STAT_TABLES, ENGRAM_STAT_PINNED_BYTES };
+	DECLARE_BITMAP(seen, __ENGRAM_STAT_MAX) = {};
 	u64 vals[__ENGRAM_STAT_MAX];
 	struct sk_buff *msg;
 	struct nlattr *nest;
-	unsigned int i;
+	unsigned int i, n;
 	void *hdr;
+	int ret;
 
+	ret = engram_stats_filter_ok(info->attrs, info->extack);
+	if (ret)
+		return engram_nl_refused(ret);
 	if (info->attrs[ENGRAM_A_TABLE_NAME]) {
 		const char *name = nla_data(info->attrs[ENGRAM_A_TABLE_NAME]);
 
 		return engram_nl_refused(engram_reply_table(info, name,
 							    ENGRAM_CMD_STATS_GET, true));
+	}
+	if (info->attrs[ENGRAM_A_LINK_ID]) {
+		u32 id = nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]);
+
+		return engram_nl_refused(engram_reply_link(info, id, ENGRAM_CMD_STATS_GET));
 	}
 	engram_counters_snapshot(&engram_global_stats, vals);
 	engram_tables_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
@@ -321,13 +542,20 @@ static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 	nest = nla_nest_start(msg, ENGRAM_A_STATS);
 	if (!nest)
 		goto err;
-	for (i = 0; i < ARRAY_SIZE(gauges); i++)
-		if (nla_put_u64_64bit(msg, gauges[i], vals[gauges[i]], ENGRAM_STAT_PAD))
-			goto err;
-	for (i = 0; i < engram_global_stat_count + engram_table_stat_count; i++) {
-		u8 id = i < engram_global_stat_count ? engram_global_stat_ids[i] :
-			engram_table_stat_ids[i - engram_global_stat_count];
+	/* The gauges, the module-wide ids, then the per-table ids summed; each once. */
+	n = ARRAY_SIZE(gauges) + engram_global_stat_count + engram_table_stat_count;
+	for (i = 0; i < n; i++) {
+		u8 id;
 
+		if (i < ARRAY_SIZE(gauges))
+			id = gauges[i];
+		else if (i < ARRAY_SIZE(gauges) + engram_global_stat_count)
+			id = engram_global_stat_ids[i - ARRAY_SIZE(gauges)];
+		else
+			id = engram_table_stat_ids[i - ARRAY_SIZE(gauges) -
+						   engram_global_stat_count];
+		if (id >= __ENGRAM_STAT_MAX || __test_and_set_bit(id, seen))
+			continue;
 		if (nla_put_u64_64bit(msg, id, vals[id], ENGRAM_STAT_PAD))
 			goto err;
 	}
@@ -339,9 +567,205 @@ err:
 	return -EMSGSIZE;
 }
 
+/*
+ * One message per table, then one per link; cb->args[1] says which list is
+ * being walked.  TABLE_NAME limits the dump to that table, LINK_ID to that
+ * link.
+ */
 static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
-	return engram_dump_tables(skb, cb, ENGRAM_CMD_STATS_GET);
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	unsigned long idx;
+	int ret;
+
+	ret = engram_dump_parse(cb, tb, engram_stats_policy);
+	if (!ret)
+		ret = engram_stats_filter_ok(tb, cb->extack);
+	if (ret)
+		return engram_nl_refused(ret);
+	if (!cb->args[1]) {
+		idx = cb->args[0];
+		if (!tb[ENGRAM_A_LINK_ID])
+			ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_STATS_GET,
+						      tb[ENGRAM_A_TABLE_NAME], &idx);
+		cb->args[0] = idx;
+		if (ret)
+			return engram_dump_end(skb, ret);
+		cb->args[0] = 0;
+		cb->args[1] = 1;
+	}
+	if (tb[ENGRAM_A_TABLE_NAME])
+		return skb->len;
+	idx = cb->args[0];
+	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET, tb[ENGRAM_A_LINK_ID], &idx);
+	cb->args[0] = idx;
+	return engram_dump_end(skb, ret);
+}
+
+/*
+ * The request's URL, parsed for @role.  The parser's reason names the
+ * offending part of the URL, but an extack message must be a static string:
+ * the reason goes to the kernel log (escaped, it quotes user input).
+ */
+static int engram_nl_url(struct genl_info *info, enum engram_url_role role,
+			 struct engram_url *u)
+{
+	const struct nlattr *a = info->attrs[ENGRAM_A_URL];
+	const char *s;
+	char why[160];
+
+	if (engram_nl_require(info, ENGRAM_A_URL))
+		return -EINVAL;
+	s = nla_data(a);
+	if (!engram_url_parse(s, strlen(s), role, u, why, sizeof(why)))
+		return 0;
+	pr_info_ratelimited("%s URL refused: %*pE\n",
+			    role == ENGRAM_URL_LISTEN ? "listen" : "remote",
+			    (int)strnlen(why, sizeof(why)), why);
+	if (role == ENGRAM_URL_LISTEN)
+		NL_SET_ERR_MSG_MOD(info->extack,
+				   "bad listen URL: rdma://IP[:PORT] or tcp://IP[:PORT], no wildcard (the kernel log has the reason)");
+	else
+		NL_SET_ERR_MSG_MOD(info->extack,
+				   "bad remote URL: rdma://SERVER[:PORT]@LOCAL or tcp://SERVER[:PORT]@LOCAL (the kernel log has the reason)");
+	NL_SET_BAD_ATTR(info->extack, a);
+	return -EINVAL;
+}
+
+/*
+ * listen.c and link.c explain their refusals; this covers one that came back
+ * without a message (@msg static, with the module prefix) and points at
+ * @attr when the callee pointed at nothing.  A failed allocation may stay
+ * silent, as everywhere else.
+ */
+static int engram_nl_explain(struct genl_info *info, int ret, int attr, const char *msg)
+{
+	struct netlink_ext_ack *extack = info->extack;
+
+	if (!ret || ret == -ENOMEM || !extack)
+		return ret;
+	if (!extack->_msg)
+		extack->_msg = msg;
+	if (!extack->bad_attr && (ret == -EEXIST || ret == -ENOENT))
+		NL_SET_BAD_ATTR(extack, info->attrs[attr]);
+	return ret;
+}
+
+static int engram_nl_listen_add(struct sk_buff *skb, struct genl_info *info)
+{
+	struct engram_url u;
+	int ret;
+
+	ret = engram_nl_admin_msg(skb, info,
+				  KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
+	if (!ret)
+		ret = engram_nl_url(info, ENGRAM_URL_LISTEN, &u);
+	if (!ret)
+		ret = engram_nl_explain(info, engram_listen_add(&u, info->extack), ENGRAM_A_URL,
+					KBUILD_MODNAME ": cannot add the listener");
+	return engram_nl_refused(ret);
+}
+
+static int engram_nl_listen_del(struct sk_buff *skb, struct genl_info *info)
+{
+	struct engram_url u;
+	int ret;
+
+	ret = engram_nl_admin_msg(skb, info,
+				  KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
+	if (!ret)
+		ret = engram_nl_url(info, ENGRAM_URL_LISTEN, &u);
+	if (!ret)
+		ret = engram_nl_explain(info, engram_listen_del(&u, info->extack), ENGRAM_A_URL,
+					KBUILD_MODNAME ": cannot remove the listener");
+	return engram_nl_refused(ret);
+}
+
+static int engram_nl_listen_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct engram_listen_info li;
+	unsigned long idx = cb->args[0];
+	void *hdr;
+	int ret = 0;
+
+	for (; !engram_listen_info_nth(idx, &li); idx++) {
+		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_LISTEN_GET);
+		if (!hdr) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		ret = engram_put_listen(skb, &li);
+		if (ret) {
+			genlmsg_cancel(skb, hdr);
+			break;
+		}
+		genlmsg_end(skb, hdr);
+	}
+	cb->args[0] = idx;
+	return engram_dump_end(skb, ret);
+}
+
+static int engram_nl_link_add(struct sk_buff *skb, struct genl_info *info)
+{
+	struct engram_url u;
+	u32 id = 0;
+	int ret;
+
+	ret = engram_nl_admin_msg(skb, info,
+				  KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
+	if (!ret)
+		ret = engram_nl_url(info, ENGRAM_URL_REMOTE, &u);
+	if (!ret)
+		ret = engram_nl_explain(info, engram_link_add(&u, &id, info->extack), ENGRAM_A_URL,
+					KBUILD_MODNAME ": cannot add the link");
+	if (ret)
+		return engram_nl_refused(ret);
+	/*
+	 * The link exists and connects in the background: report success even
+	 * if the reply cannot be built; the caller then gets a plain ack and
+	 * finds the link with LINK_GET.
+	 */
+	engram_reply_link(info, id, ENGRAM_CMD_LINK_ADD);
+	return 0;
+}
+
+static int engram_nl_link_del(struct sk_buff *skb, struct genl_info *info)
+{
+	int ret;
+
+	ret = engram_nl_admin_msg(skb, info,
+				  KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
+	if (!ret && engram_nl_require(info, ENGRAM_A_LINK_ID))
+		ret = -EINVAL;
+	if (!ret)
+		ret = engram_nl_explain(info,
+					engram_link_del(nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
+							info->extack),
+					ENGRAM_A_LINK_ID, KBUILD_MODNAME ": no link with that id");
+	return engram_nl_refused(ret);
+}
+
+static int engram_nl_link_get(struct sk_buff *skb, struct genl_info *info)
+{
+	if (engram_nl_require(info, ENGRAM_A_LINK_ID))
+		return engram_nl_refused(-EINVAL);
+	return engram_nl_refused(engram_reply_link(info,
+						   nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
+						   ENGRAM_CMD_LINK_GET));
+}
+
+static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	unsigned long idx = cb->args[0];
+	int ret;
+
+	ret = engram_dump_parse(cb, tb, engram_link_id_policy);
+	if (ret)
+		return ret;
+	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_LINK_GET, tb[ENGRAM_A_LINK_ID], &idx);
+	cb->args[0] = idx;
+	return engram_dump_end(skb, ret);
 }
 
 static const struct genl_ops engram_ops[] = {
@@ -374,7 +798,44 @@ static const struct genl_ops engram_ops[] = {
 		.cmd = ENGRAM_CMD_STATS_GET,
 		.doit = engram_nl_stats_get,
 		.dumpit = engram_nl_stats_dump,
-		.policy = engram_name_policy,
+		.policy = engram_stats_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LISTEN_ADD,
+		.doit = engram_nl_listen_add,
+		.policy = engram_url_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LISTEN_DEL,
+		.doit = engram_nl_listen_del,
+		.policy = engram_url_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LISTEN_GET,
+		.dumpit = engram_nl_listen_dump,
+		.policy = engram_no_attr_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LINK_ADD,
+		.doit = engram_nl_link_add,
+		.policy = engram_url_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LINK_DEL,
+		.doit = engram_nl_link_del,
+		.policy = engram_link_id_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LINK_GET,
+		.doit = engram_nl_link_get,
+		.dumpit = engram_nl_link_dump,
+		.policy = engram_link_id_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 };

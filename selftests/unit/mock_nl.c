@@ -19,6 +19,7 @@
 
 #include "mock_nl.h"
 #include "nl.h"
+#include "url.h"
 
 #define MOCK_FAMILY	0x42
 
@@ -28,7 +29,54 @@ void mock_reset(void)
 {
 	memset(&mock, 0, sizeof(mock));
 	mock.next_gen = 1;
+	mock.next_link_id = 1;
 	mock.verify_outcome = ENGRAM_VERIFY_OK;
+}
+
+#define ARRAY_LEN(a)	(sizeof(a) / sizeof((a)[0]))
+
+struct mock_listen *mock_add_listen(const char *url, uint8_t state)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(mock.l); i++) {
+		if (mock.l[i].used)
+			continue;
+		memset(&mock.l[i], 0, sizeof(mock.l[i]));
+		mock.l[i].used = 1;
+		snprintf(mock.l[i].url, sizeof(mock.l[i].url), "%s", url);
+		mock.l[i].state = state;
+		return &mock.l[i];
+	}
+	return NULL;
+}
+
+struct mock_link *mock_add_link(const char *url, uint8_t state)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(mock.k); i++) {
+		if (mock.k[i].used)
+			continue;
+		memset(&mock.k[i], 0, sizeof(mock.k[i]));
+		mock.k[i].used = 1;
+		mock.k[i].id = mock.next_link_id++;
+		snprintf(mock.k[i].url, sizeof(mock.k[i].url), "%s", url);
+		mock.k[i].state = state;
+		mock.k[i].since_ns = 1500000000ULL;
+		return &mock.k[i];
+	}
+	return NULL;
+}
+
+static struct mock_link *mock_find_link(uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < ARRAY_LEN(mock.k); i++)
+		if (mock.k[i].used && mock.k[i].id == id)
+			return &mock.k[i];
+	return NULL;
 }
 
 static struct mock_table *mock_find(const char *name)
@@ -145,10 +193,194 @@ static int reply_stats(const char *name, uint64_t gen, uint64_t base, enl_reply_
 	nla_put_u64(r, ENGRAM_STAT_LOOKUPS, base + 10);
 	nla_put_u64(r, ENGRAM_STAT_BYTES, (base + 10) * 264);
 	nla_put_u64(r, ENGRAM_STAT_MAX + 3, 77);
+	if (name) {
+		nla_put_u64(r, ENGRAM_STAT_REFUSED_BUSY, base);
+		nla_put_u64(r, ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE, 2);
+		nla_put_u64(r, ENGRAM_STAT_REFUSED_MALFORMED, 0);
+	}
 	nla_nest_end(r, nest);
+	if (name) {
+		/* 2 samples under 2 us, 7 in [8, 16) us, 1 at 8 s or more */
+		nest = nla_nest_start(r, ENGRAM_A_LATENCY);
+		nla_put(r, 0, 0, NULL);		/* a pad */
+		nla_put_u64(r, 1, 2);
+		nla_put_u64(r, 4, 7);
+		nla_put_u64(r, ENGRAM_LAT_BUCKETS, 1);
+		nla_put_u64(r, ENGRAM_LAT_BUCKETS + 1, 99);	/* newer kernel */
+		nla_nest_end(r, nest);
+	}
 	ret = cb(r, arg);
 	nlmsg_free(r);
 	return ret;
+}
+
+static void put_link_stats(struct nl_msg *r, const struct mock_link *k)
+{
+	struct nlattr *nest;
+	int i;
+
+	nest = nla_nest_start(r, ENGRAM_A_STATS);
+	nla_put_u64(r, ENGRAM_STAT_FETCHES, k->fetches);
+	nla_put_u64(r, ENGRAM_STAT_FETCH_BYTES, k->fetches * 264);
+	nla_put_u64(r, ENGRAM_STAT_REFUSED_BUSY, k->refused_busy);
+	nla_nest_end(r, nest);
+	nest = nla_nest_start(r, ENGRAM_A_LATENCY);
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
+		nla_put_u64(r, i + 1, k->lat[i]);
+	nla_nest_end(r, nest);
+}
+
+/* A link as LINK_GET reports it (@full) or as STATS_GET does. */
+static int reply_link(const struct mock_link *k, uint8_t cmd, int full, enl_reply_cb cb,
+		      void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, cmd, 0);
+	int ret;
+
+	nla_put_u32(r, ENGRAM_A_LINK_ID, k->id);
+	nla_put_string(r, ENGRAM_A_URL, k->url);
+	if (full) {
+		nla_put_u8(r, ENGRAM_A_LINK_STATE, k->state);
+		nla_put_u32(r, ENGRAM_A_LINK_TABLES, k->tables);
+		nla_put_u32(r, ENGRAM_A_LINK_MAX_ROWS, k->max_rows);
+		nla_put_u32(r, ENGRAM_A_LINK_MAX_INFLIGHT, k->max_inflight);
+		nla_put_u64(r, ENGRAM_A_LINK_CONNECTS, k->connects);
+		nla_put_u64(r, ENGRAM_A_LINK_SINCE_NS, k->since_ns);
+		if (k->error)
+			nla_put_u32(r, ENGRAM_A_LINK_ERROR, k->error);
+		if (k->device[0])
+			nla_put_string(r, ENGRAM_A_DEVICE, k->device);
+	}
+	put_link_stats(r, k);
+	ret = cb ? cb(r, arg) : 0;
+	nlmsg_free(r);
+	return ret;
+}
+
+static int reply_listen(const struct mock_listen *l, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_LISTEN_GET, 0);
+	int ret;
+
+	nla_put_string(r, ENGRAM_A_URL, l->url);
+	nla_put_u8(r, ENGRAM_A_LISTEN_STATE, l->state);
+	nla_put_u32(r, ENGRAM_A_CONNECTIONS, l->connections);
+	if (l->device[0])
+		nla_put_string(r, ENGRAM_A_DEVICE, l->device);
+	if (l->state == ENGRAM_LISTEN_WAITING && l->error)
+		nla_put_u32(r, ENGRAM_A_LINK_ERROR, l->error);
+	ret = cb ? cb(r, arg) : 0;
+	nlmsg_free(r);
+	return ret;
+}
+
+/* The URL checks of the kernel's handlers, with their messages. */
+static int mock_url(struct enl *nl, struct nlattr **tb, enum engram_url_role role,
+		    struct engram_url *u)
+{
+	const char *s;
+	char why[160];
+
+	if (!tb[ENGRAM_A_URL]) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: missing URL");
+		nl->miss_attr = ENGRAM_A_URL;
+		return -EINVAL;
+	}
+	s = nla_get_string(tb[ENGRAM_A_URL]);
+	if (!engram_url_parse(s, strlen(s), role, u, why, sizeof(why)))
+		return 0;
+	snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: bad %s URL",
+		 role == ENGRAM_URL_LISTEN ? "listen" : "remote");
+	nl->bad_attr = ENGRAM_A_URL;
+	return -EINVAL;
+}
+
+static int do_listen(struct enl *nl, struct nlattr **tb, int add)
+{
+	struct engram_url u, v;
+	char why[160];
+	size_t i;
+	int ret;
+
+	if (mock.eperm) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: changing listeners needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+	ret = mock_url(nl, tb, ENGRAM_URL_LISTEN, &u);
+	if (ret)
+		return ret;
+	for (i = 0; i < ARRAY_LEN(mock.l); i++) {
+		if (!mock.l[i].used ||
+		    engram_url_parse(mock.l[i].url, strlen(mock.l[i].url), ENGRAM_URL_LISTEN, &v,
+				     why, sizeof(why)) || !engram_url_equal(&u, &v))
+			continue;
+		if (add) {
+			snprintf(nl->extack, sizeof(nl->extack),
+				 "engram_rdma: already listening on that address");
+			nl->bad_attr = ENGRAM_A_URL;
+			return -EEXIST;
+		}
+		mock.l[i].used = 0;
+		return 0;
+	}
+	if (!add) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: no listener on that URL");
+		nl->bad_attr = ENGRAM_A_URL;
+		return -ENOENT;
+	}
+	return mock_add_listen(u.text, ENGRAM_LISTEN_ACTIVE) ? 0 : -ENOSPC;
+}
+
+static int do_link(struct enl *nl, uint8_t cmd, int dump, struct nlattr **tb, enl_reply_cb cb,
+		   void *arg)
+{
+	struct mock_link *k = NULL;
+	struct engram_url u;
+	size_t i;
+	int ret = 0;
+
+	if (tb[ENGRAM_A_LINK_ID]) {
+		mock.last_link_id = nla_get_u32(tb[ENGRAM_A_LINK_ID]);
+		k = mock_find_link(mock.last_link_id);
+	}
+	if ((cmd == ENGRAM_CMD_LINK_ADD || cmd == ENGRAM_CMD_LINK_DEL) && mock.eperm) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: changing links needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+	if (cmd == ENGRAM_CMD_LINK_ADD) {
+		ret = mock_url(nl, tb, ENGRAM_URL_REMOTE, &u);
+		if (ret)
+			return ret;
+		k = mock_add_link(u.text, ENGRAM_LINK_CONNECTING);
+		if (!k)
+			return -ENOSPC;
+		if (mock.link_reply_empty)
+			return 0;
+		return reply_link(k, cmd, 1, cb, arg);
+	}
+	if (dump) {
+		for (i = 0; !ret && i < ARRAY_LEN(mock.k); i++)
+			if (mock.k[i].used)
+				ret = reply_link(&mock.k[i], cmd, cmd == ENGRAM_CMD_LINK_GET, cb, arg);
+		return ret;
+	}
+	if (!tb[ENGRAM_A_LINK_ID]) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: missing LINK_ID");
+		nl->miss_attr = ENGRAM_A_LINK_ID;
+		return -EINVAL;
+	}
+	if (!k) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: no link with that id");
+		nl->bad_attr = ENGRAM_A_LINK_ID;
+		return -ENOENT;
+	}
+	if (cmd == ENGRAM_CMD_LINK_DEL) {
+		k->used = 0;
+		return 0;
+	}
+	return reply_link(k, cmd, cmd == ENGRAM_CMD_LINK_GET, cb, arg);
 }
 
 /* One TABLE_GET's worth of progress for a running job. */
@@ -280,6 +512,10 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 		break;
 	case ENGRAM_CMD_STATS_GET:
 		mock_log(dump ? "STATSDUMP" : "STATS");
+		if (!dump && tb[ENGRAM_A_LINK_ID]) {
+			ret = do_link(nl, gh->cmd, 0, tb, cb, arg);
+			break;
+		}
 		if (!dump) {
 			ret = reply_stats(NULL, 0, 100, cb, arg);
 			break;
@@ -287,6 +523,30 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 		for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
 			if (mock.t[i].used)
 				ret = reply_stats(mock.t[i].name, mock.t[i].gen, i, cb, arg);
+		if (!ret)
+			ret = do_link(nl, gh->cmd, 1, tb, cb, arg);
+		break;
+	case ENGRAM_CMD_LISTEN_ADD:
+	case ENGRAM_CMD_LISTEN_DEL:
+		mock_log(gh->cmd == ENGRAM_CMD_LISTEN_ADD ? "LISTENADD" : "LISTENDEL");
+		ret = do_listen(nl, tb, gh->cmd == ENGRAM_CMD_LISTEN_ADD);
+		break;
+	case ENGRAM_CMD_LISTEN_GET:
+		mock_log("LISTENDUMP");
+		if (!dump) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		for (i = 0; !ret && i < ARRAY_LEN(mock.l); i++)
+			if (mock.l[i].used)
+				ret = reply_listen(&mock.l[i], cb, arg);
+		break;
+	case ENGRAM_CMD_LINK_ADD:
+	case ENGRAM_CMD_LINK_DEL:
+	case ENGRAM_CMD_LINK_GET:
+		mock_log(gh->cmd == ENGRAM_CMD_LINK_ADD ? "LINKADD" :
+			 gh->cmd == ENGRAM_CMD_LINK_DEL ? "LINKDEL" : dump ? "LINKDUMP" : "LINKGET");
+		ret = do_link(nl, gh->cmd, dump, tb, cb, arg);
 		break;
 	default:
 		ret = -EOPNOTSUPP;

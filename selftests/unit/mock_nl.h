@@ -21,6 +21,26 @@ struct mock_table {
 	char error_msg[128];
 };
 
+struct mock_listen {
+	int used;
+	char url[128];
+	uint8_t state;
+	char device[64];
+	uint32_t connections, error;
+};
+
+struct mock_link {
+	int used;
+	uint32_t id;
+	char url[128];
+	uint8_t state;
+	uint32_t error;
+	char device[64];
+	uint32_t tables, max_rows, max_inflight;
+	uint64_t connects, since_ns, fetches, refused_busy;
+	uint64_t lat[ENGRAM_LAT_BUCKETS];
+};
+
 struct mock {
 	/* scenario */
 	int no_module;		/* genl family not registered */
@@ -39,6 +59,12 @@ struct mock {
 	char path[ENGRAM_PATH_MAX];
 	uint64_t next_gen;
 	struct mock_table t[8];
+	/* listeners and links */
+	int link_reply_empty;	/* LINK_ADD succeeds but its reply carries no LINK_ID */
+	uint32_t next_link_id;
+	uint32_t last_link_id;	/* LINK_ID of the last LINK_* or STATS_GET request */
+	struct mock_listen l[4];
+	struct mock_link k[4];
 };
 
 extern struct mock mock;
@@ -46,5 +72,7 @@ extern struct mock mock;
 void mock_reset(void);
 struct mock_table *mock_add(const char *name, uint8_t state, uint64_t rows);
 int mock_find_name_ok(const char *name);
+struct mock_listen *mock_add_listen(const char *url, uint8_t state);
+struct mock_link *mock_add_link(const char *url, uint8_t state);
 
 #endif /* ENGRAM_MOCK_NL_H */

@@ -284,13 +284,259 @@ static void test_stats(void)
 	       !strcmp(json_string_value(json_object_get(t, "name")), "b") &&
 	       json_integer_value(json_object_get(t, "generation")) == 2 &&
 	       json_integer_value(json_object_get(t, "lookups")) == 11 &&
-	       json_object_size(t) == 4, "stats -j: global, tables, unknown counter dropped");
+	       json_integer_value(json_object_get(t, "refused_busy")) == 1 &&
+	       json_object_get(t, "latency") &&
+	       json_object_size(t) == 8, "stats -j: global, tables, unknown counter dropped") ||
+		(show_output(), 0);
 	json_decref(j);
 	rc = run("stats", "b", NULL);
 	tap_ok(rc == 0 && !strstr(out, "module") && strstr(out, "table b generation 2"),
 	       "stats NAME: only that table");
 	rc = run("stats", "zz", NULL);
 	tap_ok(rc == 1 && strstr(err, "no table named 'zz'"), "stats unknown NAME: exit 1");
+}
+
+static void test_stats_links(void)
+{
+	json_t *j, *k, *lat, *b;
+	struct mock_link *lk;
+	int rc;
+
+	mock_reset();
+	mock_add("a", ENGRAM_TABLE_READY, 10);
+	lk = mock_add_link("rdma://192.0.2.1:18515@192.0.2.9", ENGRAM_LINK_UP);
+	lk->fetches = 40;
+	lk->refused_busy = 3;
+	lk->lat[3] = 30;	/* [8, 16) us */
+	lk->lat[6] = 10;	/* [64, 128) us */
+	mock_add_link("tcp://192.0.2.2:18515@192.0.2.9", ENGRAM_LINK_DOWN);
+	rc = run("stats", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "STATS STATSDUMP "), "stats with links: still do + dump");
+	tap_contains(out, "\nlink 1 rdma://192.0.2.1:18515@192.0.2.9\n"
+		     "  fetches                              40\n"
+		     "  fetch_bytes                       10560  (10.3 KiB)\n"
+		     "  refused                               3  (busy 3)\n"
+		     "  latency                              40  (p50 14 us, p99 126 us)\n"
+		     "    <16us: 30  <128us: 10\n\nlink 2 tcp://",
+		     "stats text: a section per link, refusals folded by reason, histogram");
+	tap_contains(out, "table a generation 1\n  lookups                              10\n"
+		     "  bytes                              2640  (2.6 KiB)\n"
+		     "  refused                               2  (row_out_of_range 2)\n"
+		     "  latency                              10  (p50 12 us, p99 8388608 us)\n"
+		     "    <2us: 2  <16us: 7  >=8.4s: 1\n",
+		     "stats text: table refusals by reason, only nonzero buckets");
+	tap_contains(out, "link 2 tcp://192.0.2.2:18515@192.0.2.9\n  fetches                               0\n"
+		     "  fetch_bytes                           0\n  refused                               0\n"
+		     "  latency                      no samples\n",
+		     "stats text: an idle link says so");
+
+	rc = run("-j", "stats", NULL);
+	j = json_loads(out, 0, NULL);
+	k = json_array_get(json_object_get(j, "links"), 0);
+	lat = json_object_get(k, "latency");
+	b = json_array_get(json_object_get(lat, "buckets"), 3);
+	tap_ok(rc == 0 && json_array_size(json_object_get(j, "links")) == 2 &&
+	       json_integer_value(json_object_get(k, "id")) == 1 &&
+	       !strcmp(json_string_value(json_object_get(k, "url")),
+		       "rdma://192.0.2.1:18515@192.0.2.9") &&
+	       json_integer_value(json_object_get(k, "fetches")) == 40 &&
+	       json_integer_value(json_object_get(k, "refused_busy")) == 3 &&
+	       !json_object_get(k, "state"),
+	       "stats -j: links array with id, url and counters") || (show_output(), 0);
+	tap_ok(json_integer_value(json_object_get(lat, "count")) == 40 &&
+	       json_integer_value(json_object_get(lat, "p50_us")) == 14 &&
+	       json_integer_value(json_object_get(lat, "p99_us")) == 126 &&
+	       json_array_size(json_object_get(lat, "buckets")) == ENGRAM_LAT_BUCKETS &&
+	       json_integer_value(json_object_get(b, "ge_us")) == 8 &&
+	       json_integer_value(json_object_get(b, "lt_us")) == 16 &&
+	       json_integer_value(json_object_get(b, "count")) == 30,
+	       "stats -j: latency with count, p50, p99 and every bucket's bounds");
+	b = json_array_get(json_object_get(lat, "buckets"), ENGRAM_LAT_BUCKETS - 1);
+	tap_ok(json_integer_value(json_object_get(b, "ge_us")) == 1 << 23 &&
+	       !json_object_get(b, "lt_us") &&
+	       json_integer_value(json_object_get(json_array_get(json_object_get(lat, "buckets"), 0),
+						  "ge_us")) == 0,
+	       "stats -j: first bucket from 0, last one open-ended");
+	json_decref(j);
+
+	rc = run("-j", "stats", "a", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(json_object_get(j, "links")) == 0 &&
+	       json_array_size(json_object_get(j, "tables")) == 1,
+	       "stats NAME -j: that table, no links");
+	json_decref(j);
+}
+
+static void test_listen(void)
+{
+	json_t *j;
+	int rc;
+
+	mock_reset();
+	rc = run("listen", "add", "rdma://192.0.2.1", NULL);
+	tap_ok(rc == 0 && !out[0] && !err[0] && !strcmp(mock.log, "LISTENADD ") &&
+	       mock.l[0].used && !strcmp(mock.l[0].url, "rdma://192.0.2.1"),
+	       "listen add: quiet, URL sent as given") || (show_output(), 0);
+	rc = run("listen", "add", "rdma://192.0.2.1:18515", NULL);
+	tap_ok(rc == 1, "listen add of the same address: exit 1");
+	tap_contains(err, "engramctl: listen add rdma://192.0.2.1:18515: File exists: "
+		     "engram_rdma: already listening on that address (attribute URL)\n",
+		     "  ...EEXIST with the kernel's message");
+	rc = run("listen", "add", "rdma://0.0.0.0", NULL);
+	tap_ok(rc == 1 && mock.l[1].used == 0, "listen add of a wildcard: exit 1");
+	tap_contains(err, "engramctl: listen add rdma://0.0.0.0: Invalid argument: "
+		     "engram_rdma: bad listen URL (attribute URL)\n"
+		     "engramctl: rdma://0.0.0.0: wildcard listen address '0.0.0.0' is not allowed",
+		     "  ...the kernel's message, then the parser's reason");
+	rc = run("listen", "add", "rdma://192.0.2.1:1@192.0.2.2", NULL);
+	tap_contains(err, "a listen URL takes no '@LOCAL' part", "listen add of a remote URL refused");
+	rc = run("listen", "add", NULL);
+	tap_ok(rc == 2 && strstr(err, "listen add: URL missing"), "listen add without URL: usage");
+	rc = run("listen", "add", "a", "b", NULL);
+	tap_ok(rc == 2 && strstr(err, "unexpected argument 'b'"), "listen add with 2 URLs: usage");
+
+	mock_add_listen("tcp://[2001:db8::1]:9000", ENGRAM_LISTEN_WAITING)->error = EADDRNOTAVAIL;
+	mock.l[0].connections = 2;
+	snprintf(mock.l[0].device, sizeof(mock.l[0].device), "mlx5_0");
+	rc = run("listen", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "rdma://192.0.2.1: state active device mlx5_0 connections 2\n"
+				       "tcp://[2001:db8::1]:9000: state waiting connections 0 "
+				       "error \"Cannot assign requested address\"\n"),
+	       "listen (show): one line each, in the kernel's order, error as text") ||
+		(show_output(), 0);
+	rc = run("-j", "listen", "list", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(j) == 2 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 0), "state")), "active") &&
+	       json_integer_value(json_object_get(json_array_get(j, 0), "connections")) == 2 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 0), "device")), "mlx5_0") &&
+	       !json_object_get(json_array_get(j, 0), "error") &&
+	       json_integer_value(json_object_get(json_array_get(j, 1), "error")) == EADDRNOTAVAIL &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 1), "error_str")),
+		       "Cannot assign requested address"),
+	       "listen list -j: array of url, state, device, connections, error") ||
+		(show_output(), 0);
+	json_decref(j);
+
+	rc = run("listen", "del", "rdma://192.0.2.1:18515", NULL);
+	tap_ok(rc == 0 && !mock.l[0].used, "listen del by an equal URL");
+	rc = run("listen", "del", "rdma://192.0.2.1", NULL);
+	tap_ok(rc == 1, "listen del of an unknown URL: exit 1");
+	tap_contains(err, "listen del rdma://192.0.2.1: No such file or directory: "
+		     "engram_rdma: no listener on that URL", "  ...ENOENT with the message");
+	mock.eperm = 1;
+	rc = run("listen", "add", "rdma://192.0.2.5", NULL);
+	tap_ok(rc == 1, "listen add without CAP_NET_ADMIN: exit 1");
+	tap_contains(err, "Operation not permitted (needs CAP_NET_ADMIN): "
+		     "engram_rdma: changing listeners needs CAP_NET_ADMIN", "  ...says so");
+	rc = run("listen", "bogus", NULL);
+	tap_ok(rc == 2 && strstr(err, "listen: unknown command 'bogus'"), "listen bogus: usage");
+	tap_ok(run("listen", "help", NULL) == 0 && strstr(out, "listen add URL"), "listen help");
+}
+
+static void test_link(void)
+{
+	json_t *j;
+	int rc;
+
+	mock_reset();
+	rc = run("link", "add", "rdma://192.0.2.1@192.0.2.9", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "1\n") && !err[0] && !strcmp(mock.log, "LINKADD "),
+	       "link add: prints the new id alone") || (show_output(), 0);
+	rc = run("-j", "link", "add", "tcp://[2001:db8::1]:9000@[2001:db8::2]", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_integer_value(json_object_get(j, "id")) == 2 &&
+	       !strcmp(json_string_value(json_object_get(j, "state")), "connecting") &&
+	       !strcmp(json_string_value(json_object_get(j, "url")),
+		       "tcp://[2001:db8::1]:9000@[2001:db8::2]") &&
+	       !json_object_get(j, "fetches"),
+	       "link add -j: the link object") || (show_output(), 0);
+	json_decref(j);
+	rc = run("link", "add", "rdma://192.0.2.1", NULL);
+	tap_ok(rc == 1 && !mock.k[2].used, "link add without @LOCAL: exit 1");
+	tap_contains(err, "Invalid argument: engram_rdma: bad remote URL (attribute URL)\n"
+		     "engramctl: rdma://192.0.2.1: a remote URL needs the local address",
+		     "  ...kernel message and the parser's reason");
+	mock.link_reply_empty = 1;
+	rc = run("link", "add", "rdma://192.0.2.3@192.0.2.9", NULL);
+	tap_ok(rc == 1 && strstr(err, "reply carried no link id"),
+	       "link add whose reply has no id: exit 1, says where to look");
+	mock.link_reply_empty = 0;
+
+	mock.k[0].state = ENGRAM_LINK_UP;
+	mock.k[0].tables = 2;
+	mock.k[0].max_rows = 65536;
+	mock.k[0].max_inflight = 32;
+	mock.k[0].connects = 1;
+	mock.k[0].since_ns = 185000000000ULL;
+	snprintf(mock.k[0].device, sizeof(mock.k[0].device), "mlx5_0");
+	mock.k[1].state = ENGRAM_LINK_DOWN;
+	mock.k[1].error = ECONNREFUSED;
+	mock.log[0] = '\0';
+	rc = run("link", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "LINKDUMP ") &&
+	       !strcmp(out, "link 1: state up for 3:05 url rdma://192.0.2.1@192.0.2.9 device mlx5_0 "
+			    "tables 2 max_rows 65536 max_inflight 32 connects 1\n"
+			    "link 2: state down for 1.5 s url tcp://[2001:db8::1]:9000@[2001:db8::2] "
+			    "tables 0 connects 0 error \"Connection refused\"\n"
+			    "link 3: state connecting for 1.5 s url rdma://192.0.2.3@192.0.2.9 "
+			    "tables 0 connects 0\n"),
+	       "link (list): one line each, by id") || (show_output(), 0);
+	mock.log[0] = '\0';
+	rc = run("link", "show", "2", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "LINKGET ") && mock.last_link_id == 2 &&
+	       !strcmp(out, "link 2\n  state           down for 1.5 s\n"
+			    "  url             tcp://[2001:db8::1]:9000@[2001:db8::2]\n"
+			    "  last error      Connection refused (111)\n"
+			    "  tables          0\n  limits          not negotiated yet\n"
+			    "  connects        0\n"),
+	       "link show ID: detail block with the last error as text") || (show_output(), 0);
+	rc = run("link", "show", NULL);
+	tap_ok(rc == 0 && strstr(out, "link 1\n  state           up for 3:05\n") &&
+	       strstr(out, "  device          mlx5_0\n  tables          2\n"
+			   "  max rows        65536\n  max inflight    32\n") &&
+	       strstr(out, "\n\nlink 2\n"), "link show: every link's block");
+	rc = run("-j", "link", "show", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(j) == 3 &&
+	       json_integer_value(json_object_get(json_array_get(j, 0), "since_ns")) ==
+	       185000000000LL &&
+	       json_integer_value(json_object_get(json_array_get(j, 0), "max_rows")) == 65536 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 1), "error_str")),
+		       "Connection refused") &&
+	       json_integer_value(json_object_get(json_array_get(j, 1), "error")) == ECONNREFUSED,
+	       "link show -j: array of link objects") || (show_output(), 0);
+	json_decref(j);
+
+	rc = run("link", "show", "9", NULL);
+	tap_ok(rc == 1, "link show of an unknown id: exit 1");
+	tap_contains(err, "engramctl: link 9: No such file or directory: engram_rdma: no link with "
+		     "that id (attribute LINK_ID)", "  ...ENOENT, message, attribute");
+	mock.log[0] = '\0';
+	rc = run("link", "show", "0", NULL);
+	tap_ok(rc == 2 && strstr(err, "link ID '0' is not a number from 1 to 4294967295") &&
+	       !strstr(mock.log, "LINKGET"), "link show 0: usage error, nothing sent");
+	rc = run("link", "del", "4294967296", NULL);
+	tap_ok(rc == 2, "link del of an id above 32 bits: usage error");
+	rc = run("link", "del", "1x", NULL);
+	tap_ok(rc == 2, "link del of a non-number: usage error");
+	rc = run("link", "del", "1", NULL);
+	tap_ok(rc == 0 && !out[0] && !mock_find_name_ok("x") && !mock.k[0].used,
+	       "link del: quiet, link gone");
+	rc = run("link", "del", "1", NULL);
+	tap_ok(rc == 1 && strstr(err, "link del 1: No such file or directory"), "link del again: 1");
+	rc = run("link", "list", "3", NULL);
+	tap_ok(rc == 2, "link list takes no ID");
+	mock.eperm = 1;
+	rc = run("link", "del", "2", NULL);
+	tap_ok(rc == 1 && strstr(err, "(needs CAP_NET_ADMIN): engram_rdma: changing links needs") &&
+	       mock.k[1].used, "link del without CAP_NET_ADMIN: refused, link kept");
+	rc = run("link", "list", NULL);
+	tap_ok(rc == 0, "link list works without CAP_NET_ADMIN");
+	mock.no_module = 1;
+	rc = run("link", "list", NULL);
+	tap_ok(rc == 1 && strstr(err, "module not loaded"), "link list without the module: exit 1");
+	tap_ok(run("link", "-h", NULL) == 0 && strstr(out, "link show [ID]"), "link -h");
 }
 
 static void test_usage(void)
@@ -326,6 +572,9 @@ int main(void)
 	test_list_show();
 	test_verify_unload();
 	test_stats();
+	test_stats_links();
+	test_listen();
+	test_link();
 	test_usage();
 	unlink(file);
 	gen_plan_free(&plan);

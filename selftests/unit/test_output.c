@@ -19,6 +19,7 @@
 #include <netlink/msg.h>
 
 #include "fmt.h"
+#include "linkinfo.h"
 #include "jsonout.h"
 #include "nl.h"
 #include "progress.h"
@@ -307,6 +308,124 @@ static void test_stats(void)
 	json_decref(j);
 }
 
+static void test_latency(void)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1], *nest;
+	struct lat_info li;
+	struct nl_msg *msg;
+	char *text = NULL;
+	size_t len = 0;
+	json_t *j;
+	FILE *f;
+
+	memset(&li, 0, sizeof(li));
+	tap_ok(lat_info_percentile(&li, 0.5) == 0 && lat_info_count(&li) == 0,
+	       "latency: no samples, no percentile");
+	li.b[0] = 100;
+	tap_ok(lat_info_percentile(&li, 0.5) == 1 && lat_info_percentile(&li, 1.0) == 2,
+	       "latency: all under 2 us");
+	memset(&li, 0, sizeof(li));
+	li.b[10] = 1;	/* [1024, 2048) us */
+	tap_ok(lat_info_percentile(&li, 0.5) == 1536 && lat_info_percentile(&li, 0.99) == 2038,
+	       "latency: interpolated inside one bucket, rounded up");
+	li.b[ENGRAM_LAT_BUCKETS - 1] = 1;
+	tap_ok(lat_info_percentile(&li, 0.99) == 1ULL << (ENGRAM_LAT_BUCKETS - 1),
+	       "latency: the open last bucket gives its lower bound");
+
+	msg = genl_msg();
+	nest = nla_nest_start(msg, ENGRAM_A_LATENCY);
+	nla_put(msg, 0, 0, NULL);
+	nla_put_u64(msg, 2, 5);
+	nla_put_u32(msg, 3, 9);			/* malformed: not u64 */
+	nla_put_u64(msg, ENGRAM_LAT_BUCKETS + 1, 4);	/* newer kernel */
+	nla_put_u64(msg, 11, 1);
+	nla_nest_end(msg, nest);
+	tap_ok(enl_parse(msg, tb) == 0, "latency nest parses");
+	lat_info_from_nest(&li, tb[ENGRAM_A_LATENCY]);
+	tap_ok(li.present && li.b[1] == 5 && li.b[2] == 0 && li.b[10] == 1 &&
+	       lat_info_count(&li) == 6, "latency: pad, malformed and unknown buckets skipped");
+	f = open_memstream(&text, &len);
+	lat_info_print(f, &li, "  ");
+	fclose(f);
+	if (!tap_ok(!strcmp(text, "  latency                               6  (p50 4 us, p99 1987 us)\n"
+				  "    <4us: 5  <2.0ms: 1\n"), "latency text: total, p50, p99, nonzero buckets"))
+		tap_diag("%s", text);
+	free(text);
+	j = lat_info_json(&li);
+	tap_ok(json_integer_value(json_object_get(j, "count")) == 6 &&
+	       json_integer_value(json_object_get(j, "p50_us")) == 4 &&
+	       json_integer_value(json_object_get(json_array_get(json_object_get(j, "buckets"), 1),
+						  "lt_us")) == 4, "latency JSON");
+	json_decref(j);
+	memset(&li, 0, sizeof(li));
+	j = lat_info_json(&li);
+	tap_ok(json_integer_value(json_object_get(j, "count")) == 0 && !json_object_get(j, "p50_us"),
+	       "latency JSON without samples: no percentiles");
+	json_decref(j);
+	nlmsg_free(msg);
+}
+
+static void test_links(void)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct listen_info ls;
+	struct link_info lk;
+	struct nl_msg *msg;
+	char *text = NULL;
+	size_t len = 0;
+	json_t *j;
+	FILE *f;
+
+	msg = genl_msg();
+	nla_put_u32(msg, ENGRAM_A_LINK_ID, 4);
+	nla_put_string(msg, ENGRAM_A_URL, "rdma://192.0.2.1:18515@192.0.2.9");
+	nla_put_u8(msg, ENGRAM_A_LINK_STATE, ENGRAM_LINK_DOWN);
+	nla_put_u32(msg, ENGRAM_A_LINK_ERROR, ETIMEDOUT);
+	nla_put_u32(msg, ENGRAM_A_LINK_MAX_ROWS, 0);
+	nla_put_u64(msg, ENGRAM_A_LINK_SINCE_NS, 3723000000000ULL);
+	nla_put_u64(msg, ENGRAM_A_LINK_CONNECTS, 7);
+	tap_ok(enl_parse(msg, tb) == 0 && link_info_from_attrs(&lk, tb) == 0 && lk.id == 4 &&
+	       lk.error == ETIMEDOUT && lk.connects == 7 && !LI_HAS(&lk, ENGRAM_A_DEVICE),
+	       "link reply decoded");
+	f = open_memstream(&text, &len);
+	link_info_print_line(f, &lk);
+	fclose(f);
+	if (!tap_ok(!strcmp(text, "link 4: state down for 1:02:03 url rdma://192.0.2.1:18515@192.0.2.9 "
+				  "connects 7 error \"Connection timed out\"\n"),
+		    "link line: no limits before they are negotiated"))
+		tap_diag("%s", text);
+	free(text);
+	j = link_info_json(&lk, 1);
+	tap_ok(json_integer_value(json_object_get(j, "max_rows")) == 0 &&
+	       !strcmp(json_string_value(json_object_get(j, "state")), "down") &&
+	       !json_object_get(j, "latency") && !json_object_get(j, "tables"),
+	       "link JSON: attributes as received, no latency when none was sent");
+	json_decref(j);
+	nlmsg_free(msg);
+
+	msg = genl_msg();
+	nla_put_string(msg, ENGRAM_A_URL, "rdma://192.0.2.1");
+	enl_parse(msg, tb);
+	tap_ok(link_info_from_attrs(&lk, tb) == -EPROTO, "link reply without LINK_ID refused");
+	tap_ok(listen_info_from_attrs(&ls, tb) == 0 && !LI_HAS(&ls, ENGRAM_A_LISTEN_STATE),
+	       "listener with only a URL decoded");
+	nlmsg_free(msg);
+	msg = genl_msg();
+	nla_put_u8(msg, ENGRAM_A_LISTEN_STATE, ENGRAM_LISTEN_ACTIVE);
+	enl_parse(msg, tb);
+	tap_ok(listen_info_from_attrs(&ls, tb) == -EPROTO, "listener without URL refused");
+	nlmsg_free(msg);
+	msg = genl_msg();
+	nla_put(msg, ENGRAM_A_URL, 3, "tcp");
+	tap_ok(enl_parse(msg, tb) == -EPROTO, "URL without NUL refused by the reply policy");
+	nlmsg_free(msg);
+	tap_ok(!strcmp(link_state_name(ENGRAM_LINK_CONNECTING), "connecting") &&
+	       !strcmp(link_state_name(99), "unknown") &&
+	       !strcmp(listen_state_name(ENGRAM_LISTEN_WAITING), "waiting") &&
+	       !strcmp(engram_attr_name(ENGRAM_A_CONNECTIONS), "CONNECTIONS"),
+	       "state and attribute names");
+}
+
 static struct nl_msg *fake_load_request(uint32_t *rows_off)
 {
 	struct nl_msg *req = genl_msg();
@@ -404,6 +523,8 @@ int main(void)
 	test_progress();
 	test_table_info();
 	test_stats();
+	test_latency();
+	test_links();
 	test_extack();
 	return tap_done();
 }

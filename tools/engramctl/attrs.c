@@ -36,6 +36,19 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_ERROR]		= "TABLE_ERROR",
 	[ENGRAM_A_TABLE_ERROR_MSG]	= "TABLE_ERROR_MSG",
 	[ENGRAM_A_STATS]		= "STATS",
+	[ENGRAM_A_URL]			= "URL",
+	[ENGRAM_A_LISTEN_STATE]		= "LISTEN_STATE",
+	[ENGRAM_A_LINK_ID]		= "LINK_ID",
+	[ENGRAM_A_LINK_STATE]		= "LINK_STATE",
+	[ENGRAM_A_LINK_ERROR]		= "LINK_ERROR",
+	[ENGRAM_A_LINK_TABLES]		= "LINK_TABLES",
+	[ENGRAM_A_LINK_MAX_ROWS]	= "LINK_MAX_ROWS",
+	[ENGRAM_A_LINK_MAX_INFLIGHT]	= "LINK_MAX_INFLIGHT",
+	[ENGRAM_A_LINK_CONNECTS]	= "LINK_CONNECTS",
+	[ENGRAM_A_LINK_SINCE_NS]	= "LINK_SINCE_NS",
+	[ENGRAM_A_DEVICE]		= "DEVICE",
+	[ENGRAM_A_LATENCY]		= "LATENCY",
+	[ENGRAM_A_CONNECTIONS]		= "CONNECTIONS",
 };
 
 const char *engram_attr_name(int type)
@@ -68,6 +81,19 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_ERROR]		= { .type = NLA_U32 },
 	[ENGRAM_A_TABLE_ERROR_MSG]	= { .type = NLA_STRING },
 	[ENGRAM_A_STATS]		= { .type = NLA_NESTED },
+	[ENGRAM_A_URL]			= { .type = NLA_STRING, .maxlen = 128 },
+	[ENGRAM_A_LISTEN_STATE]		= { .type = NLA_U8 },
+	[ENGRAM_A_LINK_ID]		= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_STATE]		= { .type = NLA_U8 },
+	[ENGRAM_A_LINK_ERROR]		= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_TABLES]		= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_MAX_ROWS]	= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_MAX_INFLIGHT]	= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_CONNECTS]	= { .type = NLA_U64 },
+	[ENGRAM_A_LINK_SINCE_NS]	= { .type = NLA_U64 },
+	[ENGRAM_A_DEVICE]		= { .type = NLA_STRING, .maxlen = 64 },
+	[ENGRAM_A_LATENCY]		= { .type = NLA_NESTED },
+	[ENGRAM_A_CONNECTIONS]		= { .type = NLA_U32 },
 };
 
 int enl_parse(struct nl_msg *msg, struct nlattr **tb)

@@ -48,9 +48,13 @@ int cmd_table(int argc, char **argv);
 int cmd_table_sub(const char *sub, int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_mktable(int argc, char **argv);
+int cmd_listen(int argc, char **argv);
+int cmd_link(int argc, char **argv);
 
 void usage_table(FILE *f);
 void usage_stats(FILE *f);
 void usage_mktable(FILE *f);
+void usage_listen(FILE *f);
+void usage_link(FILE *f);
 
 #endif /* ENGRAMCTL_H */

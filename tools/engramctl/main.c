@@ -22,6 +22,8 @@ static void usage(FILE *f)
 	      "  table show [NAME]\n"
 	      "  table verify NAME [--no-progress]\n"
 	      "  stats [show] [NAME]\n"
+	      "  listen add URL | listen del URL | listen show\n"
+	      "  link add URL | link del ID | link list | link show [ID]\n"
 	      "  mktable FILE --rows N [--seed S] [--prefix P]... [--pad-before BYTES]\n"
 	      "          [--pad-after BYTES] [--meta KEY=VALUE]...\n"
 	      "\n"
@@ -82,6 +84,10 @@ int main(int argc, char **argv)
 		return cmd_stats(argc, argv);
 	if (!strcmp(obj, "mktable"))
 		return cmd_mktable(argc, argv);
+	if (!strcmp(obj, "listen"))
+		return cmd_listen(argc, argv);
+	if (!strcmp(obj, "link"))
+		return cmd_link(argc, argv);
 	if (!strcmp(obj, "load") || !strcmp(obj, "unload") || !strcmp(obj, "list") ||
 	    !strcmp(obj, "show") || !strcmp(obj, "verify"))
 		return cmd_table_sub(obj, argc, argv);

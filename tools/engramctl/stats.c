@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * engramctl stats [show] [NAME]: module-wide counters (STATS_GET do) and
- * per-table counters (STATS_GET dump).
+ * engramctl stats [show] [NAME]: module-wide counters (STATS_GET do), then
+ * per-table and per-link counters with their latency histograms (STATS_GET
+ * dump: one message per table, then one per link).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,6 +15,7 @@
 #include "engramctl.h"
 #include "fmt.h"
 #include "jsonout.h"
+#include "linkinfo.h"
 #include "statsinfo.h"
 
 struct table_stats {
@@ -21,19 +23,24 @@ struct table_stats {
 	int has_generation;
 	uint64_t generation;
 	struct stats_info si;
+	struct lat_info lat;
 };
 
 struct stats_list {
 	struct table_stats *v;
 	size_t n, cap;
+	struct link_info *links;
+	size_t nlinks, lcap;
 };
 
 void usage_stats(FILE *f)
 {
 	fputs("Usage: engramctl [-j] stats [show] [NAME]\n"
 	      "\n"
-	      "Module-wide counters, then each table's counters; with NAME only that table's.\n"
-	      "JSON: {\"global\": {...}, \"tables\": [{\"name\": ..., \"generation\": ..., ...}]}\n",
+	      "Module-wide counters, then each table's and each link's counters and latency\n"
+	      "histogram; with NAME only that table's.\n"
+	      "JSON: {\"global\": {...}, \"tables\": [{\"name\": ..., \"generation\": ..., ...,\n"
+	      "       \"latency\": {...}}], \"links\": [{\"id\": ..., \"url\": ..., ..., \"latency\": {...}}]}\n",
 	      f);
 }
 
@@ -47,13 +54,35 @@ static int reply_global(struct nl_msg *msg, void *arg)
 	return 0;
 }
 
+static int reply_link(struct stats_list *l, struct nlattr **tb)
+{
+	struct link_info *nv;
+
+	if (l->nlinks == l->lcap) {
+		l->lcap = l->lcap ? 2 * l->lcap : 8;
+		nv = realloc(l->links, l->lcap * sizeof(*l->links));
+		if (!nv)
+			return -ENOMEM;
+		l->links = nv;
+	}
+	if (link_info_from_attrs(&l->links[l->nlinks], tb))
+		return -EPROTO;
+	l->nlinks++;
+	return 0;
+}
+
+/* A table's message names the table, a link's the link. */
 static int reply_table(struct nl_msg *msg, void *arg)
 {
 	struct nlattr *tb[ENGRAM_A_MAX + 1];
 	struct stats_list *l = arg;
 	struct table_stats *ts, *nv;
 
-	if (enl_parse(msg, tb) || !tb[ENGRAM_A_TABLE_NAME])
+	if (enl_parse(msg, tb))
+		return -EPROTO;
+	if (!tb[ENGRAM_A_TABLE_NAME] && tb[ENGRAM_A_LINK_ID])
+		return reply_link(l, tb);
+	if (!tb[ENGRAM_A_TABLE_NAME])
 		return -EPROTO;
 	if (l->n == l->cap) {
 		l->cap = l->cap ? 2 * l->cap : 16;
@@ -70,6 +99,7 @@ static int reply_table(struct nl_msg *msg, void *arg)
 		ts->generation = nla_get_u64(tb[ENGRAM_A_TABLE_GENERATION]);
 	}
 	stats_info_from_nest(&ts->si, tb[ENGRAM_A_STATS]);
+	lat_info_from_nest(&ts->lat, tb[ENGRAM_A_LATENCY]);
 	return 0;
 }
 
@@ -79,11 +109,19 @@ static int cmp_name(const void *a, const void *b)
 		      ((const struct table_stats *)b)->name);
 }
 
+static int cmp_link(const void *a, const void *b)
+{
+	uint32_t x = ((const struct link_info *)a)->id, y = ((const struct link_info *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
 static int print_json(const struct stats_info *global, const struct stats_list *l,
 		      const char *only)
 {
 	json_t *root = json_object(), *g = json_object(), *arr = json_array(), *t;
-	int ret = !root || !g || !arr;
+	json_t *links = json_array();
+	int ret = !root || !g || !arr || !links;
 	size_t i;
 
 	if (!ret)
@@ -96,13 +134,19 @@ static int print_json(const struct stats_info *global, const struct stats_list *
 		      json_set(t, "name", json_string(l->v[i].name)) ||
 		      (l->v[i].has_generation &&
 		       json_set(t, "generation", json_u64(l->v[i].generation))) ||
-		      stats_info_json(&l->v[i].si, t);
+		      stats_info_json(&l->v[i].si, t) ||
+		      (l->v[i].lat.present && json_set(t, "latency", lat_info_json(&l->v[i].lat)));
 	}
+	/* Links are listed whole, or not at all when NAME picks a table. */
+	for (i = 0; !ret && !only && i < l->nlinks; i++)
+		ret = json_array_append_new(links, link_info_json(&l->links[i], 1));
 	if (!ret)
 		ret = json_set(root, "global", json_incref(g)) ||
-		      json_set(root, "tables", json_incref(arr));
+		      json_set(root, "tables", json_incref(arr)) ||
+		      json_set(root, "links", json_incref(links));
 	json_decref(g);
 	json_decref(arr);
+	json_decref(links);
 	if (ret) {
 		json_decref(root);
 		root = NULL;
@@ -132,6 +176,16 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 			printf(" generation %" PRIu64, l->v[i].generation);
 		putchar('\n');
 		stats_info_print(stdout, &l->v[i].si, "  ");
+		lat_info_print(stdout, &l->v[i].lat, "  ");
+	}
+	for (i = 0; !only && i < l->nlinks; i++) {
+		putchar('\n');
+		printf("link %u", l->links[i].id);
+		if (LI_HAS(&l->links[i], ENGRAM_A_URL))
+			printf(" %s", l->links[i].url);
+		putchar('\n');
+		stats_info_print(stdout, &l->links[i].si, "  ");
+		lat_info_print(stdout, &l->links[i].lat, "  ");
 	}
 }
 
@@ -186,6 +240,7 @@ int cmd_stats(int argc, char **argv)
 		goto out;
 	}
 	qsort(l.v, l.n, sizeof(*l.v), cmp_name);
+	qsort(l.links, l.nlinks, sizeof(*l.links), cmp_link);
 	if (only) {
 		for (i = 0; i < l.n && strcmp(l.v[i].name, only); i++)
 			;
@@ -202,6 +257,7 @@ int cmd_stats(int argc, char **argv)
 	}
 out:
 	free(l.v);
+	free(l.links);
 	enl_close(&nl);
 	return rc;
 }

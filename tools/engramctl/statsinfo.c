@@ -34,7 +34,34 @@ static const struct {
 	[ENGRAM_STAT_LOAD_NS]		= { "load_ns", STAT_NS },
 	[ENGRAM_STAT_VERIFY_RUNS]	= { "verify_runs", STAT_COUNT },
 	[ENGRAM_STAT_VERIFY_FAILURES]	= { "verify_failures", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_BAD_VERSION]	= { "refused_bad_version", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_MALFORMED]		= { "refused_malformed", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_UNKNOWN_TABLE]	= { "refused_unknown_table", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_TABLE_NOT_READY]	= { "refused_table_not_ready", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE]	= { "refused_row_out_of_range", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_TOO_MANY_ROWS]	= { "refused_too_many_rows", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_TOO_MANY_RANGES]	= { "refused_too_many_ranges", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_DEST_TOO_SMALL]	= { "refused_dest_too_small", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_BUSY]		= { "refused_busy", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_SHUTTING_DOWN]	= { "refused_shutting_down", STAT_COUNT },
+	[ENGRAM_STAT_REFUSED_INTERNAL]		= { "refused_internal", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTIONS]	= { "connections", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_ACCEPTED]	= { "connects_accepted", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_REJECTED]	= { "connects_rejected", STAT_COUNT },
+	[ENGRAM_STAT_TRANSPORT_ERRORS]	= { "transport_errors", STAT_COUNT },
+	[ENGRAM_STAT_RDMA_WRITES]	= { "rdma_writes", STAT_COUNT },
+	[ENGRAM_STAT_FETCHES]		= { "fetches", STAT_COUNT },
+	[ENGRAM_STAT_FETCH_ROWS]	= { "fetch_rows", STAT_COUNT },
+	[ENGRAM_STAT_FETCH_BYTES]	= { "fetch_bytes", STAT_BYTES },
+	[ENGRAM_STAT_FETCH_ERRORS]	= { "fetch_errors", STAT_COUNT },
+	[ENGRAM_STAT_FETCH_TIMEOUTS]	= { "fetch_timeouts", STAT_COUNT },
+	[ENGRAM_STAT_CPU_COPIED_BYTES]	= { "cpu_copied_bytes", STAT_BYTES },
 };
+
+static int is_refusal(int id)
+{
+	return id >= ENGRAM_STAT_REFUSED_BAD_VERSION && id <= ENGRAM_STAT_REFUSED_INTERNAL;
+}
 
 const char *stat_name(int id)
 {
@@ -72,14 +99,41 @@ int stats_info_json(const struct stats_info *si, json_t *obj)
 	return 0;
 }
 
+/*
+ * The REFUSED_* counters as one line: their total, then the reasons that
+ * are not zero, named without the "refused_" prefix.
+ */
+static void print_refusals(FILE *f, const struct stats_info *si, const char *indent)
+{
+	uint64_t total = 0;
+	int id, n = 0;
+
+	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
+		if (si->present & (1ULL << id))
+			total += si->v[id];
+	fprintf(f, "%s%-18s %20" PRIu64, indent, "refused", total);
+	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++) {
+		if (!(si->present & (1ULL << id)) || !si->v[id])
+			continue;
+		fprintf(f, "%s%s %" PRIu64, n++ ? ", " : "  (", stats[id].name + strlen("refused_"),
+			si->v[id]);
+	}
+	fputs(n ? ")\n" : "\n", f);
+}
+
 void stats_info_print(FILE *f, const struct stats_info *si, const char *indent)
 {
+	int refusals = 0;
 	char buf[32];
 	int id;
 
 	for (id = 1; id <= ENGRAM_STAT_MAX; id++) {
 		if (!(si->present & (1ULL << id)))
 			continue;
+		if (is_refusal(id)) {
+			refusals = 1;
+			continue;
+		}
 		fprintf(f, "%s%-18s %20" PRIu64, indent, stats[id].name, si->v[id]);
 		if (stats[id].unit == STAT_BYTES && si->v[id] >= 1024)
 			fprintf(f, "  (%s)", fmt_bytes(buf, sizeof(buf), si->v[id]));
@@ -87,4 +141,133 @@ void stats_info_print(FILE *f, const struct stats_info *si, const char *indent)
 			fprintf(f, "  (%s)", fmt_duration(buf, sizeof(buf), si->v[id]));
 		fputc('\n', f);
 	}
+	/* Last: one line however many reasons the module knows. */
+	if (refusals)
+		print_refusals(f, si, indent);
+}
+
+void lat_info_from_nest(struct lat_info *li, struct nlattr *nest)
+{
+	struct nlattr *nla;
+	int rem;
+
+	memset(li, 0, sizeof(*li));
+	if (!nest)
+		return;
+	li->present = 1;
+	nla_for_each_nested(nla, nest, rem) {
+		int b = nla_type(nla);
+
+		/* Type 0 pads; buckets a newer kernel adds are not ours to place. */
+		if (b < 1 || b > ENGRAM_LAT_BUCKETS || nla_len(nla) != sizeof(uint64_t))
+			continue;
+		li->b[b - 1] = nla_get_u64(nla);
+	}
+}
+
+uint64_t lat_info_count(const struct lat_info *li)
+{
+	uint64_t n = 0;
+	int i;
+
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
+		n += li->b[i];
+	return n;
+}
+
+/* Bucket i (0-based here) holds [lat_lo(i), lat_lo(i + 1)) microseconds. */
+static uint64_t lat_lo(int i)
+{
+	return i ? 1ULL << i : 0;
+}
+
+uint64_t lat_info_percentile(const struct lat_info *li, double q)
+{
+	uint64_t n = lat_info_count(li), lo, hi;
+	double target, before = 0;
+	int i;
+
+	if (!n)
+		return 0;
+	target = q * (double)n;
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++) {
+		if (!li->b[i] || before + (double)li->b[i] < target) {
+			before += (double)li->b[i];
+			continue;
+		}
+		lo = lat_lo(i);
+		if (i == ENGRAM_LAT_BUCKETS - 1)
+			return lo;	/* open-ended: its lower bound is all we know */
+		hi = lat_lo(i + 1);
+		/* Spread evenly over the bucket, rounded up to a whole microsecond. */
+		return lo + (uint64_t)((double)(hi - lo) * (target - before) / (double)li->b[i] +
+				       0.999999);
+	}
+	return lat_lo(ENGRAM_LAT_BUCKETS - 1);
+}
+
+json_t *lat_info_json(const struct lat_info *li)
+{
+	json_t *o = json_object(), *arr = json_array(), *b;
+	uint64_t n = lat_info_count(li);
+	int i, ret = !o || !arr;
+
+	for (i = 0; !ret && i < ENGRAM_LAT_BUCKETS; i++) {
+		b = json_object();
+		ret = !b || json_array_append_new(arr, b) ||
+		      json_set(b, "ge_us", json_u64(lat_lo(i))) ||
+		      (i < ENGRAM_LAT_BUCKETS - 1 && json_set(b, "lt_us", json_u64(lat_lo(i + 1)))) ||
+		      json_set(b, "count", json_u64(li->b[i]));
+	}
+	if (!ret)
+		ret = json_set(o, "count", json_u64(n)) ||
+		      (n && json_set(o, "p50_us", json_u64(lat_info_percentile(li, 0.50)))) ||
+		      (n && json_set(o, "p99_us", json_u64(lat_info_percentile(li, 0.99)))) ||
+		      json_set(o, "buckets", json_incref(arr));
+	json_decref(arr);
+	if (ret) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+/* "<512us", "<1.0ms", "<8.4s": microseconds, as a rough upper bound. */
+static void lat_label(char *buf, size_t len, uint64_t us)
+{
+	if (us < 1000)
+		snprintf(buf, len, "%" PRIu64 "us", us);
+	else if (us < 1000000)
+		snprintf(buf, len, "%.1fms", (double)us / 1e3);
+	else
+		snprintf(buf, len, "%.1fs", (double)us / 1e6);
+}
+
+void lat_info_print(FILE *f, const struct lat_info *li, const char *indent)
+{
+	uint64_t n = lat_info_count(li);
+	char lbl[32];
+	int i;
+
+	if (!li->present)
+		return;
+	if (!n) {
+		fprintf(f, "%s%-18s %20s\n", indent, "latency", "no samples");
+		return;
+	}
+	fprintf(f, "%s%-18s %20" PRIu64 "  (p50 %" PRIu64 " us, p99 %" PRIu64 " us)\n", indent,
+		"latency", n, lat_info_percentile(li, 0.50), lat_info_percentile(li, 0.99));
+	fputs(indent, f);
+	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++) {
+		if (!li->b[i])
+			continue;
+		if (i == ENGRAM_LAT_BUCKETS - 1) {
+			lat_label(lbl, sizeof(lbl), lat_lo(i));
+			fprintf(f, "  >=%s: %" PRIu64, lbl, li->b[i]);
+		} else {
+			lat_label(lbl, sizeof(lbl), lat_lo(i + 1));
+			fprintf(f, "  <%s: %" PRIu64, lbl, li->b[i]);
+		}
+	}
+	fputc('\n', f);
 }

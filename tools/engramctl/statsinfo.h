@@ -28,4 +28,25 @@ int stats_info_json(const struct stats_info *si, json_t *obj);
 /* "  name   value" lines, aligned; sizes and times also in readable units. */
 void stats_info_print(FILE *f, const struct stats_info *si, const char *indent);
 
+/*
+ * A latency histogram (ENGRAM_A_LATENCY): b[i] counts operations of at least
+ * 2^i microseconds (0 for i = 0) and under 2^(i+1); the last bucket is open.
+ */
+struct lat_info {
+	int present;
+	uint64_t b[ENGRAM_LAT_BUCKETS];
+};
+
+void lat_info_from_nest(struct lat_info *li, struct nlattr *nest);
+uint64_t lat_info_count(const struct lat_info *li);
+/*
+ * Estimated @q quantile (0.5, 0.99) in microseconds, rounded up: samples are
+ * taken as spread evenly over their bucket.  0 without samples.
+ */
+uint64_t lat_info_percentile(const struct lat_info *li, double q);
+/* {"count": N, "p50_us": U, "p99_us": U, "buckets": [{"ge_us", "lt_us", "count"}...]} */
+json_t *lat_info_json(const struct lat_info *li);
+/* The total with p50/p99, then only the buckets that are not empty. */
+void lat_info_print(FILE *f, const struct lat_info *li, const char *indent);
+
 #endif /* ENGRAMCTL_STATSINFO_H */

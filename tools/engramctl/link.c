@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engramctl listen add|del|show and engramctl link add|del|list|show: the
+ * addresses a host serves on, and the connections a GPU node keeps to hosts.
+ *
+ * URLs are parsed by the kernel, which can only log why it refused one; the
+ * same parser (kmod/url.c, built here in its userspace mode) is run again
+ * after such a refusal so that the reason reaches the user too.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <netlink/attr.h>
+
+#include "engramctl.h"
+#include "fmt.h"
+#include "jsonout.h"
+#include "linkinfo.h"
+#include "url.h"
+
+void usage_listen(FILE *f)
+{
+	fputs("Usage: engramctl [-j] listen add URL\n"
+	      "       engramctl [-j] listen del URL\n"
+	      "       engramctl [-j] listen show\n"
+	      "\n"
+	      "add      serve tables on URL: rdma://IP[:PORT] or tcp://IP[:PORT] (port 18515\n"
+	      "         by default; IPv6 in brackets; no wildcard address)\n"
+	      "del      stop serving on URL and close its connections\n"
+	      "show     one line per listener (also: list)\n", f);
+}
+
+void usage_link(FILE *f)
+{
+	fputs("Usage: engramctl [-j] link add URL\n"
+	      "       engramctl [-j] link del ID\n"
+	      "       engramctl [-j] link list\n"
+	      "       engramctl [-j] link show [ID]\n"
+	      "\n"
+	      "add      connect to a host: rdma://SERVER[:PORT]@LOCAL or tcp://SERVER[:PORT]@LOCAL;\n"
+	      "         prints the new link's id (the link connects in the background)\n"
+	      "del      close link ID and fail the fetches waiting on it\n"
+	      "list     one line per link\n"
+	      "show     every attribute of link ID (all links without ID)\n", f);
+}
+
+/* Common options only, then exactly @min..@max positional arguments. */
+static int parse_args(int argc, char **argv, const char *cmd, void (*usage_fn)(FILE *),
+		      int min, int max, const char *what)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, rc = EXIT_USAGE;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+		if (common_opt(c, argv, cmd, usage_fn, &rc) < 0)
+			return rc;
+	}
+	if (argc - optind < min)
+		return usage_error(cmd, "%s missing", what);
+	if (argc - optind > max)
+		return usage_error(cmd, "unexpected argument '%s'", argv[optind + max]);
+	return -1;
+}
+
+static int parse_link_id(const char *cmd, const char *s, uint32_t *id)
+{
+	uint64_t v;
+
+	if (parse_u64(s, &v, 0) || !v || v > UINT32_MAX) {
+		usage_error(cmd, "link ID '%s' is not a number from 1 to %u", s, UINT32_MAX);
+		return -EINVAL;
+	}
+	*id = (uint32_t)v;
+	return 0;
+}
+
+/* The kernel refused the URL itself: say what its parser objects to. */
+static void explain_url(const struct enl *nl, int ret, const char *url, enum engram_url_role role)
+{
+	struct engram_url u;
+	char why[160];
+
+	if (ret != -EINVAL || nl->bad_attr != ENGRAM_A_URL)
+		return;
+	if (engram_url_parse(url, strlen(url), role, &u, why, sizeof(why)))
+		err_msg("%s: %s", url, why);
+}
+
+/* A request with one URL and nothing to read back but, for LINK_ADD, the link. */
+static int url_request(struct enl *nl, uint8_t cmd, const char *url, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, 0);
+
+	if (!msg || nla_put_string(msg, ENGRAM_A_URL, url)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return enl_request(nl, msg, cb, arg);
+}
+
+static int listen_change(int argc, char **argv, int add)
+{
+	const char *cmd = add ? "listen add" : "listen del", *url;
+	struct enl nl;
+	int ret;
+
+	ret = parse_args(argc, argv, cmd, usage_listen, 1, 1, "URL");
+	if (ret >= 0)
+		return ret;
+	url = argv[optind];
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = url_request(&nl, add ? ENGRAM_CMD_LISTEN_ADD : ENGRAM_CMD_LISTEN_DEL, url, NULL,
+			  NULL);
+	if (ret) {
+		enl_perror(&nl, ret, "%s %s", cmd, url);
+		explain_url(&nl, ret, url, ENGRAM_URL_LISTEN);
+	}
+	enl_close(&nl);
+	return ret ? EXIT_FAIL : EXIT_OK;
+}
+
+struct listen_list {
+	struct listen_info *v;
+	size_t n, cap;
+};
+
+static int reply_listen(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct listen_list *l = arg;
+	struct listen_info *nv;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 8;
+		nv = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+	}
+	if (enl_parse(msg, tb) || listen_info_from_attrs(&l->v[l->n], tb))
+		return -EPROTO;
+	l->n++;
+	return 0;
+}
+
+static int listen_show(int argc, char **argv)
+{
+	struct listen_list l = { 0 };
+	struct nl_msg *msg;
+	struct enl nl;
+	json_t *arr;
+	int ret, rc = EXIT_FAIL;
+	size_t i;
+
+	ret = parse_args(argc, argv, "listen show", usage_listen, 0, 0, "");
+	if (ret >= 0)
+		return ret;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	msg = enl_msg(&nl, ENGRAM_CMD_LISTEN_GET, NLM_F_DUMP);
+	ret = msg ? enl_request(&nl, msg, reply_listen, &l) : -ENOMEM;
+	if (ret) {
+		enl_perror(&nl, ret, "list listeners");
+		goto out;
+	}
+	/* In the kernel's order: the order they were added in. */
+	if (opts.json) {
+		arr = json_array();
+		for (i = 0; arr && i < l.n; i++) {
+			if (json_array_append_new(arr, listen_info_json(&l.v[i]))) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		rc = json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
+	} else {
+		for (i = 0; i < l.n; i++)
+			listen_info_print_line(stdout, &l.v[i]);
+		rc = EXIT_OK;
+	}
+out:
+	free(l.v);
+	enl_close(&nl);
+	return rc;
+}
+
+int cmd_listen(int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "show";
+
+	if (argc > 1) {
+		argc--;
+		argv++;
+	}
+	if (!strcmp(sub, "add"))
+		return listen_change(argc, argv, 1);
+	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
+		return listen_change(argc, argv, 0);
+	if (!strcmp(sub, "show") || !strcmp(sub, "list"))
+		return listen_show(argc, argv);
+	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+		usage_listen(stdout);
+		return EXIT_OK;
+	}
+	err_msg("listen: unknown command '%s'", sub);
+	usage_listen(stderr);
+	return EXIT_USAGE;
+}
+
+struct link_list {
+	struct link_info *v;
+	size_t n, cap;
+};
+
+static int reply_link(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct link_list *l = arg;
+	struct link_info *nv;
+
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 8;
+		nv = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+	}
+	if (enl_parse(msg, tb) || link_info_from_attrs(&l->v[l->n], tb))
+		return -EPROTO;
+	l->n++;
+	return 0;
+}
+
+static int cmp_id(const void *a, const void *b)
+{
+	uint32_t x = ((const struct link_info *)a)->id, y = ((const struct link_info *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+static int print_links(const struct link_list *l, int detail)
+{
+	json_t *arr;
+	size_t i;
+
+	if (opts.json) {
+		arr = json_array();
+		for (i = 0; arr && i < l->n; i++) {
+			if (json_array_append_new(arr, link_info_json(&l->v[i], 0))) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		return json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
+	}
+	for (i = 0; i < l->n; i++) {
+		if (!detail) {
+			link_info_print_line(stdout, &l->v[i]);
+			continue;
+		}
+		if (i)
+			putchar('\n');
+		link_info_print_detail(stdout, &l->v[i]);
+	}
+	return EXIT_OK;
+}
+
+static int link_add(int argc, char **argv)
+{
+	struct link_list l = { 0 };
+	const char *url;
+	struct enl nl;
+	int ret, rc = EXIT_FAIL;
+
+	ret = parse_args(argc, argv, "link add", usage_link, 1, 1, "URL");
+	if (ret >= 0)
+		return ret;
+	url = argv[optind];
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = url_request(&nl, ENGRAM_CMD_LINK_ADD, url, reply_link, &l);
+	if (ret) {
+		enl_perror(&nl, ret, "link add %s", url);
+		explain_url(&nl, ret, url, ENGRAM_URL_REMOTE);
+		goto out;
+	}
+	if (l.n != 1) {
+		/* The kernel added the link but could not say which: it is in the list. */
+		err_msg("link add %s: the kernel's reply carried no link id; see 'engramctl link list'",
+			url);
+		goto out;
+	}
+	if (opts.json) {
+		rc = json_print(link_info_json(&l.v[0], 0), opts.pretty) ? EXIT_FAIL : EXIT_OK;
+	} else {
+		printf("%u\n", l.v[0].id);
+		rc = EXIT_OK;
+	}
+out:
+	free(l.v);
+	enl_close(&nl);
+	return rc;
+}
+
+static int link_id_request(struct enl *nl, uint8_t cmd, uint32_t id, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, 0);
+
+	if (!msg || nla_put_u32(msg, ENGRAM_A_LINK_ID, id)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return enl_request(nl, msg, cb, arg);
+}
+
+static int link_del(int argc, char **argv)
+{
+	struct enl nl;
+	uint32_t id;
+	int ret;
+
+	ret = parse_args(argc, argv, "link del", usage_link, 1, 1, "ID");
+	if (ret >= 0)
+		return ret;
+	if (parse_link_id("link del", argv[optind], &id))
+		return EXIT_USAGE;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = link_id_request(&nl, ENGRAM_CMD_LINK_DEL, id, NULL, NULL);
+	if (ret)
+		enl_perror(&nl, ret, "link del %u", id);
+	enl_close(&nl);
+	return ret ? EXIT_FAIL : EXIT_OK;
+}
+
+static int link_show(int argc, char **argv, int detail)
+{
+	const char *cmd = detail ? "link show" : "link list";
+	struct link_list l = { 0 };
+	struct nl_msg *msg;
+	struct enl nl;
+	uint32_t id = 0;
+	int ret, rc = EXIT_FAIL;
+
+	ret = parse_args(argc, argv, cmd, usage_link, 0, detail ? 1 : 0, "");
+	if (ret >= 0)
+		return ret;
+	if (optind < argc && parse_link_id(cmd, argv[optind], &id))
+		return EXIT_USAGE;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	if (id) {
+		ret = link_id_request(&nl, ENGRAM_CMD_LINK_GET, id, reply_link, &l);
+		if (ret)
+			enl_perror(&nl, ret, "link %u", id);
+	} else {
+		msg = enl_msg(&nl, ENGRAM_CMD_LINK_GET, NLM_F_DUMP);
+		ret = msg ? enl_request(&nl, msg, reply_link, &l) : -ENOMEM;
+		if (ret)
+			enl_perror(&nl, ret, "list links");
+	}
+	if (!ret) {
+		qsort(l.v, l.n, sizeof(*l.v), cmp_id);
+		rc = print_links(&l, detail);
+	}
+	free(l.v);
+	enl_close(&nl);
+	return rc;
+}
+
+int cmd_link(int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "list";
+
+	if (argc > 1) {
+		argc--;
+		argv++;
+	}
+	if (!strcmp(sub, "add"))
+		return link_add(argc, argv);
+	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
+		return link_del(argc, argv);
+	if (!strcmp(sub, "list"))
+		return link_show(argc, argv, 0);
+	if (!strcmp(sub, "show"))
+		return link_show(argc, argv, 1);
+	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+		usage_link(stdout);
+		return EXIT_OK;
+	}
+	err_msg("link: unknown command '%s'", sub);
+	usage_link(stderr);
+	return EXIT_USAGE;
+}
