@@ -1,0 +1,308 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * libengram - fetch rows of Engram lookup tables through /dev/engram_rdma.
+ *
+ * The GPU-node side of engram-rdma: the engram_rdma module, given remote=
+ * links to a host, offers /dev/engram_rdma.  This library wraps its ioctls
+ * (uapi/linux/engram_rdma.h, Documentation/ioctl.rst):
+ *
+ *	struct engram *e;
+ *	struct engram_table_info t;
+ *	struct engram_result res;
+ *	uint32_t buf;
+ *	int64_t h;
+ *
+ *	engram_open(NULL, &e);				   // /dev/engram_rdma
+ *	h = engram_table_open(e, 0, "layer1", NULL, &t);   // by name, any link
+ *	engram_buf_register(e, stage, stage_bytes, &buf);  // pinned once
+ *	engram_fetch(e, h, rows, n, buf, 0, ENGRAM_ROW_BYTES, 0, 0, &res);
+ *	// row rows[i] is now at stage + i * ENGRAM_ROW_BYTES: 256 weight
+ *	// bytes (F8_E4M3), then 8 scale bytes (F8_E8M0)
+ *	engram_close(e);
+ *
+ * Conventions.  Every function that can fail returns 0 (or a non-negative
+ * value: a handle, a ticket) on success and a negative errno on failure;
+ * errno itself is not meaningful afterwards.  Nothing prints, nothing exits.
+ * Arguments the kernel cannot check (NULL pointers, a zero count) are
+ * refused with -EINVAL before any system call; everything else (row indices,
+ * strides, buffer bounds, limits) is left to the kernel and the server, so
+ * their refusals reach the caller unchanged.
+ *
+ * The errors of a fetch, as returned and as engram_result.error:
+ *	-ERANGE		a row index is not below the table's rows (bad_index)
+ *	-ESTALE		the server no longer has this table and generation
+ *	-ENOSPC		the destination cannot hold the rows at this stride
+ *	-E2BIG		more rows (or ranges) than the link's max_rows allows
+ *	-ETIMEDOUT	the deadline passed; the link was reset before returning,
+ *			so no late write lands in the buffer afterwards
+ *	-EPROTO		the server found the request malformed
+ *	-EBUSY		too many fetches in flight on the link
+ *	-ESHUTDOWN	the server or the table is going away
+ *	-EAGAIN		the table is not ready to serve (loading, verifying)
+ *	-EIO		server-side failure or transport error
+ *	-EINVAL		bad arguments (flags, stride, handle, buffer id, ...)
+ * engram_result.wire_status has the server's exact status when it answered.
+ *
+ * Threads: one struct engram may be used by several threads at once.  It
+ * must not be used across fork(): the child shares the open file (tables,
+ * buffers, fetches) with the parent; open a new one in the child instead.
+ *
+ * Link with -lengram (pkg-config libengram).
+ */
+#ifndef LIBENGRAM_H
+#define LIBENGRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LIBENGRAM_VERSION_MAJOR	0
+#define LIBENGRAM_VERSION_MINOR	1
+
+/* The device opened by engram_open(NULL, ...). */
+#define LIBENGRAM_DEFAULT_DEV	"/dev/engram_rdma"
+
+/* One row as served (ENGRAM_ROW_BYTES of the uapi header). */
+#define LIBENGRAM_WEIGHT_BYTES	256
+#define LIBENGRAM_SCALE_BYTES	8
+#define LIBENGRAM_ROW_BYTES	264
+#define LIBENGRAM_SHA256_LEN	32
+/* Table names: 1..63 bytes, NUL-terminated. */
+#define LIBENGRAM_NAME_MAX	64
+/* Destination ranges of one fetch. */
+#define LIBENGRAM_MAX_RANGES	16
+
+/*
+ * Flags of engram_fetch(), engram_fetch_ranges(), engram_submit() and
+ * engram_wait().  Bits 16 and up are reserved for behaviour of the library
+ * itself (such as the local fallback of a later version); a flag this
+ * version does not know is -EINVAL.
+ */
+#define LIBENGRAM_BUSY_POLL	(1U << 0)	/* wait by polling, not sleeping */
+
+/* An open /dev/engram_rdma; opaque. */
+struct engram;
+
+/* What engram_table_open() found. */
+struct engram_table_info {
+	uint32_t handle;		/* names the table in fetches on this context */
+	uint32_t link;			/* the link the table was found on */
+	uint64_t rows;			/* valid row indices: 0 .. rows - 1 */
+	uint64_t generation;		/* changes on every load of the table */
+	uint32_t row_bytes;		/* LIBENGRAM_ROW_BYTES */
+	uint32_t max_rows;		/* rows per fetch on that link */
+	uint8_t sha256[LIBENGRAM_SHA256_LEN];	/* SHA-256 of the table's file */
+	char name[LIBENGRAM_NAME_MAX];	/* as asked for; "" when opened by sha256 only */
+	uint64_t reserved[4];		/* 0 */
+};
+
+/* One destination range of engram_fetch_ranges(). */
+struct engram_range {
+	uint32_t buf_id;		/* from engram_buf_register() */
+	uint32_t reserved;		/* 0 */
+	uint64_t offset;		/* bytes from the start of that buffer */
+	uint64_t length;		/* bytes */
+};
+
+/* Outcome of a fetch. */
+struct engram_result {
+	uint64_t ticket;		/* the fetch's ticket (engram_wait: the one that completed) */
+	int32_t error;			/* 0 or a negative errno, as listed above */
+	uint32_t wire_status;		/* server status, 0 when it did not refuse */
+	uint32_t bad_index;		/* -ERANGE: position in rows[] of the first bad index */
+	uint32_t flags;			/* 0 in this version */
+	uint64_t rtt_ns;		/* submit to completion, as the kernel measured it */
+	uint64_t reserved[4];		/* 0 */
+};
+
+/**
+ * engram_open() - open the engram_rdma device
+ * @path: device node, or NULL for LIBENGRAM_DEFAULT_DEV
+ * @out: set to the new context on success
+ *
+ * Return: 0, -ENODEV if @path is not a character device, or the errno of
+ * open(2) (-ENOENT when the module is not loaded, -EACCES, ...).
+ */
+int engram_open(const char *path, struct engram **out);
+
+/**
+ * engram_close() - close the device and free the context
+ * @e: context, or NULL (nothing happens)
+ *
+ * The kernel releases every table handle, registered buffer and fetch in
+ * flight of the context (there is no call to close one table handle: they
+ * live as long as the context).  Registered memory stays pinned until then
+ * or engram_buf_unregister(): free it afterwards, not before.
+ */
+void engram_close(struct engram *e);
+
+/**
+ * engram_fd() - the file descriptor of the context, for poll(2)
+ * @e: context
+ *
+ * POLLIN is raised while a fetch submitted with engram_submit() has
+ * completed and not been collected by engram_wait().  Do not close it.
+ *
+ * Return: the descriptor, or -EINVAL if @e is NULL.
+ */
+int engram_fd(const struct engram *e);
+
+/**
+ * engram_table_open() - find a table in a link's catalog
+ * @e: context
+ * @link: link id (engramctl links), or 0 for the first link that is up and has it
+ * @name: table name, or NULL
+ * @sha256: LIBENGRAM_SHA256_LEN bytes of the table file's SHA-256, or NULL
+ * @info: filled on success; may be NULL
+ *
+ * At least one of @name and @sha256 must be given; with both, both must
+ * match.  The handle is valid until the context is closed.
+ *
+ * Return: the handle (0 .. UINT32_MAX), or -EINVAL, -ENAMETOOLONG (name
+ * of LIBENGRAM_NAME_MAX bytes or more), or the kernel's error (-ENOENT:
+ * no such table on a link that is up, ...).
+ */
+int64_t engram_table_open(struct engram *e, uint32_t link, const char *name,
+			  const uint8_t *sha256, struct engram_table_info *info);
+
+/**
+ * engram_buf_register() - pin memory as a destination of fetches
+ * @e: context
+ * @addr: start of the memory
+ * @len: bytes, >= 1
+ * @buf_id: set to the buffer's id (>= 1) on success
+ *
+ * The memory is pinned and charged to RLIMIT_MEMLOCK (-ENOMEM, -EPERM
+ * beyond it) until engram_buf_unregister() or engram_close().  Page-aligned
+ * memory (mmap, posix_memalign) pins fewest pages.
+ *
+ * Return: 0 or a negative errno.
+ */
+int engram_buf_register(struct engram *e, void *addr, size_t len, uint32_t *buf_id);
+
+/**
+ * engram_buf_unregister() - unpin a buffer
+ * @e: context
+ * @buf_id: from engram_buf_register()
+ *
+ * Return: 0, or the kernel's negative errno (such as -EINVAL for an id
+ * that names no buffer of this context).
+ */
+int engram_buf_unregister(struct engram *e, uint32_t buf_id);
+
+/**
+ * engram_fetch() - fetch rows into a registered buffer and wait
+ * @e: context
+ * @handle: from engram_table_open()
+ * @rows: @nr_rows row indices; repeats are allowed
+ * @nr_rows: 1 .. the table's max_rows
+ * @buf_id: destination buffer
+ * @offset: byte offset of row 0 in the buffer
+ * @stride: bytes from one row to the next, >= LIBENGRAM_ROW_BYTES, or 0 for
+ *	    LIBENGRAM_ROW_BYTES; bytes between rows are left untouched
+ * @timeout_ns: deadline relative to the call; 0 for the module's timeout_ms
+ * @flags: LIBENGRAM_BUSY_POLL or 0
+ * @res: filled with the outcome, also on failure; may be NULL
+ *
+ * Row @rows[i] lands at @offset + i * @stride of the buffer.
+ *
+ * Return: 0 once every row is in place, or a negative errno (see the top
+ * of this file); on failure the destination content is undefined.
+ */
+int engram_fetch(struct engram *e, uint32_t handle, const uint32_t *rows, uint32_t nr_rows,
+		 uint32_t buf_id, uint64_t offset, uint32_t stride, uint64_t timeout_ns,
+		 uint32_t flags, struct engram_result *res);
+
+/**
+ * engram_fetch_ranges() - fetch rows into a list of destination ranges
+ * @e, @handle, @rows, @nr_rows, @stride, @timeout_ns, @flags, @res: as for engram_fetch()
+ * @ranges: @nr_ranges ranges of registered buffers
+ * @nr_ranges: 1 .. LIBENGRAM_MAX_RANGES (or the link's limit)
+ *
+ * Row i lands at byte i * @stride of the concatenation of the ranges; no
+ * row may straddle two ranges.
+ *
+ * Return: as engram_fetch().
+ */
+int engram_fetch_ranges(struct engram *e, uint32_t handle, const uint32_t *rows,
+			uint32_t nr_rows, const struct engram_range *ranges, uint32_t nr_ranges,
+			uint32_t stride, uint64_t timeout_ns, uint32_t flags,
+			struct engram_result *res);
+
+/**
+ * engram_submit() - send a fetch without waiting for it
+ * @e, @handle, @rows, @nr_rows, @buf_id, @offset, @stride, @timeout_ns: as
+ *	for engram_fetch(); the deadline counts from this call
+ * @flags: 0 (LIBENGRAM_BUSY_POLL belongs to engram_wait())
+ * @res: filled (ticket, or the refusal) also on failure; may be NULL
+ *
+ * The row indices are copied by the call: @rows may be reused at once.
+ * The buffer must not be touched until engram_wait() reports the ticket.
+ *
+ * Return: the ticket (>= 1), or a negative errno.
+ */
+int64_t engram_submit(struct engram *e, uint32_t handle, const uint32_t *rows,
+		      uint32_t nr_rows, uint32_t buf_id, uint64_t offset, uint32_t stride,
+		      uint64_t timeout_ns, uint32_t flags, struct engram_result *res);
+
+/**
+ * engram_submit_ranges() - engram_submit() with destination ranges
+ *
+ * Arguments as engram_fetch_ranges(); return as engram_submit().
+ */
+int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uint32_t *rows,
+			     uint32_t nr_rows, const struct engram_range *ranges,
+			     uint32_t nr_ranges, uint32_t stride, uint64_t timeout_ns,
+			     uint32_t flags, struct engram_result *res);
+
+/**
+ * engram_wait() - wait for a submitted fetch
+ * @e: context
+ * @ticket: from engram_submit(), or 0 for whichever completes first
+ * @timeout_ns: how long to wait; 0 until the fetch's own deadline
+ * @flags: LIBENGRAM_BUSY_POLL or 0
+ * @res: filled with the outcome; res->ticket is the completed fetch, or 0
+ *	 when none completed (the wait itself failed); may be NULL
+ *
+ * Return: 0 when the fetch completed with every row in place; the fetch's
+ * negative errno when it failed (res->ticket names it); or the wait's own
+ * negative errno, with res->ticket 0 (-ETIMEDOUT: nothing completed within
+ * @timeout_ns and the fetch stays in flight; -EINVAL for a ticket that is
+ * not in flight on this context; -EINTR).
+ */
+int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, uint32_t flags,
+		struct engram_result *res);
+
+/**
+ * engram_status_name() - stable name of a server status
+ * @wire_status: engram_result.wire_status
+ *
+ * Return: "ok", "row_out_of_range", ... as in counters and kernel logs;
+ * "unknown" for a value outside the protocol.
+ */
+const char *engram_status_name(uint32_t wire_status);
+
+/**
+ * engram_strerror() - what an error of this library means
+ * @err: a negative (or positive) errno returned by this library
+ *
+ * Return: for the errors of a fetch, their meaning here ("row index out of
+ * range", ...); for others, strerror()'s text.  Never NULL.
+ */
+const char *engram_strerror(int err);
+
+/**
+ * engram_version() - the library's version
+ *
+ * Return: "MAJOR.MINOR".
+ */
+const char *engram_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LIBENGRAM_H */

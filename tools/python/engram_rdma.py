@@ -1,0 +1,449 @@
+# SPDX-License-Identifier: GPL-2.0
+"""Python binding of libengram: fetch rows of Engram tables through /dev/engram_rdma.
+
+    import numpy as np
+    from engram_rdma import Engram, ROW_BYTES
+
+    with Engram() as e:                          # /dev/engram_rdma
+        t = e.open_table(name="layer1")          # or sha256=..., link=N
+        out = np.empty((4096, ROW_BYTES), np.uint8)
+        e.register(out)                          # pinned until unregister/close
+        rows = np.random.randint(0, t.rows, 4096, dtype=np.uint32)
+        e.fetch(t, rows, out)                    # out[i] = weight row + scales of rows[i]
+
+Any writable, C-contiguous object that exports the buffer protocol can be
+registered (numpy arrays, bytearray, mmap, ctypes arrays); the binding holds
+an export of it while it is registered, so it cannot be resized or freed
+under the kernel.  The destination of a fetch is a registered object or any
+contiguous view inside one (``out[100:200]``).  Row indices are a sequence
+of ints or anything exporting uint32 items (``np.uint32`` arrays are used in
+place).  numpy is not needed by this module.
+
+Failures raise OSError (or the subclass Python picks for the errno:
+TimeoutError for ETIMEDOUT, FileNotFoundError for ENOENT, ...) whose errno
+is the kernel's and whose message names the server's status; the status
+and the first bad row position are also in its ``wire_status``,
+``status_name`` and ``bad_index`` attributes.
+
+libengram.so.0 is taken from $ENGRAM_LIBENGRAM when set, else from next to
+this file, from ../libengram/ (the source tree), or from the system.
+"""
+
+import array
+import ctypes
+import ctypes.util
+import errno
+import os
+from collections import namedtuple
+
+__all__ = ["Engram", "Table", "Buffer", "Result", "ROW_BYTES", "WEIGHT_BYTES",
+           "SCALE_BYTES", "DEFAULT_DEV", "status_name", "load_library"]
+
+DEFAULT_DEV = "/dev/engram_rdma"
+WEIGHT_BYTES = 256
+SCALE_BYTES = 8
+ROW_BYTES = WEIGHT_BYTES + SCALE_BYTES
+SHA256_LEN = 32
+NAME_MAX = 64
+BUSY_POLL = 1 << 0          # LIBENGRAM_BUSY_POLL
+
+WIRE_OK = 0
+WIRE_ROW_OUT_OF_RANGE = 5
+
+
+class _TableInfo(ctypes.Structure):
+    _fields_ = [
+        ("handle", ctypes.c_uint32),
+        ("link", ctypes.c_uint32),
+        ("rows", ctypes.c_uint64),
+        ("generation", ctypes.c_uint64),
+        ("row_bytes", ctypes.c_uint32),
+        ("max_rows", ctypes.c_uint32),
+        ("sha256", ctypes.c_uint8 * SHA256_LEN),
+        ("name", ctypes.c_char * NAME_MAX),
+        ("reserved", ctypes.c_uint64 * 4),
+    ]
+
+
+class _Range(ctypes.Structure):
+    _fields_ = [
+        ("buf_id", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("offset", ctypes.c_uint64),
+        ("length", ctypes.c_uint64),
+    ]
+
+
+class _Result(ctypes.Structure):
+    _fields_ = [
+        ("ticket", ctypes.c_uint64),
+        ("error", ctypes.c_int32),
+        ("wire_status", ctypes.c_uint32),
+        ("bad_index", ctypes.c_uint32),
+        ("flags", ctypes.c_uint32),
+        ("rtt_ns", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 4),
+    ]
+
+
+_lib = None
+
+
+def _candidates():
+    env = os.environ.get("ENGRAM_LIBENGRAM")
+    if env:
+        # An explicit choice is the only one: no silent fallback elsewhere.
+        return [env]
+    here = os.path.dirname(os.path.abspath(__file__))
+    c = [os.path.join(here, "libengram.so.0"),
+         os.path.join(here, "..", "libengram", "libengram.so.0")]
+    found = ctypes.util.find_library("engram")
+    if found:
+        c.append(found)
+    c.append("libengram.so.0")
+    return c
+
+
+def load_library():
+    """Load libengram.so.0 (once) and return the ctypes handle."""
+    global _lib
+    if _lib is not None:
+        return _lib
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append("%s: not found" % path)
+            continue
+        try:
+            lib = ctypes.CDLL(path, use_errno=False)
+        except OSError as e:
+            errors.append(str(e))
+            continue
+        break
+    else:
+        raise OSError(errno.ENOENT, "libengram.so.0 not found (set ENGRAM_LIBENGRAM): " +
+                      "; ".join(errors))
+
+    P = ctypes.c_void_p
+    u32, u64, i64 = ctypes.c_uint32, ctypes.c_uint64, ctypes.c_int64
+    pu32 = ctypes.POINTER(ctypes.c_uint32)
+    pres = ctypes.POINTER(_Result)
+    prange = ctypes.POINTER(_Range)
+    sigs = {
+        "engram_open": (ctypes.c_int, [ctypes.c_char_p, ctypes.POINTER(P)]),
+        "engram_close": (None, [P]),
+        "engram_fd": (ctypes.c_int, [P]),
+        "engram_table_open": (i64, [P, u32, ctypes.c_char_p, P, ctypes.POINTER(_TableInfo)]),
+        "engram_buf_register": (ctypes.c_int, [P, P, ctypes.c_size_t, pu32]),
+        "engram_buf_unregister": (ctypes.c_int, [P, u32]),
+        "engram_fetch": (ctypes.c_int, [P, u32, P, u32, u32, u64, u32, u64, u32, pres]),
+        "engram_fetch_ranges": (ctypes.c_int, [P, u32, P, u32, prange, u32, u32, u64, u32,
+                                               pres]),
+        "engram_submit": (i64, [P, u32, P, u32, u32, u64, u32, u64, u32, pres]),
+        "engram_wait": (ctypes.c_int, [P, u64, u64, u32, pres]),
+        "engram_status_name": (ctypes.c_char_p, [u32]),
+        "engram_strerror": (ctypes.c_char_p, [ctypes.c_int]),
+        "engram_version": (ctypes.c_char_p, []),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype = res
+        f.argtypes = args
+    _lib = lib
+    return lib
+
+
+def status_name(wire_status):
+    """Stable name of a server status: "ok", "row_out_of_range", ..."""
+    return load_library().engram_status_name(wire_status).decode()
+
+
+def _error(ret, what, res=None, filename=None):
+    """OSError for a negative errno from libengram, naming the server's status."""
+    lib = load_library()
+    err = -ret
+    msg = "%s: %s" % (what, lib.engram_strerror(ret).decode())
+    wire_status, bad_index = (res.wire_status, res.bad_index) if res is not None else (0, 0)
+    if res is not None:
+        if wire_status or bad_index:
+            msg += " (server status %s" % status_name(wire_status)
+            if wire_status == WIRE_ROW_OUT_OF_RANGE:
+                msg += ", bad_index %d" % bad_index
+            msg += ")"
+        else:
+            msg += " (no server status)"
+    e = OSError(err, msg) if filename is None else OSError(err, msg, filename)
+    e.wire_status = wire_status
+    e.status_name = status_name(wire_status)
+    e.bad_index = bad_index
+    return e
+
+
+def _rows_arg(rows):
+    """(address, count, keepalive) of rows as contiguous native uint32 items."""
+    try:
+        mv = memoryview(rows)
+    except TypeError:
+        mv = None
+    if mv is not None and mv.ndim == 1 and mv.itemsize == 4 and \
+            mv.format in ("I", "@I", "=I", "<I") and mv.c_contiguous:
+        n = mv.shape[0]
+        if n and not mv.readonly:
+            keep = (ctypes.c_uint32 * n).from_buffer(mv)
+        else:
+            keep = (ctypes.c_uint32 * n).from_buffer_copy(mv)
+    else:
+        if mv is not None:
+            mv.release()
+        # Checks every item: negative or >= 2^32 is OverflowError, not a wrap.
+        arr = array.array("I", rows)
+        n = len(arr)
+        keep = (ctypes.c_uint32 * n).from_buffer(arr) if n else None
+    if n == 0:
+        raise ValueError("no rows to fetch")
+    if n > 0xFFFFFFFF:
+        raise ValueError("too many rows")
+    return ctypes.addressof(keep), n, keep
+
+
+def _span(obj):
+    """(address, nbytes) of a writable C-contiguous buffer, without keeping an export."""
+    try:
+        mv = memoryview(obj)
+    except TypeError:
+        raise TypeError("%s does not export the buffer protocol" % type(obj).__name__)
+    with mv:
+        if mv.readonly:
+            raise TypeError("buffer is read-only")
+        if not mv.c_contiguous:
+            raise ValueError("buffer is not C-contiguous")
+        if mv.nbytes == 0:
+            raise ValueError("buffer is empty")
+        c = (ctypes.c_char * mv.nbytes).from_buffer(mv)
+        addr = ctypes.addressof(c)
+        del c
+        return addr, mv.nbytes
+
+
+Result = namedtuple("Result", "ticket rtt_ns")
+Result.__doc__ = "A completed fetch: its ticket and the kernel's submit-to-completion time."
+
+
+class Table:
+    """A table opened with Engram.open_table(); valid while its Engram is open."""
+
+    __slots__ = ("handle", "name", "link", "rows", "generation", "row_bytes", "max_rows",
+                 "sha256")
+
+    def __init__(self, info):
+        self.handle = info.handle
+        self.name = info.name.decode() or None
+        self.link = info.link
+        self.rows = info.rows
+        self.generation = info.generation
+        self.row_bytes = info.row_bytes
+        self.max_rows = info.max_rows
+        self.sha256 = bytes(info.sha256)
+
+    def __repr__(self):
+        return ("Table(name=%r, handle=%d, link=%d, rows=%d, generation=%d, max_rows=%d, "
+                "sha256=%s)" % (self.name, self.handle, self.link, self.rows,
+                                self.generation, self.max_rows, self.sha256.hex()))
+
+
+class Buffer:
+    """Memory registered with Engram.register(); holds an export of the object."""
+
+    __slots__ = ("buf_id", "obj", "address", "nbytes", "_cbuf", "_engram")
+
+    def __init__(self, engram, buf_id, obj, cbuf):
+        self._engram = engram
+        self.buf_id = buf_id
+        self.obj = obj
+        self._cbuf = cbuf
+        self.address = ctypes.addressof(cbuf)
+        self.nbytes = ctypes.sizeof(cbuf)
+
+    def unregister(self):
+        self._engram.unregister(self)
+
+    def _release(self):
+        self._cbuf = None
+        self.obj = None
+
+    def __repr__(self):
+        return "Buffer(buf_id=%d, nbytes=%d)" % (self.buf_id, self.nbytes)
+
+
+def _timeout_ns(timeout_ms):
+    if timeout_ms is None:
+        return 0
+    if timeout_ms <= 0:
+        raise ValueError("timeout_ms must be positive (None: the module's default)")
+    return max(1, int(timeout_ms * 1000000))
+
+
+class Engram:
+    """An open /dev/engram_rdma (path=None) with its tables and registered buffers."""
+
+    def __init__(self, path=None):
+        lib = load_library()
+        self._e = None
+        self._bufs = {}
+        e = ctypes.c_void_p()
+        ret = lib.engram_open(os.fsencode(path) if path is not None else None,
+                              ctypes.byref(e))
+        if ret:
+            raise _error(ret, "open", filename=path or DEFAULT_DEV)
+        self._e = e
+        self._lib = lib
+
+    def _ctx(self):
+        if self._e is None:
+            raise ValueError("Engram is closed")
+        return self._e
+
+    def close(self):
+        """Close the device: the kernel unpins every buffer, then they are let go."""
+        if self._e is not None:
+            self._lib.engram_close(self._e)
+            self._e = None
+            for b in self._bufs.values():
+                b._release()
+            self._bufs.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def fileno(self):
+        """The descriptor, for select/poll: readable when a submitted fetch completed."""
+        return self._lib.engram_fd(self._ctx())
+
+    def open_table(self, name=None, sha256=None, link=0):
+        """Open a table by name and/or SHA-256 (32 bytes or 64 hex digits); returns a Table."""
+        if name is None and sha256 is None:
+            raise ValueError("open_table needs name or sha256")
+        if isinstance(sha256, str):
+            sha256 = bytes.fromhex(sha256)
+        if sha256 is not None and len(sha256) != SHA256_LEN:
+            raise ValueError("sha256 must be %d bytes" % SHA256_LEN)
+        info = _TableInfo()
+        sha = ctypes.create_string_buffer(bytes(sha256), SHA256_LEN) if sha256 else None
+        ret = self._lib.engram_table_open(self._ctx(), link,
+                                          name.encode() if name is not None else None,
+                                          sha, ctypes.byref(info))
+        if ret < 0:
+            what = "open_table %s" % (name if name is not None else bytes(sha256).hex())
+            raise _error(ret, what)
+        return Table(info)
+
+    def register(self, obj):
+        """Pin a writable buffer-protocol object as a fetch destination; returns a Buffer."""
+        ctx = self._ctx()
+        addr, nbytes = _span(obj)
+        cbuf = (ctypes.c_char * nbytes).from_buffer(obj)   # the export held while registered
+        buf_id = ctypes.c_uint32()
+        ret = self._lib.engram_buf_register(ctx, ctypes.c_void_p(addr), nbytes,
+                                            ctypes.byref(buf_id))
+        if ret:
+            del cbuf
+            raise _error(ret, "register %d bytes" % nbytes)
+        b = Buffer(self, buf_id.value, obj, cbuf)
+        self._bufs[b.buf_id] = b
+        return b
+
+    def unregister(self, buf):
+        """Unpin a Buffer (or the object registered); the object may then be resized or freed."""
+        if isinstance(buf, Buffer):
+            b = buf
+        else:
+            b = next((x for x in self._bufs.values() if x.obj is buf), None)
+            if b is None:
+                b, off, nbytes = self._find(buf)
+                if off or nbytes != b.nbytes:
+                    raise ValueError("a part of a registered buffer cannot be unregistered")
+        if self._bufs.get(b.buf_id) is not b:
+            raise ValueError("buffer is not registered here")
+        ret = self._lib.engram_buf_unregister(self._ctx(), b.buf_id)
+        if ret:
+            raise _error(ret, "unregister buffer %d" % b.buf_id)
+        del self._bufs[b.buf_id]
+        b._release()
+
+    def _find(self, out):
+        """(Buffer, byte offset of out in it, nbytes of out) for a registered object or view."""
+        if isinstance(out, Buffer):
+            if self._bufs.get(out.buf_id) is not out:
+                raise ValueError("buffer is not registered here")
+            return out, 0, out.nbytes
+        addr, nbytes = _span(out)
+        for b in self._bufs.values():
+            if b.address <= addr and addr + nbytes <= b.address + b.nbytes:
+                return b, addr - b.address, nbytes
+        raise ValueError("destination is not inside a registered buffer")
+
+    def _dest(self, rows, out, offset, stride):
+        if stride < ROW_BYTES:
+            raise ValueError("stride must be at least %d" % ROW_BYTES)
+        if offset < 0:
+            raise ValueError("offset must not be negative")
+        raddr, n, keep = _rows_arg(rows)
+        b, base, nbytes = self._find(out)
+        need = offset + (n - 1) * stride + ROW_BYTES
+        if need > nbytes:
+            raise ValueError("destination holds %d bytes, %d rows at stride %d from offset %d "
+                             "need %d" % (nbytes, n, stride, offset, need))
+        return raddr, n, keep, b, base + offset
+
+    def fetch(self, table, rows, out, offset=0, stride=ROW_BYTES, timeout_ms=None,
+              busy_poll=False):
+        """Fetch rows[i] into out at offset + i * stride and wait; returns a Result.
+
+        table: a Table or its handle.  out: a registered object, a view inside
+        one, or a Buffer.  timeout_ms: None for the module's timeout_ms.
+        """
+        raddr, n, keep, b, off = self._dest(rows, out, offset, stride)
+        res = _Result()
+        handle = table.handle if isinstance(table, Table) else int(table)
+        ret = self._lib.engram_fetch(self._ctx(), handle, raddr, n, b.buf_id, off, stride,
+                                     _timeout_ns(timeout_ms), BUSY_POLL if busy_poll else 0,
+                                     ctypes.byref(res))
+        del keep
+        if ret:
+            raise _error(ret, "fetch of %d rows" % n, res)
+        return Result(res.ticket, res.rtt_ns)
+
+    def submit(self, table, rows, out, offset=0, stride=ROW_BYTES, timeout_ms=None):
+        """Send a fetch without waiting; returns its ticket for wait().
+
+        out must not be read until wait() reports the ticket.
+        """
+        raddr, n, keep, b, off = self._dest(rows, out, offset, stride)
+        res = _Result()
+        handle = table.handle if isinstance(table, Table) else int(table)
+        ret = self._lib.engram_submit(self._ctx(), handle, raddr, n, b.buf_id, off, stride,
+                                      _timeout_ns(timeout_ms), 0, ctypes.byref(res))
+        del keep
+        if ret < 0:
+            raise _error(ret, "submit of %d rows" % n, res)
+        return ret
+
+    def wait(self, ticket=0, timeout_ms=None, busy_poll=False):
+        """Wait for a submitted fetch (ticket 0: any); returns a Result, raises on failure."""
+        res = _Result()
+        ret = self._lib.engram_wait(self._ctx(), ticket, _timeout_ns(timeout_ms),
+                                    BUSY_POLL if busy_poll else 0, ctypes.byref(res))
+        if ret:
+            e = _error(ret, "fetch %d" % res.ticket if res.ticket else "wait", res)
+            e.ticket = res.ticket
+            raise e
+        return Result(res.ticket, res.rtt_ns)
