@@ -4,7 +4,9 @@
 # make demo: the main job as far as it exists, shown in a QEMU guest running
 # Debian's kernel.  On the machine it installs what is missing, builds, and
 # boots the guest; in the guest (--guest) it generates an Engram table in a
-# real safetensors file and loads, lists, verifies and counts it.
+# real safetensors file and loads, lists, verifies and counts it, then
+# fetches rows over Soft-RoCE (the guest is host and GPU node at once,
+# rxe loopback to its own address) and checks them against the file.
 set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +16,10 @@ if [ "${1:-}" != --guest ]; then
 	cd "$top"
 	selftests/vm/deps.sh
 	make -s tools
-	exec selftests/vm/run.sh --kver "$KVER" -- tools/demo.sh --guest
+	make -s -C selftests/guest
+	exec selftests/vm/run.sh --kver "$KVER" \
+		--params "listen=rdma://192.0.2.1:18515 remote=rdma://192.0.2.1:18515@192.0.2.1" \
+		-- tools/demo.sh --guest
 fi
 
 ctl=$top/tools/engramctl/engramctl
@@ -45,7 +50,21 @@ step "list"
 run "$ctl" list
 step "verify re-hashes the pinned pages"
 run "$ctl" verify layer1
-step "stats"
+step "the GPU-node side: the link to the host is up and sees both tables"
+run "$ctl" link show
+run "$ctl" listen show
+woff=$("$ctl" -j list | python3 -c "import json,sys; print([t for t in json.load(sys.stdin) if t['name'] == 'layer1'][0]['weight_offset'])")
+soff=$("$ctl" -j list | python3 -c "import json,sys; print([t for t in json.load(sys.stdin) if t['name'] == 'layer1'][0]['scale_offset'])")
+step "fetch 200,000 random rows of layer 1 in 288- and 49,152-row batches by RDMA WRITE, compare every byte with the file"
+run "$top/selftests/guest/fetch_check" --table layer1 --file "$f" --weight-offset "$woff" \
+	--scale-offset "$soff" --rows-total "$rows" --count 200000 --batch 288,49152 --timeout-ms 30000
+step "the same from Python, into a numpy array"
+run /usr/bin/python3 "$top/tools/python/example.py" --table layer1 --file "$f" \
+	--weight-offset "$woff" --scale-offset "$soff" --count 4096
+step "a row past the end is refused by the host with its own status"
+run "$top/selftests/guest/fetch_check" --table layer1 --file "$f" --weight-offset "$woff" \
+	--scale-offset "$soff" --rows-list 0,"$rows" --expect-errno ERANGE || true
+step "stats: per table on the host, per link on the GPU node, with latency"
 run "$ctl" stats
 step "the same as JSON"
 run "$ctl" -j list

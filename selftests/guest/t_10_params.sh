@@ -45,12 +45,14 @@ refuse "wildcard local address" remote=rdma://192.0.2.1:18515@0.0.0.0
 refuse "duplicates entry 1" \
 	remote=tcp://192.0.2.1:7@192.0.2.1,tcp://192.0.2.1:7@192.0.2.1
 refuse "a listen URL takes no '@LOCAL' part" listen=rdma://192.0.2.1:1@192.0.2.1
+refuse "TCP transport is not available yet" listen=tcp://192.0.2.1:18516
+refuse "cannot add link" remote=tcp://192.0.2.1:7@192.0.2.1
 refuse "timeout_ms=0: want milliseconds" timeout_ms=0
 refuse "timeout_ms=abc: want milliseconds" timeout_ms=abc
 check "no module left behind by the refused loads" sh -c '! test -d /sys/module/engram_rdma'
 
-good_listen="rdma://192.0.2.1:18515,tcp://[2001:db8::1]:18516"
-good_remote="rdma://192.0.2.1:18515@192.0.2.1,tcp://[2001:db8::1]@[2001:db8::1]"
+good_listen="rdma://192.0.2.1:18515,rdma://[2001:db8::1]:18516"
+good_remote="rdma://192.0.2.1:18515@192.0.2.1,rdma://[2001:db8::1]@[2001:db8::1]"
 dmesg_mark
 if module_load "listen=$good_listen" "remote=$good_remote" timeout_ms=250; then
 	ok "loads with valid listen=, remote= and timeout_ms="

@@ -1,0 +1,964 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * fetch_check: fetch random rows of a table through /dev/engram_rdma
+ * (libengram) and check every byte against the table's file, read
+ * independently with pread() (not through the module).
+ *
+ *   fetch_check --table NAME --file PATH --weight-offset N --scale-offset N
+ *               [--dev PATH] [--link N] [--sha256 HEX] [--rows-total N]
+ *               [--count N] [--batch LIST] [--seed N] [--stride N]
+ *               [--offset N] [--buf-bytes N] [--mode fetch|submit]
+ *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
+ *               [--ranges N] [--rows-list LIST] [--expect-errno NAME]
+ *               [--verify-after]
+ *
+ * Normal run: one staging buffer, registered once, big enough for the
+ * largest batch (--buf-bytes overrides its size); --count rows in batches
+ * of the --batch sizes in turn (default 288); random indices with repeats,
+ * the first and the last row of the table in every fourth batch.  Before
+ * each fetch the whole buffer is filled with a canary byte (a different one
+ * per batch); after it, every row is compared with the file and every byte
+ * that is not a row (before --offset, stride gaps, between and after the
+ * ranges) must still hold the canary.  With --ranges N the destination is
+ * N ranges at row boundaries, laid out in the buffer in reverse order with
+ * 8 canary bytes between them, so a row placed by its index alone is caught.
+ * --mode submit sends with SUBMIT, waits for POLLIN on the fd (unless
+ * --busy-poll), then WAITs for the ticket.  --procs N runs N processes, each
+ * with its own fd, buffer and seed (SEED + process number), each doing the
+ * whole job.  Prints one line:
+ *
+ *   fetch_check: rows R batches B bad N errors N p50_us X p99_us Y
+ *
+ * (R, B, bad and errors summed over the processes, latencies per fetch as
+ * seen by the caller) and exits 0 only when R is --count times --procs and
+ * bad and errors are 0.
+ *
+ * --rows-list i,j,k: one fetch of exactly these rows instead (checked the
+ * same way).  --expect-errno NAME (ERANGE, ESTALE, ..., or OK): the first
+ * step that fails (open, register, the fetch) must fail with that errno;
+ * prints "fetch_check: STEP: expected NAME, got NAME (wire_status S,
+ * bad_index I)"; a fetch the server refused (wire_status not ok) must also
+ * have left the whole buffer untouched.  --verify-after: then a normal run
+ * on the same fd and buffer, which must pass too.
+ *
+ * Exit status: 0 pass, 1 fail, 2 usage or setup error (unreadable file ...).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libengram.h"
+
+#define ROW	LIBENGRAM_ROW_BYTES
+#define WBYTES	LIBENGRAM_WEIGHT_BYTES
+#define SBYTES	LIBENGRAM_SCALE_BYTES
+#define RANGE_GAP	8	/* canary bytes between two ranges */
+#define MAX_DIAG	10	/* diagnostics printed per process */
+#define MAX_ERRORS	10	/* a process gives up after this many failed fetches */
+#define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+
+struct opts {
+	const char *dev, *table, *file, *sha_hex;
+	uint8_t sha256[LIBENGRAM_SHA256_LEN];
+	uint32_t link;
+	uint64_t weight_offset, scale_offset;
+	bool have_woff, have_soff;
+	uint64_t rows_total;		/* 0: the table's */
+	uint64_t count;
+	uint32_t *batches;
+	size_t nr_batches;
+	uint64_t seed;
+	uint32_t stride;
+	uint64_t offset;
+	uint64_t buf_bytes;		/* 0: computed */
+	bool submit, busy_poll, verify_after;
+	int procs;
+	uint64_t timeout_ns;
+	uint32_t ranges;		/* 0: plain destination */
+	uint32_t *rows_list;
+	size_t nr_rows_list;
+	bool expect;
+	int expect_errno;		/* positive, 0 for OK */
+};
+
+/* What one process reports; lat[] follows in the shared area. */
+struct proc_result {
+	uint64_t rows, batches, bad, errors;
+	uint64_t nr_lat;
+	int status;			/* exit status of the process's job */
+};
+
+/* Everything one process works with. */
+struct job {
+	const struct opts *o;
+	int procno;
+	struct engram *e;
+	struct engram_table_info info;
+	uint32_t handle;
+	uint64_t rows_total;
+	int fd;				/* the table's file */
+	uint8_t *buf;
+	size_t buf_len;
+	uint32_t buf_id;
+	uint32_t *rows;			/* one batch */
+	uint64_t *pos;			/* buffer offset of each row of the batch */
+	struct engram_range *ranges;	/* --ranges of them */
+	uint32_t nr_ranges;
+	uint64_t rng;
+	uint8_t canary;
+	int diags;
+	struct proc_result *res;
+	uint64_t *lat;
+	uint64_t lat_cap;
+};
+
+static const struct {
+	const char *name;
+	int err;
+} errnames[] = {
+	{ "OK", 0 }, { "ERANGE", ERANGE }, { "ESTALE", ESTALE }, { "ENOSPC", ENOSPC },
+	{ "E2BIG", E2BIG }, { "ETIMEDOUT", ETIMEDOUT }, { "EPROTO", EPROTO },
+	{ "EBUSY", EBUSY }, { "ESHUTDOWN", ESHUTDOWN }, { "EAGAIN", EAGAIN },
+	{ "EIO", EIO }, { "EINVAL", EINVAL }, { "ENOENT", ENOENT }, { "EFAULT", EFAULT },
+	{ "ENOMEM", ENOMEM }, { "EPERM", EPERM }, { "EACCES", EACCES },
+	{ "ENODEV", ENODEV }, { "ENXIO", ENXIO }, { "ENOTTY", ENOTTY },
+	{ "ENOTCONN", ENOTCONN }, { "ECONNRESET", ECONNRESET },
+	{ "ENOLINK", ENOLINK }, { "EOVERFLOW", EOVERFLOW }, { "EMSGSIZE", EMSGSIZE },
+	{ "ECANCELED", ECANCELED }, { "EINTR", EINTR }, { "ENAMETOOLONG", ENAMETOOLONG },
+	{ "ETIME", ETIME }, { "EEXIST", EEXIST }, { "EBADF", EBADF }, { "ENODATA", ENODATA },
+};
+
+static const char *errname(int err)
+{
+	static char other[32];
+	size_t i;
+
+	if (err < 0)
+		err = -err;
+	for (i = 0; i < ARRAY_SIZE(errnames); i++)
+		if (errnames[i].err == err)
+			return errnames[i].name;
+	snprintf(other, sizeof(other), "errno %d", err);
+	return other;
+}
+
+static int parse_errname(const char *s)
+{
+	size_t i;
+	char *end;
+	long v;
+
+	for (i = 0; i < ARRAY_SIZE(errnames); i++)
+		if (!strcasecmp(errnames[i].name, s))
+			return errnames[i].err;
+	errno = 0;
+	v = strtol(s, &end, 0);
+	if (!errno && *s && !*end && v >= 0 && v < 4096)
+		return (int)v;
+	return -1;
+}
+
+__attribute__((format(printf, 1, 2), noreturn))
+static void usage_error(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("fetch_check: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs(" (see the top of fetch_check.c)\n", stderr);
+	exit(2);
+}
+
+/* Diagnostics of a process, limited to MAX_DIAG lines. */
+__attribute__((format(printf, 2, 3)))
+static void diag(struct job *j, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (j->diags++ >= MAX_DIAG) {
+		if (j->diags == MAX_DIAG + 1)
+			fprintf(stderr, "fetch_check: [%d] (more diagnostics suppressed)\n",
+				j->procno);
+		return;
+	}
+	fprintf(stderr, "fetch_check: [%d] ", j->procno);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+static uint64_t parse_u64(const char *opt, const char *s)
+{
+	unsigned long long v;
+	char *end;
+
+	errno = 0;
+	v = strtoull(s, &end, 0);
+	if (errno || !*s || *end || *s == '-')
+		usage_error("%s: not a number: '%s'", opt, s);
+	return v;
+}
+
+static uint32_t parse_u32(const char *opt, const char *s)
+{
+	uint64_t v = parse_u64(opt, s);
+
+	if (v > UINT32_MAX)
+		usage_error("%s: %s is above 2^32 - 1", opt, s);
+	return (uint32_t)v;
+}
+
+/* Comma-separated u32 list. */
+static uint32_t *parse_list(const char *opt, const char *s, size_t *n)
+{
+	char *copy = strdup(s), *tok, *save = NULL;
+	uint32_t *v = NULL;
+	size_t cnt = 0;
+
+	if (!copy)
+		usage_error("out of memory");
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		v = realloc(v, (cnt + 1) * sizeof(*v));
+		if (!v)
+			usage_error("out of memory");
+		v[cnt++] = parse_u32(opt, tok);
+	}
+	free(copy);
+	if (!cnt)
+		usage_error("%s: empty list", opt);
+	*n = cnt;
+	return v;
+}
+
+static void parse_hex(const char *s, uint8_t *out, size_t len)
+{
+	size_t i;
+	unsigned int b;
+
+	if (strlen(s) != 2 * len)
+		usage_error("--sha256: want %zu hex digits", 2 * len);
+	for (i = 0; i < len; i++) {
+		if (sscanf(s + 2 * i, "%2x", &b) != 1)
+			usage_error("--sha256: not hex: '%s'", s);
+		out[i] = (uint8_t)b;
+	}
+}
+
+static void parse_opts(int argc, char **argv, struct opts *o)
+{
+	enum {
+		O_DEV = 256, O_TABLE, O_LINK, O_FILE, O_WOFF, O_SOFF, O_ROWS_TOTAL,
+		O_COUNT, O_BATCH, O_SEED, O_STRIDE, O_OFFSET, O_MODE, O_BUSY, O_PROCS,
+		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
+		O_SHA, O_BUF_BYTES,
+	};
+	static const struct option lo[] = {
+		{ "dev", required_argument, NULL, O_DEV },
+		{ "table", required_argument, NULL, O_TABLE },
+		{ "sha256", required_argument, NULL, O_SHA },
+		{ "link", required_argument, NULL, O_LINK },
+		{ "file", required_argument, NULL, O_FILE },
+		{ "weight-offset", required_argument, NULL, O_WOFF },
+		{ "scale-offset", required_argument, NULL, O_SOFF },
+		{ "rows-total", required_argument, NULL, O_ROWS_TOTAL },
+		{ "count", required_argument, NULL, O_COUNT },
+		{ "batch", required_argument, NULL, O_BATCH },
+		{ "seed", required_argument, NULL, O_SEED },
+		{ "stride", required_argument, NULL, O_STRIDE },
+		{ "offset", required_argument, NULL, O_OFFSET },
+		{ "buf-bytes", required_argument, NULL, O_BUF_BYTES },
+		{ "mode", required_argument, NULL, O_MODE },
+		{ "busy-poll", no_argument, NULL, O_BUSY },
+		{ "procs", required_argument, NULL, O_PROCS },
+		{ "timeout-ms", required_argument, NULL, O_TIMEOUT_MS },
+		{ "timeout-ns", required_argument, NULL, O_TIMEOUT_NS },
+		{ "ranges", required_argument, NULL, O_RANGES },
+		{ "expect-errno", required_argument, NULL, O_EXPECT },
+		{ "rows-list", required_argument, NULL, O_ROWS_LIST },
+		{ "verify-after", no_argument, NULL, O_VERIFY },
+		{ NULL, 0, NULL, 0 }
+	};
+	uint64_t ms;
+	int c;
+
+	memset(o, 0, sizeof(*o));
+	o->count = 10000;
+	o->seed = 1;
+	o->stride = ROW;
+	o->procs = 1;
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case O_DEV:
+			o->dev = optarg;
+			break;
+		case O_TABLE:
+			o->table = optarg;
+			break;
+		case O_SHA:
+			o->sha_hex = optarg;
+			parse_hex(optarg, o->sha256, sizeof(o->sha256));
+			break;
+		case O_LINK:
+			o->link = parse_u32("--link", optarg);
+			break;
+		case O_FILE:
+			o->file = optarg;
+			break;
+		case O_WOFF:
+			o->weight_offset = parse_u64("--weight-offset", optarg);
+			o->have_woff = true;
+			break;
+		case O_SOFF:
+			o->scale_offset = parse_u64("--scale-offset", optarg);
+			o->have_soff = true;
+			break;
+		case O_ROWS_TOTAL:
+			o->rows_total = parse_u64("--rows-total", optarg);
+			break;
+		case O_COUNT:
+			o->count = parse_u64("--count", optarg);
+			break;
+		case O_BATCH:
+			free(o->batches);
+			o->batches = parse_list("--batch", optarg, &o->nr_batches);
+			break;
+		case O_SEED:
+			o->seed = parse_u64("--seed", optarg);
+			break;
+		case O_STRIDE:
+			o->stride = parse_u32("--stride", optarg);
+			break;
+		case O_OFFSET:
+			o->offset = parse_u64("--offset", optarg);
+			break;
+		case O_BUF_BYTES:
+			o->buf_bytes = parse_u64("--buf-bytes", optarg);
+			break;
+		case O_MODE:
+			if (!strcmp(optarg, "fetch"))
+				o->submit = false;
+			else if (!strcmp(optarg, "submit"))
+				o->submit = true;
+			else
+				usage_error("--mode: fetch or submit, not '%s'", optarg);
+			break;
+		case O_BUSY:
+			o->busy_poll = true;
+			break;
+		case O_PROCS:
+			o->procs = (int)parse_u32("--procs", optarg);
+			if (o->procs < 1 || o->procs > 1024)
+				usage_error("--procs: 1 .. 1024");
+			break;
+		case O_TIMEOUT_MS:
+			ms = parse_u64("--timeout-ms", optarg);
+			if (ms > UINT64_MAX / 1000000)
+				usage_error("--timeout-ms: too large");
+			o->timeout_ns = ms * 1000000;
+			break;
+		case O_TIMEOUT_NS:
+			o->timeout_ns = parse_u64("--timeout-ns", optarg);
+			break;
+		case O_RANGES:
+			o->ranges = parse_u32("--ranges", optarg);
+			if (o->ranges < 1)
+				usage_error("--ranges: at least 1");
+			break;
+		case O_EXPECT:
+			o->expect = true;
+			o->expect_errno = parse_errname(optarg);
+			if (o->expect_errno < 0)
+				usage_error("--expect-errno: unknown name '%s'", optarg);
+			break;
+		case O_ROWS_LIST:
+			free(o->rows_list);
+			o->rows_list = parse_list("--rows-list", optarg, &o->nr_rows_list);
+			break;
+		case O_VERIFY:
+			o->verify_after = true;
+			break;
+		default:
+			usage_error("bad option");
+		}
+	}
+	if (optind < argc)
+		usage_error("unexpected argument '%s'", argv[optind]);
+	if (!o->table && !o->sha_hex)
+		usage_error("--table or --sha256 is required");
+	if (!o->batches) {
+		o->batches = malloc(sizeof(*o->batches));
+		if (!o->batches)
+			usage_error("out of memory");
+		o->batches[0] = 288;
+		o->nr_batches = 1;
+	}
+	for (size_t i = 0; i < o->nr_batches; i++)
+		if (!o->batches[i])
+			usage_error("--batch: sizes must be at least 1");
+	if (!o->expect || o->verify_after) {
+		if (!o->file || !o->have_woff || !o->have_soff)
+			usage_error("--file, --weight-offset and --scale-offset are required");
+		if (!o->count && (!o->rows_list || o->verify_after))
+			usage_error("--count must be at least 1");
+	}
+	if (o->verify_after && !o->expect)
+		usage_error("--verify-after goes with --expect-errno");
+	if (o->expect && o->procs > 1)
+		usage_error("--expect-errno runs one process");
+	if (o->stride < ROW && !o->expect)
+		usage_error("--stride below %d only makes sense with --expect-errno", ROW);
+}
+
+static inline uint64_t mix64(uint64_t z)
+{
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+	return z ^ (z >> 31);
+}
+
+static inline uint64_t rnd(uint64_t *s)
+{
+	*s += 0x9e3779b97f4a7c15ULL;
+	return mix64(*s);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static uint32_t max_batch(const struct opts *o)
+{
+	uint32_t m = 0;
+	size_t i;
+
+	for (i = 0; i < o->nr_batches; i++)
+		if (o->batches[i] > m)
+			m = o->batches[i];
+	if (o->rows_list && o->nr_rows_list > m)
+		m = (uint32_t)o->nr_rows_list;
+	return m;
+}
+
+/* Bytes of staging buffer a batch of @n rows needs, ranges and gaps included. */
+static uint64_t dest_bytes(const struct opts *o, uint32_t n)
+{
+	uint64_t b = o->offset + (uint64_t)n * (o->stride < ROW ? ROW : o->stride);
+
+	if (o->ranges)
+		b += (uint64_t)o->ranges * RANGE_GAP;
+	return b;
+}
+
+/* Batches a run of @o makes (the size of the latency array). */
+static uint64_t nr_batches_of(const struct opts *o)
+{
+	uint64_t done = 0, b = 0;
+
+	if (o->rows_list && !o->expect)
+		return 1;
+	while (done < o->count) {
+		uint32_t n = o->batches[b % o->nr_batches];
+
+		done += n < o->count - done ? n : o->count - done;
+		b++;
+	}
+	return b;
+}
+
+/* Fill j->rows with batch @b of @n rows. */
+static void make_rows(struct job *j, uint64_t b, uint32_t n)
+{
+	uint64_t last = j->rows_total - 1;
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		j->rows[i] = (uint32_t)(rnd(&j->rng) % j->rows_total);
+	if (b % 4 == 0) {
+		/* The table's edges. */
+		if (n >= 2) {
+			j->rows[0] = 0;
+			j->rows[n - 1] = (uint32_t)last;
+		} else {
+			j->rows[0] = b % 8 ? (uint32_t)last : 0;
+		}
+	}
+	/* Repeats: far apart, and side by side in every other batch. */
+	if (n >= 3)
+		j->rows[n / 2] = j->rows[n / 3];
+	if (n >= 4 && b % 2)
+		j->rows[2] = j->rows[1];
+}
+
+/*
+ * Where each row of a batch of @n lands; sets up the ranges too.  Plain: at
+ * offset + i * stride.  Ranges: rows split evenly into min(ranges, n) runs;
+ * run k is range k, and the ranges lie in the buffer in reverse order with
+ * RANGE_GAP bytes before each.
+ */
+static void layout(struct job *j, uint32_t n)
+{
+	const struct opts *o = j->o;
+	uint64_t cursor = o->offset;
+	uint32_t nr, k, i;
+
+	if (!o->ranges) {
+		for (i = 0; i < n; i++)
+			j->pos[i] = o->offset + (uint64_t)i * o->stride;
+		j->nr_ranges = 0;
+		return;
+	}
+	/* More than LIBENGRAM_MAX_RANGES is sent as asked, for --expect-errno. */
+	nr = o->ranges < n ? o->ranges : n;
+	for (k = nr; k-- > 0;) {
+		uint32_t start = (uint32_t)((uint64_t)k * n / nr);
+		uint32_t end = (uint32_t)((uint64_t)(k + 1) * n / nr);
+
+		cursor += RANGE_GAP;
+		j->ranges[k].buf_id = j->buf_id;
+		j->ranges[k].reserved = 0;
+		j->ranges[k].offset = cursor;
+		j->ranges[k].length = (uint64_t)(end - start) * o->stride;
+		for (i = start; i < end; i++)
+			j->pos[i] = cursor + (uint64_t)(i - start) * o->stride;
+		cursor += (uint64_t)(end - start) * o->stride;
+	}
+	j->nr_ranges = nr;
+}
+
+static int read_ref(struct job *j, uint32_t row, uint8_t *out)
+{
+	const struct opts *o = j->o;
+	ssize_t r;
+
+	r = pread(j->fd, out, WBYTES, (off_t)(o->weight_offset + (uint64_t)row * WBYTES));
+	if (r != WBYTES)
+		return -1;
+	r = pread(j->fd, out + WBYTES, SBYTES, (off_t)(o->scale_offset + (uint64_t)row * SBYTES));
+	if (r != SBYTES)
+		return -1;
+	return 0;
+}
+
+/*
+ * Check a fetched batch: each row against the file, then every other byte
+ * of the buffer against the canary (each row, once checked, is overwritten
+ * with the canary so one scan covers the gaps).  Returns the bad count.
+ */
+static uint64_t check_batch(struct job *j, uint64_t b, uint32_t n)
+{
+	uint8_t ref[ROW];
+	uint64_t bad = 0;
+	uint32_t i;
+	size_t k;
+
+	for (i = 0; i < n; i++) {
+		uint8_t *got = j->buf + j->pos[i];
+
+		if (read_ref(j, j->rows[i], ref)) {
+			diag(j, "cannot read row %" PRIu32 " from the file: %s", j->rows[i],
+			     strerror(errno));
+			bad++;
+			continue;
+		}
+		if (memcmp(got, ref, ROW)) {
+			for (k = 0; k < ROW && got[k] == ref[k]; k++)
+				;
+			diag(j, "batch %" PRIu64 " position %" PRIu32 ": row %" PRIu32
+			     " differs from the file at byte %zu (got 0x%02x, want 0x%02x)%s",
+			     b, i, j->rows[i], k, got[k], ref[k],
+			     got[k] == j->canary ? ", canary: never written" : "");
+			bad++;
+		}
+	}
+	for (i = 0; i < n; i++)
+		memset(j->buf + j->pos[i], j->canary, ROW);
+	for (k = 0; k < j->buf_len; k++) {
+		if (j->buf[k] != j->canary) {
+			diag(j, "batch %" PRIu64 ": byte %zu of the buffer outside every row"
+			     " changed (0x%02x, canary 0x%02x)", b, k, j->buf[k], j->canary);
+			bad++;
+			break;
+		}
+	}
+	return bad;
+}
+
+/* One fetch of j->rows[0..n) by the chosen mode.  Returns 0 or -errno. */
+static int do_fetch(struct job *j, uint32_t n, struct engram_result *res)
+{
+	const struct opts *o = j->o;
+	uint32_t wflags = o->busy_poll ? LIBENGRAM_BUSY_POLL : 0;
+	int64_t ticket;
+	int ret;
+
+	memset(res, 0, sizeof(*res));
+	if (!o->submit) {
+		if (o->ranges)
+			return engram_fetch_ranges(j->e, j->handle, j->rows, n, j->ranges,
+						   j->nr_ranges, o->stride, o->timeout_ns,
+						   wflags, res);
+		return engram_fetch(j->e, j->handle, j->rows, n, j->buf_id, o->offset,
+				    o->stride, o->timeout_ns, wflags, res);
+	}
+	if (o->ranges)
+		ticket = engram_submit_ranges(j->e, j->handle, j->rows, n, j->ranges,
+					      j->nr_ranges, o->stride, o->timeout_ns, 0, res);
+	else
+		ticket = engram_submit(j->e, j->handle, j->rows, n, j->buf_id, o->offset,
+				       o->stride, o->timeout_ns, 0, res);
+	if (ticket < 0)
+		return (int)ticket;
+	if (!o->busy_poll) {
+		struct pollfd p = { .fd = engram_fd(j->e), .events = POLLIN };
+		/* The fetch's deadline, and some; 0 is the module's default. */
+		int ms = o->timeout_ns ? (int)(o->timeout_ns / 1000000) + 5000 : 60000;
+
+		ret = poll(&p, 1, ms);
+		if (ret <= 0 || !(p.revents & POLLIN))
+			diag(j, "poll: no POLLIN within %d ms of the submit (ret %d revents 0x%x)",
+			     ms, ret, ret > 0 ? p.revents : 0);
+		if (ret <= 0 || !(p.revents & POLLIN))
+			ret = -ETIME;	/* counted as an error; still collect the ticket */
+		else
+			ret = 0;
+	} else {
+		ret = 0;
+	}
+	{
+		int wret = engram_wait(j->e, (uint64_t)ticket, 0, wflags, res);
+
+		if (!wret && res->ticket != (uint64_t)ticket) {
+			diag(j, "wait for ticket %" PRId64 " reported ticket %" PRIu64,
+			     ticket, res->ticket);
+			wret = -EPROTO;
+		}
+		return ret ? ret : wret;
+	}
+}
+
+/* "ERANGE (wire_status row_out_of_range, bad_index 2)", "ENOENT (no server status)", "OK" */
+static void describe(char *out, size_t len, int err, const struct engram_result *res)
+{
+	if (!err && !res->wire_status)
+		snprintf(out, len, "OK");
+	else if (!res->wire_status && !res->bad_index)
+		snprintf(out, len, "%s (no server status)", errname(err));
+	else
+		snprintf(out, len, "%s (wire_status %s, bad_index %" PRIu32 ")", errname(err),
+			 engram_status_name(res->wire_status), res->bad_index);
+}
+
+/* The normal run: --count random rows, or the rows of @list; every byte checked. */
+static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
+{
+	const struct opts *o = j->o;
+	struct proc_result *r = j->res;
+	struct engram_result res;
+	uint64_t done = 0, b = 0, t0, t1;
+	uint64_t target = list ? nr_list : o->count;
+	char what[160];
+	uint32_t n;
+	int ret;
+
+	while (done < target) {
+		if (list) {
+			n = (uint32_t)nr_list;
+			memcpy(j->rows, list, n * sizeof(*j->rows));
+		} else {
+			n = o->batches[b % o->nr_batches];
+			if (n > target - done)
+				n = (uint32_t)(target - done);
+			make_rows(j, b, n);
+		}
+		layout(j, n);
+		j->canary = (uint8_t)(0x5a + 0x1d * (b + 1));
+		if (!j->canary)
+			j->canary = 0xa5;
+		memset(j->buf, j->canary, j->buf_len);
+
+		t0 = now_ns();
+		ret = do_fetch(j, n, &res);
+		t1 = now_ns();
+		r->batches++;
+		if (ret) {
+			describe(what, sizeof(what), ret, &res);
+			diag(j, "batch %" PRIu64 " of %" PRIu32 " rows failed: %s", b, n, what);
+			r->errors++;
+			if (r->errors >= MAX_ERRORS) {
+				diag(j, "giving up after %" PRIu64 " failed fetches", r->errors);
+				return;
+			}
+		} else {
+			if (r->nr_lat < j->lat_cap)
+				j->lat[r->nr_lat++] = t1 - t0;
+			r->rows += n;
+			r->bad += check_batch(j, b, n);
+		}
+		done += n;
+		b++;
+	}
+}
+
+/*
+ * One process's whole job.  Returns 0 (pass), 1 (fail) or 2 (setup
+ * error).  In expect mode the first failing step is compared with the
+ * expected errno.
+ */
+static int run_job(const struct opts *o, int procno, struct proc_result *r, uint64_t *lat,
+		   uint64_t lat_cap)
+{
+	struct job j = { .o = o, .procno = procno, .res = r, .lat = lat, .lat_cap = lat_cap,
+			 .fd = -1 };
+	struct engram_result res;
+	uint32_t mb = max_batch(o);
+	char what[160];
+	int64_t h;
+	int ret, status = 2;
+	const char *step = NULL;
+	bool refused_wrote = false;
+
+	memset(&res, 0, sizeof(res));
+	j.rng = o->seed + (uint64_t)procno;
+	ret = engram_open(o->dev, &j.e);
+	if (ret) {
+		step = "open";
+		goto fail_step;
+	}
+	h = engram_table_open(j.e, o->link, o->table, o->sha_hex ? o->sha256 : NULL, &j.info);
+	if (h < 0) {
+		ret = (int)h;
+		step = "open_table";
+		goto fail_step;
+	}
+	j.handle = (uint32_t)h;
+	j.rows_total = j.info.rows;
+	if (o->rows_total && o->rows_total != j.info.rows) {
+		fprintf(stderr, "fetch_check: table has %" PRIu64 " rows, --rows-total says %"
+			PRIu64 "\n", j.info.rows, o->rows_total);
+		goto out;
+	}
+	if (!j.rows_total || j.info.row_bytes != ROW) {
+		fprintf(stderr, "fetch_check: table has %" PRIu64 " rows of %" PRIu32 " bytes\n",
+			j.info.rows, j.info.row_bytes);
+		goto out;
+	}
+	if (o->file) {
+		j.fd = open(o->file, O_RDONLY | O_CLOEXEC);
+		if (j.fd < 0) {
+			fprintf(stderr, "fetch_check: %s: %s\n", o->file, strerror(errno));
+			goto out;
+		}
+	}
+
+	j.buf_len = o->buf_bytes ? o->buf_bytes : dest_bytes(o, mb);
+	j.buf = mmap(NULL, j.buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	j.rows = calloc(mb, sizeof(*j.rows));
+	j.pos = calloc(mb, sizeof(*j.pos));
+	j.ranges = calloc(o->ranges ? o->ranges : 1, sizeof(*j.ranges));
+	if (j.buf == MAP_FAILED || !j.rows || !j.pos || !j.ranges) {
+		if (j.buf == MAP_FAILED)
+			j.buf = NULL;
+		fprintf(stderr, "fetch_check: cannot allocate %zu bytes of staging buffer\n",
+			j.buf_len);
+		goto out;
+	}
+	ret = engram_buf_register(j.e, j.buf, j.buf_len, &j.buf_id);
+	if (ret) {
+		step = "register";
+		goto fail_step;
+	}
+
+	if (o->expect) {
+		uint32_t n;
+
+		if (o->rows_list) {
+			n = (uint32_t)o->nr_rows_list;
+			memcpy(j.rows, o->rows_list, n * sizeof(*j.rows));
+		} else {
+			n = o->batches[0];
+			make_rows(&j, 0, n);
+		}
+		layout(&j, n);
+		j.canary = 0xc3;
+		memset(j.buf, j.canary, j.buf_len);
+		ret = do_fetch(&j, n, &res);
+		step = "fetch";
+		/* A refusal by the server writes no row: the buffer is untouched. */
+		if (ret && res.wire_status) {
+			size_t k;
+
+			for (k = 0; k < j.buf_len && j.buf[k] == j.canary; k++)
+				;
+			if (k < j.buf_len) {
+				printf("fetch_check: fetch: refused (%s) but byte %zu of the buffer"
+				       " changed\n", engram_status_name(res.wire_status), k);
+				refused_wrote = true;
+			}
+		}
+		goto fail_step;
+	}
+	run_batches(&j, o->rows_list, o->nr_rows_list);
+	status = r->bad || r->errors ? 1 : 0;
+	goto out;
+
+fail_step:
+	if (!o->expect) {
+		describe(what, sizeof(what), ret, &res);
+		fprintf(stderr, "fetch_check: [%d] %s: %s: %s\n", procno, step, what,
+			engram_strerror(ret));
+		status = 2;
+		goto out;
+	}
+	describe(what, sizeof(what), ret, &res);
+	printf("fetch_check: %s: expected %s, got %s\n", step, errname(o->expect_errno), what);
+	status = -ret == o->expect_errno && !refused_wrote ? 0 : 1;
+	if (status == 0 && o->verify_after) {
+		if (strcmp(step, "fetch")) {
+			fprintf(stderr, "fetch_check: --verify-after needs the failure in the fetch\n");
+			status = 1;
+		} else {
+			run_batches(&j, NULL, 0);
+			status = r->bad || r->errors ? 1 : 0;
+			printf("fetch_check: after the refusal: rows %" PRIu64 " bad %" PRIu64
+			       " errors %" PRIu64 "\n", r->rows, r->bad, r->errors);
+		}
+	}
+
+out:
+	if (j.e && j.buf_id)
+		engram_buf_unregister(j.e, j.buf_id);
+	engram_close(j.e);
+	if (j.buf)
+		munmap(j.buf, j.buf_len);
+	if (j.fd >= 0)
+		close(j.fd);
+	free(j.rows);
+	free(j.pos);
+	free(j.ranges);
+	r->status = status;
+	return status;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o;
+	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
+	uint64_t *all_lat, p50 = 0, p99 = 0, want;
+	size_t slot, area;
+	uint8_t *shared;
+	int i, status = 0;
+
+	parse_opts(argc, argv, &o);
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	lat_cap = nr_batches_of(&o);
+	slot = (sizeof(struct proc_result) + lat_cap * sizeof(uint64_t) + 63) & ~(size_t)63;
+	area = slot * (size_t)o.procs;
+	shared = mmap(NULL, area, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (shared == MAP_FAILED) {
+		fprintf(stderr, "fetch_check: mmap: %s\n", strerror(errno));
+		return 2;
+	}
+#define RES(i)	((struct proc_result *)(shared + slot * (size_t)(i)))
+#define LAT(i)	((uint64_t *)(RES(i) + 1))
+
+	if (o.procs == 1) {
+		run_job(&o, 0, RES(0), LAT(0), lat_cap);
+	} else {
+		pid_t *pids = calloc((size_t)o.procs, sizeof(*pids));
+
+		if (!pids)
+			return 2;
+		fflush(NULL);
+		for (i = 0; i < o.procs; i++) {
+			RES(i)->status = 2;	/* a process that dies reports nothing */
+			pids[i] = fork();
+			if (pids[i] < 0) {
+				fprintf(stderr, "fetch_check: fork: %s\n", strerror(errno));
+				status = 2;
+				break;
+			}
+			if (!pids[i])
+				_exit(run_job(&o, i, RES(i), LAT(i), lat_cap));
+		}
+		for (i = 0; i < o.procs && pids[i] > 0; i++) {
+			int ws;
+
+			if (waitpid(pids[i], &ws, 0) < 0 || !WIFEXITED(ws)) {
+				fprintf(stderr, "fetch_check: process %d died (%s)\n", i,
+					WIFSIGNALED(ws) ? strsignal(WTERMSIG(ws)) : "?");
+				RES(i)->status = 2;
+			}
+		}
+		free(pids);
+	}
+
+	for (i = 0; i < o.procs; i++) {
+		struct proc_result *r = RES(i);
+
+		if (o.procs > 1)
+			fprintf(stderr, "fetch_check: [%d] rows %" PRIu64 " batches %" PRIu64
+				" bad %" PRIu64 " errors %" PRIu64 " status %d\n", i, r->rows,
+				r->batches, r->bad, r->errors, r->status);
+		rows += r->rows;
+		batches += r->batches;
+		bad += r->bad;
+		errors += r->errors;
+		nr_lat += r->nr_lat;
+		if (r->status > status)
+			status = r->status;
+	}
+	if (o.expect && !o.verify_after)
+		return status;
+
+	all_lat = malloc((nr_lat ? nr_lat : 1) * sizeof(*all_lat));
+	if (!all_lat)
+		return 2;
+	nr_lat = 0;
+	for (i = 0; i < o.procs; i++) {
+		memcpy(all_lat + nr_lat, LAT(i), RES(i)->nr_lat * sizeof(*all_lat));
+		nr_lat += RES(i)->nr_lat;
+	}
+	if (nr_lat) {
+		qsort(all_lat, nr_lat, sizeof(*all_lat), cmp_u64);
+		p50 = all_lat[(nr_lat - 1) * 50 / 100];
+		p99 = all_lat[(nr_lat - 1) * 99 / 100];
+	}
+	free(all_lat);
+
+	want = (o.rows_list && !o.expect ? o.nr_rows_list : o.count) * (uint64_t)o.procs;
+	printf("fetch_check: rows %" PRIu64 " batches %" PRIu64 " bad %" PRIu64 " errors %"
+	       PRIu64 " p50_us %" PRIu64 " p99_us %" PRIu64 "\n", rows, batches, bad, errors,
+	       p50 / 1000, p99 / 1000);
+	if (!status && (rows != want || bad || errors))
+		status = 1;
+	if (rows != want)
+		fprintf(stderr, "fetch_check: %" PRIu64 " rows checked, %" PRIu64 " wanted\n",
+			rows, want);
+	return status;
+}

@@ -1,0 +1,140 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The data path in one guest (rxe loopback to the guest's own address): a
+# table of more than 512 MiB, a million rows fetched in Engram-shaped
+# batches and compared with the file read independently; refusals that
+# leave the connection usable; four processes at once; killed fetchers,
+# device removal under load and rmmod with live connections.
+# timeout: 1500
+. "$(dirname "$0")/lib.sh"
+
+IP=${ENGRAM_IP:-192.0.2.1}
+CHECK=$TOP/selftests/guest/fetch_check
+F=$SCRATCH/fetch.safetensors
+ROWS=2050000	# 541 MB of rows
+
+make_table "$F" $ROWS --seed 21 --pad-before 11 --pad-after 5 || bail "mktable"
+module_unload || bail "rmmod"
+module_load "listen=rdma://$IP:18515" "remote=rdma://$IP:18515@$IP" ||
+	bail "insmod with listen= and remote="
+check "/dev/engram_rdma exists" test -c /dev/engram_rdma
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name fetch >/dev/null 2>&1
+check "the table loads" test "$(table_state fetch)" = ready
+WOFF=$(table_field fetch weight_offset)
+SOFF=$(table_field fetch scale_offset)
+FC=("$CHECK" --table fetch --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
+	--rows-total $ROWS --timeout-ms 60000)
+fc() { "${FC[@]}" "$@"; }
+
+# wait_fetchable SECONDS: the link is up and its catalog has the table.
+wait_fetchable() {
+	local i
+	for i in $(seq 1 "$1"); do
+		fc --count 1 >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+check "the link comes up and sees the table" wait_fetchable 30
+
+run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+check "1,000,000 rows in batches of 288 and 49,152 are exact" \
+	run --count 1000000 --batch 288,49152 --seed 1
+check "submit + poll + wait, 100,000 rows, exact" \
+	run --count 100000 --batch 4096 --mode submit --seed 2
+check "busy-poll, 50,000 rows, exact" run --count 50000 --batch 288 --busy-poll --seed 3
+check "stride 512 with an offset, 60,000 rows, exact" \
+	run --count 60000 --batch 20000 --stride 512 --offset 100 --seed 4
+check "destination as 5 ranges, 98,304 rows, exact" \
+	run --count 98304 --batch 49152 --ranges 5 --seed 5
+check "four processes at once, all exact" run --count 100000 --batch 288,4096 --procs 4 --seed 6
+
+check "a row past the end is refused with ERANGE, then a fetch works" \
+	run --rows-list 0,5,$ROWS --expect-errno ERANGE --verify-after --count 2000
+check "row 2^32-1 is refused with ERANGE" \
+	run --rows-list 4294967295 --expect-errno ERANGE --verify-after --count 288
+check "more rows than negotiated is refused with E2BIG" \
+	run --count 70000 --batch 70000 --expect-errno E2BIG
+check "a destination too small is refused with ENOSPC" \
+	run --rows-list 1,2,3 --buf-bytes 600 --expect-errno ENOSPC
+check "stride below a row is refused with EINVAL" \
+	run --count 10 --batch 10 --stride 100 --expect-errno EINVAL
+check "17 ranges are refused with E2BIG" \
+	run --count 100 --batch 100 --ranges 17 --expect-errno E2BIG
+check "fetches still work after the local refusals" run --count 4096 --batch 4096 --seed 12
+
+# A wrong identity: reload the table, the old handle names a dead generation.
+check "a stale generation is refused with ESTALE, a reopened table works" \
+	/usr/bin/python3 - "$TOP" "$F" "$WOFF" "$SOFF" <<'PY'
+import os, subprocess, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tools", "python"))
+import engram_rdma as er
+top, path, woff, soff = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+ctl = os.path.join(top, "tools", "engramctl", "engramctl")
+buf = bytearray(264 * 4)
+with er.Engram() as e:
+    t = e.open_table(name="fetch")
+    e.register(buf)
+    e.fetch(t, [0, 1, 2, 3], buf)
+    subprocess.run([ctl, "unload", "fetch"], check=True)
+    subprocess.run([ctl, "load", path, "--tensor", "layers.1.engram.embed", "--name", "fetch"],
+                   check=True, stdout=subprocess.DEVNULL)
+    try:
+        e.fetch(t, [0, 1, 2, 3], buf)
+        print("# fetch on the stale handle succeeded"); sys.exit(1)
+    except OSError as ex:
+        print("# stale handle:", ex)
+        if ex.errno not in (116,):  # ESTALE
+            sys.exit(1)
+    import time
+    for _ in range(50):
+        try:
+            t2 = e.open_table(name="fetch"); break
+        except OSError:
+            time.sleep(0.2)
+    e.fetch(t2, [7, 2049999], buf)
+    with open(path, "rb") as f:
+        for k, row in enumerate([7, 2049999]):
+            f.seek(woff + row * 256); w = f.read(256)
+            f.seek(soff + row * 8); s = f.read(8)
+            if bytes(buf[k * 264:(k + 1) * 264]) != w + s:
+                print("# row", row, "differs"); sys.exit(1)
+PY
+check "the refusals are counted per link" sh -c \
+	"'$ENGRAMCTL' -j stats | grep -q refused_row_out_of_range"
+
+check "the Python example runs and its rows are exact" \
+	/usr/bin/python3 "$TOP/tools/python/example.py" --table fetch --file "$F" \
+	--weight-offset "$WOFF" --scale-offset "$SOFF" --count 2000
+
+# Lifetimes.
+"${FC[@]}" --count 5000000 --batch 49152 --seed 7 >/dev/null 2>&1 &
+pid=$!
+sleep 3
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+check "after a fetching process is killed, fetches still work" run --count 5000 --batch 288 --seed 8
+
+"${FC[@]}" --count 5000000 --batch 49152 --seed 9 >/dev/null 2>&1 &
+pid=$!
+sleep 3
+rdma link del rxe0
+check "the fetcher stops with an error when the device goes" \
+	sh -c "timeout 30 tail --pid=$pid -f /dev/null"
+wait $pid
+rc=$?
+check "... and reports failure (exit $rc)" test $rc -ne 0
+rdma link add rxe0 type rxe netdev er0
+check "after rdma link del/add the server listens again and the link reconnects" \
+	wait_fetchable 60
+check "and fetches are exact again" run --count 20000 --batch 4096 --seed 10
+
+"${FC[@]}" --count 5000000 --batch 4096 --seed 11 >/dev/null 2>&1 &
+pid=$!
+sleep 2
+check "unload of a table under load completes" "$ENGRAMCTL" unload fetch
+check "the fetcher ends" sh -c "timeout 30 tail --pid=$pid -f /dev/null"
+wait $pid
+check "rmmod with live connections succeeds" module_unload
+check "the module loads again" module_load
+done_testing
