@@ -11,6 +11,7 @@
 #include <linux/miscdevice.h>
 #include <linux/module.h>
 #include <linux/poll.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/uaccess.h>
 #include <linux/xarray.h>
@@ -57,11 +58,23 @@ static void engram_fetch_release(struct kref *ref)
 }
 
 /**
+ * engram_fetch_release_warn() - the release of a put that is never the last
+ * @ref: the fetch's kref
+ *
+ * The link drops its reference from completion handlers, before it marks
+ * the fetch done, while the fd still holds its own; reaching zero there is
+ * a bug, and leaking beats freeing (which may sleep) in atomic context.
+ */
+void engram_fetch_release_warn(struct kref *ref)
+{
+}
+
+/**
  * engram_fetch_put() - drop a reference on a fetch
  * @f: the fetch
  *
  * The last reference is always the fd's, dropped in process context once
- * the fetch has ended; the link drops its own from completion handlers.
+ * the fetch has ended.
  */
 void engram_fetch_put(struct engram_fetch *f)
 {
@@ -82,6 +95,9 @@ static int engram_get_arg(void *karg, size_t ksize, size_t min, void __user *uar
 		return -EFAULT;
 	if (*usize < min)
 		return -EINVAL;
+	/* As clone3() and openat2(): no struct will ever be this large. */
+	if (*usize > PAGE_SIZE)
+		return -E2BIG;
 	ret = copy_struct_from_user(karg, ksize, uarg, *usize);
 	return ret;
 }
@@ -411,8 +427,8 @@ static void engram_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 		return;
 	if (!f->error)
 		for (i = 0; i < f->nr_pieces; i++)
-			engram_ubuf_sync_for_cpu(f->pieces[i].buf, f->ibdev,
-						 f->pieces[i].off, f->pieces[i].len);
+			engram_ubuf_sync(f->pieces[i].buf, f->ibdev, f->pieces[i].off,
+					 f->pieces[i].len, false);
 	engram_fetch_put(f);		/* the list's */
 }
 
@@ -452,10 +468,17 @@ static long engram_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wai
 	return ret;
 }
 
-static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket)
+/*
+ * The fetch a WAIT names, or for "any" one that has ended; failing that
+ * (*pending), the one whose deadline comes first, so the waiter can
+ * enforce it.
+ */
+static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket,
+					      bool *pending)
 {
 	struct engram_fetch *f, *found = NULL;
 
+	*pending = false;
 	mutex_lock(&ef->mutex);
 	list_for_each_entry(f, &ef->fetches, fd_node) {
 		if (ticket ? f->user_ticket == ticket : engram_fetch_done(f)) {
@@ -463,19 +486,69 @@ static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket
 			break;
 		}
 	}
-	/* Any: none has ended yet, so wait for the oldest. */
-	if (!found && !ticket && !list_empty(&ef->fetches))
-		found = list_first_entry(&ef->fetches, struct engram_fetch, fd_node);
+	if (!found && !ticket) {
+		list_for_each_entry(f, &ef->fetches, fd_node)
+			if (!found || ktime_before(f->deadline, found->deadline))
+				found = f;
+		*pending = !!found;
+	}
 	if (found)
 		kref_get(&found->ref);
 	mutex_unlock(&ef->mutex);
 	return found;
 }
 
+static bool engram_any_done(struct engram_file *ef)
+{
+	struct engram_fetch *f;
+	bool done = false;
+
+	mutex_lock(&ef->mutex);
+	list_for_each_entry(f, &ef->fetches, fd_node)
+		if (engram_fetch_done(f))
+			done = true;
+	mutex_unlock(&ef->mutex);
+	return done;
+}
+
+/*
+ * WAIT for any fetch: sleep until one of the fd's fetches ends, at most
+ * until @until or the first deadline among them (@first), which is then
+ * enforced by waiting on that fetch.
+ */
+static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
+			   ktime_t until, bool busy)
+{
+	ktime_t stop = ktime_before(first->deadline, until) ? first->deadline : until;
+	s64 left;
+
+	for (;;) {
+		if (engram_any_done(ef))
+			return 0;
+		left = ktime_to_ns(ktime_sub(stop, ktime_get()));
+		if (left <= 0)
+			break;
+		if (busy) {
+			if (signal_pending(current))
+				return -EINTR;
+			cond_resched();
+			continue;
+		}
+		if (wait_event_interruptible_timeout(ef->wq, engram_any_done(ef),
+						     nsecs_to_jiffies(left) + 1) < 0)
+			return -EINTR;
+	}
+	if (!ktime_before(stop, first->deadline))
+		return engram_link_fetch_wait(first, 0, busy);	/* breaks the link */
+	return -EAGAIN;
+}
+
 static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_wait a;
 	struct engram_fetch *f;
+	bool busy, pending;
+	ktime_t until;
 	u32 usize;
 	int ret;
 
@@ -485,10 +558,23 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 	if ((a.flags & ~ENGRAM_FETCH_BUSY_POLL) || a.reserved0 ||
 	    !engram_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
-	f = engram_fetch_find(ef, a.ticket);
+	busy = a.flags & ENGRAM_FETCH_BUSY_POLL;
+	f = engram_fetch_find(ef, a.ticket, &pending);
 	if (!f)
 		return -ENOENT;
-	ret = engram_link_fetch_wait(f, a.timeout_ns, a.flags & ENGRAM_FETCH_BUSY_POLL);
+	if (pending) {
+		until = ktime_add_ns(ktime_get(), a.timeout_ns ?
+				     min_t(u64, a.timeout_ns, 3600ULL * NSEC_PER_SEC) :
+				     3600ULL * NSEC_PER_SEC);
+		ret = engram_wait_any(ef, f, until, busy);
+		engram_fetch_put(f);
+		if (ret)
+			return ret;
+		f = engram_fetch_find(ef, 0, &pending);
+		if (!f)
+			return -ENOENT;		/* another thread reaped it */
+	}
+	ret = engram_link_fetch_wait(f, a.timeout_ns, busy);
 	if (ret) {
 		engram_fetch_put(f);
 		return ret;
@@ -508,18 +594,24 @@ static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 	struct engram_file *ef = file->private_data;
 	void __user *uarg = (void __user *)arg;
 
-	switch (cmd) {
-	case ENGRAM_IOC_OPEN_TABLE:
+	/*
+	 * Match by number and direction only: _IOC_SIZE is the caller's
+	 * sizeof, which may be older or newer than ours (the size field says).
+	 */
+	if (_IOC_TYPE(cmd) != ENGRAM_IOC_MAGIC)
+		return -ENOTTY;
+	switch (cmd & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT)) {
+	case ENGRAM_IOC_OPEN_TABLE & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_open(ef, uarg);
-	case ENGRAM_IOC_REG_BUF:
+	case ENGRAM_IOC_REG_BUF & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_reg(ef, uarg);
-	case ENGRAM_IOC_UNREG_BUF:
+	case ENGRAM_IOC_UNREG_BUF & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_unreg(ef, uarg);
-	case ENGRAM_IOC_SUBMIT:
+	case ENGRAM_IOC_SUBMIT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_fetch(ef, uarg, false);
-	case ENGRAM_IOC_FETCH:
+	case ENGRAM_IOC_FETCH & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_fetch(ef, uarg, true);
-	case ENGRAM_IOC_WAIT:
+	case ENGRAM_IOC_WAIT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_wait(ef, uarg);
 	default:
 		return -ENOTTY;
@@ -584,6 +676,9 @@ static int engram_release(struct inode *inode, struct file *file)
 		kfree(ot);
 	}
 	xa_destroy(&ef->tables);
+	/* A completion handler may still hold the lock it woke us under. */
+	spin_lock_irq(&ef->wq.lock);
+	spin_unlock_irq(&ef->wq.lock);
 	kfree(ef);
 	return 0;
 }

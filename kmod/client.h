@@ -33,8 +33,8 @@ void engram_ubuf_get(struct engram_ubuf *b);
 void engram_ubuf_put(struct engram_ubuf *b);
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
 void engram_ubufs_unmap_device(struct ib_device *dev);
-void engram_ubuf_sync_for_cpu(struct engram_ubuf *b, struct ib_device *dev,
-			      u64 off, u64 len);
+void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
+		      bool to_device);
 
 /* One piece of a fetch's destination: part of a buffer, one MR, one wire range. */
 struct engram_piece {
@@ -75,10 +75,10 @@ struct engram_fetch {
 	u32 req_len;
 	u64 req_dma;
 	struct ib_device *ibdev;	/* req_dma and MRs belong to it */
-	struct ib_cqe reg_cqe;
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
-	atomic_t wire_refs;		/* send + invalidate still to complete */
+	atomic_t wire_refs;		/* the SEND and each LOCAL_INV still to complete */
+	struct list_head done_node;	/* teardown's list of fetches to publish */
 
 	/* outcome */
 	ktime_t start;
@@ -92,6 +92,7 @@ struct engram_fetch {
 };
 
 void engram_fetch_put(struct engram_fetch *f);
+void engram_fetch_release_warn(struct kref *ref);
 
 /* Has the fetch ended?  Its result fields may be read once this is true. */
 static inline bool engram_fetch_done(const struct engram_fetch *f)

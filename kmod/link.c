@@ -37,6 +37,8 @@
 #define ENGRAM_LINK_CM_TIMEOUT_MS	3000
 #define ENGRAM_LINK_RETRY_MIN_MS	200
 #define ENGRAM_LINK_RETRY_MAX_MS	5000
+/* How long a closing fd waits for a fetch before it breaks the connection. */
+#define ENGRAM_LINK_CLOSE_WAIT_MS	2000
 
 struct engram_link_recv {
 	struct ib_cqe cqe;
@@ -58,7 +60,8 @@ struct engram_link {
 	struct list_head node;		/* on engram_links, until deleted */
 	u32 id;
 	struct engram_url url;
-	bool deleted;
+	bool deleted;			/* stopped: no reconnect (under mutex) */
+	bool removing;			/* being deleted (under engram_links_mutex) */
 
 	struct mutex mutex;		/* connect and teardown */
 	struct rw_semaphore conn_sem;	/* submit (read) vs teardown (write) */
@@ -70,6 +73,7 @@ struct engram_link {
 	unsigned int backoff_ms;
 	struct engram_counters stats;
 	struct engram_hist lat;
+	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
 
 	/* the connection, set up and torn down under mutex */
 	struct rdma_cm_id *cm_id;
@@ -95,7 +99,6 @@ struct engram_link {
 	u32 nr_catalog;
 	struct xarray fetches;		/* ticket -> fetch on the wire */
 	u64 next_ticket;
-	wait_queue_head_t wq;
 
 	struct delayed_work connect_work;
 	struct work_struct down_work;
@@ -118,7 +121,6 @@ static void engram_link_set_state(struct engram_link *l, u8 state, int error)
 	if (error)
 		l->error = -error;
 	spin_unlock_irqrestore(&l->lock, flags);
-	wake_up_all(&l->wq);
 }
 
 /**
@@ -224,16 +226,19 @@ static void engram_link_schedule_connect(struct engram_link *l)
 
 /*
  * Off the wire: MRs back to the pool, slot free, result final.  Called with
- * l->lock held, when the SEND and the invalidation have both completed, or
- * by teardown once the queue pair is drained.
+ * l->lock held, when the SEND and every invalidation have completed, or by
+ * teardown once the queue pair is drained.  The caller publishes the result
+ * with engram_link_publish() after dropping l->lock.
+ *
+ * Return: true if this call finished it (and so must publish it).
  */
-static void engram_link_finish_locked(struct engram_link *l, struct engram_fetch *f)
+static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch *f)
 {
 	unsigned int i;
 
 	lockdep_assert_held(&l->lock);
 	if (f->finished)
-		return;
+		return false;
 	f->finished = true;
 	xa_erase(&l->fetches, f->ticket);
 	for (i = 0; i < f->nr_pieces; i++) {
@@ -259,21 +264,40 @@ static void engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 		engram_count(&l->stats, ENGRAM_STAT_FETCH_ERRORS);
 		engram_count(&engram_global_stats, ENGRAM_STAT_FETCH_ERRORS);
 	}
+	return true;
+}
+
+/*
+ * Hand a finished fetch back to its fd.  The fd holds its own reference
+ * until it has seen done, so dropping the link's first is never the last
+ * put (which must not run here: freeing a fetch may sleep).  done is set
+ * and the waiters woken under the wait queue's lock, so a closing fd that
+ * takes that lock before freeing cannot free it under us.
+ */
+static void engram_link_publish(struct engram_fetch *f)
+{
+	wait_queue_head_t *wq = f->wq;
+	unsigned long flags;
+
+	WARN_ON_ONCE(kref_put(&f->ref, engram_fetch_release_warn));
+	spin_lock_irqsave(&wq->lock, flags);
 	engram_fetch_set_done(f);
-	wake_up_all(f->wq);
-	wake_up_all(&l->wq);
-	engram_fetch_put(f);		/* the link's reference */
+	wake_up_locked(wq);
+	spin_unlock_irqrestore(&wq->lock, flags);
 }
 
 static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 {
 	unsigned long flags;
+	bool fin;
 
 	if (!atomic_dec_and_test(&f->wire_refs))
 		return;
 	spin_lock_irqsave(&l->lock, flags);
-	engram_link_finish_locked(l, f);
+	fin = engram_link_finish_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
+	if (fin)
+		engram_link_publish(f);
 }
 
 static void engram_link_fail_wc(struct engram_link *l, struct ib_wc *wc, const char *what)
@@ -286,12 +310,13 @@ static void engram_link_fail_wc(struct engram_link *l, struct ib_wc *wc, const c
 	queue_work(engram_link_wq, &l->down_work);
 }
 
+/* REG_MRs are unsignaled and report only failures, on the link's cqe. */
 static void engram_link_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, reg_cqe);
+	struct engram_link *l = container_of(wc->wr_cqe, struct engram_link, reg_cqe);
 
 	if (wc->status != IB_WC_SUCCESS)
-		engram_link_fail_wc(f->link, wc, "memory registration");
+		engram_link_fail_wc(l, wc, "memory registration");
 }
 
 static void engram_link_send_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -320,26 +345,30 @@ static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_link_wire_put(l, f);
 }
 
-/* Invalidate every MR of a fetch; the last WR signals. */
+/*
+ * Invalidate every MR of a fetch.  Every WR is signaled and holds one
+ * wire_ref: a flushed chain completes each of them, signaled or not.
+ * Called under l->lock while the link is live, so teardown's drain marker
+ * always comes after these WRs.  If posting fails the fetch stays on the
+ * wire, unfinished, for teardown to end once the QP (and its keys) is gone:
+ * it must not complete while a key of it may still be valid.
+ */
 static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
 {
 	struct ib_send_wr wrs[ENGRAM_WIRE_MAX_RANGES];
 	unsigned int i, n = f->nr_pieces;
-	int ret;
 
+	lockdep_assert_held(&l->lock);
 	memset(wrs, 0, sizeof(wrs[0]) * n);
 	for (i = 0; i < n; i++) {
 		wrs[i].opcode = IB_WR_LOCAL_INV;
 		wrs[i].ex.invalidate_rkey = f->pieces[i].mr->rkey;
 		wrs[i].wr_cqe = &f->inv_cqe;
+		wrs[i].send_flags = IB_SEND_SIGNALED;
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
-	wrs[n - 1].send_flags = IB_SEND_SIGNALED;
 	f->inv_posted = true;
-	ret = ib_post_send(l->qp, wrs, NULL);
-	if (ret) {
-		/* Teardown drains the QP: the MRs die with it. */
-		f->inv_posted = false;
+	if (ib_post_send(l->qp, wrs, NULL)) {
 		if (!f->error)
 			f->error = -ECONNRESET;
 		queue_work(engram_link_wq, &l->down_work);
@@ -379,14 +408,10 @@ static void engram_link_response(struct engram_link *l, const void *buf, u32 len
 		f->error = engram_status_errno(resp.status);
 	if (resp.status != ENGRAM_WIRE_OK)
 		engram_count_refusal(&l->stats, resp.status);
+	/* Not live: teardown is draining and will end the fetch itself. */
+	if (l->live)
+		engram_link_invalidate(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
-	/*
-	 * Posted from the CQ handler, before any drain marker of a teardown
-	 * can complete, so the teardown sees inv_posted as it ends up.
-	 */
-	engram_link_invalidate(l, f);
-	if (!f->inv_posted)
-		engram_link_wire_put(l, f);
 }
 
 static void engram_link_catalog(struct engram_link *l, const void *buf, u32 len)
@@ -411,7 +436,6 @@ static void engram_link_catalog(struct engram_link *l, const void *buf, u32 len)
 		l->backoff_ms = ENGRAM_LINK_RETRY_MIN_MS;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
-	wake_up_all(&l->wq);
 }
 
 static int engram_link_post_recv(struct engram_link *l, struct engram_link_recv *r)
@@ -569,8 +593,9 @@ static void engram_link_free_bufs(struct engram_link *l)
  */
 static void engram_link_teardown(struct engram_link *l, int error)
 {
-	struct engram_fetch *f;
+	struct engram_fetch *f, *tmp;
 	unsigned long flags, idx;
+	LIST_HEAD(done);
 
 	lockdep_assert_held(&l->mutex);
 	down_write(&l->conn_sem);
@@ -584,9 +609,12 @@ static void engram_link_teardown(struct engram_link *l, int error)
 		xa_for_each(&l->fetches, idx, f) {
 			if (!f->error)
 				f->error = error;
-			engram_link_finish_locked(l, f);
+			if (engram_link_finish_locked(l, f))
+				list_add_tail(&f->done_node, &done);
 		}
 		spin_unlock_irqrestore(&l->lock, flags);
+		list_for_each_entry_safe(f, tmp, &done, done_node)
+			engram_link_publish(f);
 		ib_mr_pool_destroy(l->qp, &l->mrs);
 		rdma_destroy_qp(l->cm_id);
 		l->qp = NULL;
@@ -874,7 +902,7 @@ static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 		struct ib_mr *mr = f->pieces[i].mr;
 
 		regs[i].wr.opcode = IB_WR_REG_MR;
-		regs[i].wr.wr_cqe = &f->reg_cqe;
+		regs[i].wr.wr_cqe = &l->reg_cqe;
 		regs[i].wr.next = &regs[i + 1].wr;
 		regs[i].mr = mr;
 		regs[i].key = mr->rkey;
@@ -983,6 +1011,8 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		ret = engram_link_map_piece(l, &f->pieces[i], sgl);
 		if (ret)
 			goto err_pieces;
+		engram_ubuf_sync(f->pieces[i].buf, l->dev->ibdev, f->pieces[i].off,
+				 f->pieces[i].len, true);
 		req.ranges[i].addr = f->pieces[i].mr->iova;
 		req.ranges[i].rkey = f->pieces[i].mr->rkey;
 		req.ranges[i].length = f->pieces[i].len;
@@ -999,10 +1029,9 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		goto err_pieces;
 	f->req_len = ret;
 
-	f->reg_cqe.done = engram_link_reg_done;
 	f->send_cqe.done = engram_link_send_done;
 	f->inv_cqe.done = engram_link_inv_done;
-	atomic_set(&f->wire_refs, 2);
+	atomic_set(&f->wire_refs, 1 + f->nr_pieces);	/* the SEND, each LOCAL_INV */
 	spin_lock_irqsave(&l->lock, flags);
 	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
 	spin_unlock_irqrestore(&l->lock, flags);
@@ -1012,11 +1041,11 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	f->start = ktime_get();
 	ret = engram_link_post_fetch(l, f);
 	if (ret) {
-		/* Nothing was posted; finish it here, the link is broken anyway. */
-		spin_lock_irqsave(&l->lock, flags);
+		/*
+		 * Part of the chain may be on the wire: leave the fetch to
+		 * teardown, which ends it once the QP and its keys are gone.
+		 */
 		f->error = -EIO;
-		engram_link_finish_locked(l, f);
-		spin_unlock_irqrestore(&l->lock, flags);
 		queue_work(engram_link_wq, &l->down_work);
 		ret = 0;		/* the fetch completes with its error */
 	}
@@ -1059,6 +1088,7 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 	bool own_deadline = true;
 	long left;
 
+	timeout_ns = min_t(u64, timeout_ns, 3600ULL * NSEC_PER_SEC);
 	if (timeout_ns && ktime_before(ktime_add_ns(ktime_get(), timeout_ns), until)) {
 		until = ktime_add_ns(ktime_get(), timeout_ns);
 		own_deadline = false;
@@ -1101,11 +1131,12 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
  */
 void engram_link_fetch_end(struct engram_fetch *f)
 {
-	ktime_t left = ktime_sub(f->deadline, ktime_get());
+	s64 left = ktime_to_ns(ktime_sub(f->deadline, ktime_get()));
 
-	if (ktime_to_ns(left) > 0)
-		wait_event_timeout(*f->wq, engram_fetch_done(f),
-				   nsecs_to_jiffies(ktime_to_ns(left)) + 1);
+	/* A dying process is not kept in D state for a long deadline. */
+	left = min_t(s64, left, ENGRAM_LINK_CLOSE_WAIT_MS * NSEC_PER_MSEC);
+	if (left > 0)
+		wait_event_timeout(*f->wq, engram_fetch_done(f), nsecs_to_jiffies(left) + 1);
 	if (engram_fetch_done(f))
 		return;
 	engram_count(&f->link->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
@@ -1184,7 +1215,7 @@ struct engram_link *engram_link_open_table(u32 link_id, u32 flags, const char *n
 	list_for_each_entry(l, &engram_links, node) {
 		int r;
 
-		if (link_id && l->id != link_id)
+		if ((link_id && l->id != link_id) || l->removing)
 			continue;
 		spin_lock_irqsave(&l->lock, irq);
 		if (l->state != ENGRAM_LINK_UP) {
@@ -1239,8 +1270,8 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	init_rwsem(&l->conn_sem);
 	spin_lock_init(&l->lock);
 	init_completion(&l->cm_done);
-	init_waitqueue_head(&l->wq);
 	INIT_LIST_HEAD(&l->early);
+	l->reg_cqe.done = engram_link_reg_done;
 	xa_init_flags(&l->fetches, XA_FLAGS_LOCK_IRQ);
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
@@ -1327,9 +1358,9 @@ int engram_link_del(u32 id, struct netlink_ext_ack *extack)
 
 	mutex_lock(&engram_links_mutex);
 	list_for_each_entry(l, &engram_links, node) {
-		if (l->id == id) {
+		if (l->id == id && !l->removing) {
 			found = l;
-			list_del(&l->node);
+			l->removing = true;
 			break;
 		}
 	}
@@ -1338,7 +1369,14 @@ int engram_link_del(u32 id, struct netlink_ext_ack *extack)
 		NL_SET_ERR_MSG_MOD(extack, "no link with that id");
 		return -ENOENT;
 	}
+	/*
+	 * Stopped while still listed, so a device removal meanwhile still
+	 * finds (and waits for) its connection.
+	 */
 	engram_link_stop(found);
+	mutex_lock(&engram_links_mutex);
+	list_del(&found->node);
+	mutex_unlock(&engram_links_mutex);
 	pr_info("link %u: %s deleted\n", found->id, found->url.text);
 	engram_link_put(found);
 	return 0;
@@ -1481,12 +1519,14 @@ void engram_links_exit(void)
 	for (;;) {
 		mutex_lock(&engram_links_mutex);
 		l = list_first_entry_or_null(&engram_links, struct engram_link, node);
-		if (l)
-			list_del(&l->node);
 		mutex_unlock(&engram_links_mutex);
 		if (!l)
 			break;
+		/* Netlink is gone, so nothing else removes links now. */
 		engram_link_stop(l);
+		mutex_lock(&engram_links_mutex);
+		list_del(&l->node);
+		mutex_unlock(&engram_links_mutex);
 		engram_link_put(l);
 	}
 	destroy_workqueue(engram_link_wq);

@@ -124,7 +124,7 @@ static void engram_ubuf_map_free(struct engram_ubuf_map *m)
 	list_del(&m->buf_node);
 	list_del(&m->dev_node);
 	for (i = 0; i < m->nr; i++)
-		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_FROM_DEVICE);
+		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_BIDIRECTIONAL);
 	kvfree(m->addr);
 	kfree(m);
 }
@@ -176,6 +176,10 @@ const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
 	list_for_each_entry(m, &b->maps, buf_node)
 		if (m->dev == dev)
 			goto out;
+	/* Under the mutex, so the device's unmap cannot run between. */
+	m = NULL;
+	if (engram_dev_dead(dev))
+		goto out;
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		goto out;
@@ -188,7 +192,7 @@ const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
 	m->buf = b;
 	m->dev = dev;
 	for (i = 0; i < b->nr_pages; i++) {
-		m->addr[i] = ib_dma_map_page(dev, b->pages[i], 0, PAGE_SIZE, DMA_FROM_DEVICE);
+		m->addr[i] = ib_dma_map_page(dev, b->pages[i], 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
 		if (ib_dma_mapping_error(dev, m->addr[i]))
 			break;
 		m->nr = i + 1;
@@ -205,16 +209,20 @@ out:
 }
 
 /**
- * engram_ubuf_sync_for_cpu() - make rows a device wrote visible to the CPU
+ * engram_ubuf_sync() - hand part of a buffer to the device, or back
  * @b: the buffer
- * @dev: the device that wrote
+ * @dev: the device that writes into it
  * @off: first byte, from the start of the buffer
  * @len: bytes
+ * @to_device: before a fetch (true) or after it (false)
  *
- * A no-op on coherent machines; needed where DMA is not cache-coherent.
+ * A no-op on coherent machines without bounce buffers.  Elsewhere the pages
+ * are mapped bidirectionally, so syncing whole pages keeps the bytes of
+ * those pages that the device did not write (stride gaps, neighbours) as
+ * the CPU left them.  Process context.
  */
-void engram_ubuf_sync_for_cpu(struct engram_ubuf *b, struct ib_device *dev,
-			      u64 off, u64 len)
+void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
+		      bool to_device)
 {
 	u64 start = (b->addr & ~PAGE_MASK) + off;
 	unsigned long i, first = start >> PAGE_SHIFT;
@@ -227,9 +235,14 @@ void engram_ubuf_sync_for_cpu(struct engram_ubuf *b, struct ib_device *dev,
 	list_for_each_entry(m, &b->maps, buf_node) {
 		if (m->dev != dev)
 			continue;
-		for (i = first; i <= last && i < m->nr; i++)
-			ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE,
-						   DMA_FROM_DEVICE);
+		for (i = first; i <= last && i < m->nr; i++) {
+			if (to_device)
+				ib_dma_sync_single_for_device(dev, m->addr[i], PAGE_SIZE,
+							      DMA_BIDIRECTIONAL);
+			else
+				ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE,
+							   DMA_BIDIRECTIONAL);
+		}
 	}
 	mutex_unlock(&engram_ubuf_mutex);
 }
