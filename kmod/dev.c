@@ -25,6 +25,44 @@
 static LIST_HEAD(engram_devs);
 static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs, and each kref's last put */
 
+/*
+ * Devices our remove() has run for.  A connection rdma_cm accepts between
+ * our remove() and its own must not get a PD (or DMA maps) on it: nothing
+ * would free them before the device goes.  An add() for the same pointer
+ * (a new device at the same address) clears it.
+ */
+#define ENGRAM_DEAD_DEVS	8
+static struct ib_device *engram_dead_devs[ENGRAM_DEAD_DEVS];
+static unsigned int engram_dead_next;
+
+static bool engram_dev_dead_locked(struct ib_device *ibdev)
+{
+	unsigned int i;
+
+	lockdep_assert_held(&engram_devs_mutex);
+	for (i = 0; i < ENGRAM_DEAD_DEVS; i++)
+		if (engram_dead_devs[i] == ibdev)
+			return true;
+	return false;
+}
+
+/**
+ * engram_dev_dead() - is this device being (or already) removed?
+ * @ibdev: the device
+ *
+ * Return: true after our ib_client remove() started for it, until an add()
+ * reports a device at that address again.
+ */
+bool engram_dev_dead(struct ib_device *ibdev)
+{
+	bool dead;
+
+	mutex_lock(&engram_devs_mutex);
+	dead = engram_dev_dead_locked(ibdev);
+	mutex_unlock(&engram_devs_mutex);
+	return dead;
+}
+
 static struct engram_dev *engram_dev_find(struct ib_device *ibdev)
 {
 	struct engram_dev *dev;
@@ -54,6 +92,10 @@ struct engram_dev *engram_dev_get(struct ib_device *ibdev)
 	struct ib_pd *pd;
 
 	mutex_lock(&engram_devs_mutex);
+	if (engram_dev_dead_locked(ibdev)) {
+		dev = NULL;
+		goto out;
+	}
 	dev = engram_dev_find(ibdev);
 	if (dev) {
 		kref_get(&dev->ref);
@@ -105,6 +147,13 @@ void engram_dev_put(struct engram_dev *dev)
 
 static int engram_ib_add(struct ib_device *ibdev)
 {
+	unsigned int i;
+
+	mutex_lock(&engram_devs_mutex);
+	for (i = 0; i < ENGRAM_DEAD_DEVS; i++)
+		if (engram_dead_devs[i] == ibdev)
+			engram_dead_devs[i] = NULL;
+	mutex_unlock(&engram_devs_mutex);
 	/* A listener waiting for an address on this device can retry now. */
 	engram_server_add_device(ibdev);
 	return 0;
@@ -114,6 +163,9 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 {
 	bool leak;
 
+	mutex_lock(&engram_devs_mutex);
+	engram_dead_devs[engram_dead_next++ % ENGRAM_DEAD_DEVS] = ibdev;
+	mutex_unlock(&engram_devs_mutex);
 	/* Server first: its connections and listeners accept no new users. */
 	engram_server_remove_device(ibdev);
 	engram_links_remove_device(ibdev);

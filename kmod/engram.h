@@ -174,6 +174,7 @@ struct engram_dev {
 };
 
 struct engram_dev *engram_dev_get(struct ib_device *ibdev);
+bool engram_dev_dead(struct ib_device *ibdev);
 void engram_dev_put(struct engram_dev *dev);
 int engram_dev_init(void);
 void engram_dev_exit(void);

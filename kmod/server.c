@@ -935,13 +935,13 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		engram_conn_close(conn);
 		return;
 	}
-	/* RC ordering: the client sees this after every WRITE above. */
-	if (engram_ctrl_send(conn, c, len, rxp))
-		return;
+	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_table_count_add(t, ENGRAM_STAT_LOOKUPS, 1);
 	engram_table_count_add(t, ENGRAM_STAT_ROWS, req->nr_rows);
 	engram_table_count_add(t, ENGRAM_STAT_BYTES, resp.bytes);
 	engram_table_latency(t, ktime_get_ns() - t_recv);
+	/* RC ordering: the client sees this after every WRITE above. */
+	engram_ctrl_send(conn, c, len, rxp);
 	return;
 
 refuse:

@@ -1056,6 +1056,10 @@ const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev
 	list_for_each_entry(m, &t->maps, table_node)
 		if (m->dev == dev)
 			goto out;
+	/* Under the maps mutex, so the device's unmap cannot run between. */
+	m = NULL;
+	if (engram_dev_dead(dev))
+		goto out;
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		goto out;
