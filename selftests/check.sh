@@ -190,6 +190,25 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		else
 			tap ok "[$k] $src free of warnings and oopses"
 		fi
+		# The same data path between two guests: host and Spark.
+		t0=$SECONDS
+		run_tap "pair-$k" "[$k pair]" selftests/vm/run-pair.sh --kver "$k" \
+			--timeout "$VM_TIMEOUT" --logs "$logs/pair-$k"
+		echo "# [$k] two-guest run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+		if [ $STEP_COMPLETE -ne 1 ]; then
+			tap not-ok "[$k pair] both guests ran to completion"
+		fi
+		for g in host spark; do
+			dlog=$logs/pair-$k/$g/dmesg.log
+			if [ ! -s "$dlog" ]; then
+				tap not-ok "[$k pair] $g guest's kernel log captured"
+			elif grep -Eq "$SPLAT" "$dlog"; then
+				tap not-ok "[$k pair] $g guest's kernel log free of warnings and oopses"
+				grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
+			else
+				tap ok "[$k pair] $g guest's kernel log free of warnings and oopses"
+			fi
+		done
 	done
 fi
 

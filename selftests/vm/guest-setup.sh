@@ -5,7 +5,9 @@
 # started by selftests/vm/init:  guest-setup.sh JOBFILE
 #
 # Sets up the guest (scratch ext4 disk at /tmp/scratch, a veth pair er0/er1
-# with 192.0.2.1/24 and 2001:db8::1/64 on er0, Soft-RoCE device rxe0 on er0),
+# with 192.0.2.1/24 and 2001:db8::1/64 on er0, Soft-RoCE device rxe0 on er0;
+# or, when the job joins it to another guest, rxe0 on its virtio NIC with
+# GUEST_IP/24),
 # loads engram_rdma.ko with the job's parameters, then runs the job's command
 # under timeout and prints the exit marker that run.sh on the host waits for.
 # Nothing here may print the marker except the last step.
@@ -55,8 +57,29 @@ mkdir -p /tmp/scratch
 step "mount $dev" mount -t ext4 -o noinit_itable $dev /tmp/scratch
 chmod 1777 /tmp/scratch
 
-# --- RDMA over a veth pair ---------------------------------------------------
-step "veth pair er0/er1" ip -batch - <<EOB
+# --- RDMA over a veth pair, or over the NIC that joins two guests ------------
+NET=${NET:-} GUEST_IP=${GUEST_IP:-192.0.2.1}
+if [ -n "$NET" ]; then
+	step "modprobe virtio_net" modprobe virtio_net
+	netdev=""
+	for _ in {1..50}; do
+		for d in /sys/class/net/*; do
+			case "$(readlink "$d/device/driver" 2>/dev/null)" in
+			*/virtio_net) netdev=${d##*/} ;;
+			esac
+		done
+		[ -n "$netdev" ] && break
+		sleep 0.1
+	done
+	[ -n "$netdev" ] || die 125 "no virtio NIC found"
+	step "address $GUEST_IP on $netdev" ip -batch - <<EOB
+address add $GUEST_IP/24 dev $netdev
+link set lo up
+link set $netdev up
+EOB
+else
+	netdev=er0
+	step "veth pair er0/er1" ip -batch - <<EOB
 link add er0 type veth peer name er1
 address add 192.0.2.1/24 dev er0
 address add 2001:db8::1/64 dev er0 nodad
@@ -64,7 +87,8 @@ link set lo up
 link set er0 up
 link set er1 up
 EOB
-step "rdma link add rxe0" rdma link add rxe0 type rxe netdev er0
+fi
+step "rdma link add rxe0" rdma link add rxe0 type rxe netdev "$netdev"
 state=""
 for _ in {1..50}; do
 	read -r state </sys/class/infiniband/rxe0/ports/1/state 2>/dev/null
@@ -95,7 +119,8 @@ echo "# vm: kernel $KREL, boot ${t0}s, setup $(awk -v a="$t0" -v b="$t1" 'BEGIN 
 # --- the command ----------------------------------------------------------------------
 cd "$PROJECT" || die 125 "cannot cd to $PROJECT"
 export ENGRAM_KVER=$KVER ENGRAM_KREL=$KREL ENGRAM_MODULE=$MODULE
-export ENGRAM_SCRATCH=/tmp/scratch ENGRAM_IP=192.0.2.1 ENGRAM_IP6=2001:db8::1
+export ENGRAM_SCRATCH=/tmp/scratch ENGRAM_IP=$GUEST_IP ENGRAM_IP6=2001:db8::1
+export ENGRAM_NETDEV=$netdev
 export ENGRAM_PROJECT=$PROJECT
 export PATH="$PROJECT/tools/engramctl:$PROJECT/tools:$PATH"
 timeout --kill-after=10 "$CMD_TIMEOUT" bash -c "$CMD" </dev/null

@@ -5,12 +5,15 @@
 # engram_rdma.ko loaded and Soft-RoCE (rxe0 on er0, 192.0.2.1) set up:
 #
 #   run.sh --kver 6.1|6.12 [--params "MODPARAMS"] [--no-module] [--mem 3G]
-#          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR] -- CMD
+#          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR]
+#          [--net listen:PORT|connect:PORT --ip ADDR] -- CMD
 #
 # The host's root is shared read-only over virtio-9p, so the project tree is
 # visible at the same path in the guest; a fresh sparse scratch disk is
 # formatted ext4 and mounted at /tmp/scratch.  The guest gets no network
-# device.  The command's output is streamed to stdout; run.sh exits with the
+# device, unless --net joins it to another guest: a virtio NIC on QEMU's
+# socket netdev at 127.0.0.1:PORT (the only address used on the machine),
+# with rxe0 on it and ADDR/24 (selftests/vm/run-pair.sh).  The command's output is streamed to stdout; run.sh exits with the
 # command's exit status, or 125 when the guest never reported one (timeout,
 # panic, crash, setup failure).  Logs of the last run: build/vm-<release>/
 # {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR.
@@ -20,9 +23,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 SRC=${ENGRAM_SRC:-$(cd "$here/../.." && pwd)}
 BUILD=${ENGRAM_BUILD:-$SRC/build}
 
-KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS=""
+KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS="" NET="" IP=192.0.2.1
 usage() {
-	sed -n '4,8p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -35,6 +38,8 @@ while [ $# -gt 0 ]; do
 	--disk-size) DISK=${2:?}; shift 2 ;;
 	--timeout) TMO=${2:?}; shift 2 ;;
 	--logs) LOGS=${2:?}; shift 2 ;;
+	--net) NET=${2:?}; shift 2 ;;
+	--ip) IP=${2:?}; shift 2 ;;
 	--) shift; break ;;
 	-h|--help) usage ;;
 	*) echo "run.sh: unknown option '$1'" >&2; usage ;;
@@ -43,6 +48,15 @@ done
 CMD="$*"
 [ -n "$CMD" ] || { echo "run.sh: no command given (after --)" >&2; usage; }
 case "$TMO" in ''|*[!0-9]*) echo "run.sh: --timeout takes seconds" >&2; exit 2 ;; esac
+case "$NET" in
+'') nic=(-nic none) ;;
+listen:[0-9]*|connect:[0-9]*)
+	# The last byte of the guest's address makes its MAC unique on the wire.
+	mac=$(printf '52:54:00:e7:00:%02x' "${IP##*.}")
+	nic=(-netdev "socket,id=n0,${NET%%:*}=127.0.0.1:${NET#*:}"
+	     -device "virtio-net-pci,netdev=n0,mac=$mac") ;;
+*) echo "run.sh: --net takes listen:PORT or connect:PORT" >&2; exit 2 ;;
+esac
 
 die() { echo "run.sh: $*" >&2; exit 125; }
 
@@ -94,6 +108,8 @@ job=$run/job.sh
 	printf 'CMD=%q\n' "$CMD"
 	printf 'CMD_TIMEOUT=%q\n' "$TMO"
 	printf 'ENGRAM_VM_DEBUG=%q\n' "${ENGRAM_VM_DEBUG:-}"
+	printf 'NET=%q\n' "${NET%%:*}"
+	printf 'GUEST_IP=%q\n' "$IP"
 } > "$job"
 chmod 0644 "$job"
 disk=$run/scratch.img
@@ -110,7 +126,7 @@ outer=$((TMO + 120))
 qemu=(
 	qemu-system-x86_64
 	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
-	-nographic -no-reboot -nic none
+	-nographic -no-reboot "${nic[@]}"
 	-kernel "$vmlinuz" -initrd "$initrd"
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD"
 	-serial mon:stdio

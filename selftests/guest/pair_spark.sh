@@ -1,0 +1,44 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The Spark guest of the two-guest test (selftests/vm/run-pair.sh): builds
+# the same table file as the host guest (the generator is deterministic),
+# opens the host's table by that file's SHA-256, fetches rows over the
+# guest-to-guest link and compares every byte with its own copy.
+. "$(dirname "$0")/lib.sh"
+
+F=$SCRATCH/pair.safetensors
+ROWS=400000
+make_table "$F" $ROWS --seed 41 --pad-before 7 --pad-after 3 || bail "mktable"
+sha=$(sha256sum "$F" | cut -d' ' -f1)
+# The tensors' absolute offsets, from the safetensors header itself.
+read -r WOFF SOFF < <(python3 - "$F" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+base = 8 + n
+print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
+      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
+PY
+)
+FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
+	--scale-offset "$SOFF" --rows-total $ROWS --timeout-ms 60000)
+fetchable() {
+	local i
+	for i in $(seq 1 "$1"); do
+		"${FC[@]}" --count 1 >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+
+check "the link to the host guest comes up with the table (by SHA-256)" fetchable 300
+"$ENGRAMCTL" link show | sed 's/^/# /'
+check "200,000 rows in batches of 288 and 49,152 across guests are exact" \
+	run --count 200000 --batch 288,49152 --seed 1
+check "two processes at once, exact" run --count 50000 --batch 4096 --procs 2 --seed 2
+check "a row past the end is refused with ERANGE, then a fetch works" \
+	run --rows-list 1,$ROWS --expect-errno ERANGE --verify-after --count 2000
+check "rmmod with the link up" module_unload
+done_testing
