@@ -59,7 +59,7 @@ if module_load "listen=$good_listen" "remote=$good_remote" timeout_ms=250; then
 	check "listen= reads back" test "$(cat /sys/module/engram_rdma/parameters/listen)" = "$good_listen"
 	check "remote= reads back" test "$(cat /sys/module/engram_rdma/parameters/remote)" = "$good_remote"
 	check "timeout_ms reads back" test "$(cat /sys/module/engram_rdma/parameters/timeout_ms)" = 250
-	check "each endpoint is logged" test "$(dmesg_since | grep -cE 'engram_rdma: (listen|remote) ')" = 4
+	check "each endpoint is logged" test "$(dmesg_since | grep -cE 'engram_rdma: (listen|remote) [^ ]+$')" = 4
 	check "timeout_ms refuses 0 at run time" sh -c '! echo 0 > /sys/module/engram_rdma/parameters/timeout_ms'
 	check "timeout_ms takes 500 at run time" sh -c 'echo 500 > /sys/module/engram_rdma/parameters/timeout_ms'
 else

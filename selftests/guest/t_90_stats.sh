@@ -18,7 +18,7 @@ check "loads_done counts one load" test "$(stat_global loads_done)" -eq $((d0 + 
 check "verify_runs counts two verifies" test "$(stat_global verify_runs)" -eq $((v0 + 2))
 check "tables gauge is 1" test "$(stat_global tables)" -eq 1
 json=$("$ENGRAMCTL" -j stats)
-echo "$json" | head -c 600 | sed 's/^/# /'
+echo "# ${json:0:600}..." | tr -d '\n'; echo
 check "per-table stats name the table" \
 	test "$(jget "[t['name'] for t in d['tables']]" <<<"$json")" = "['st']"
 check "per-table load_bytes is the file size" \
