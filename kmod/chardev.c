@@ -33,6 +33,8 @@ struct engram_file {
 	struct xarray tables;		/* handle -> struct engram_open_table */
 	struct xarray bufs;		/* buf_id -> struct engram_ubuf */
 	unsigned int nr_bufs;
+	u32 next_buf;			/* ids are not reused soon: a stale id fails */
+	u32 next_handle;
 	struct list_head fetches;	/* submitted, not yet reaped */
 	unsigned int nr_fetches;
 	u64 next_ticket;
@@ -58,14 +60,15 @@ static void engram_fetch_release(struct kref *ref)
 }
 
 /**
- * engram_fetch_release_warn() - the release of a put that is never the last
+ * engram_fetch_release_never() - the release of a put that is never the last
  * @ref: the fetch's kref
  *
  * The link drops its reference from completion handlers, before it marks
- * the fetch done, while the fd still holds its own; reaching zero there is
- * a bug, and leaking beats freeing (which may sleep) in atomic context.
+ * the fetch done, while the fd still holds its own.  Reaching zero there is
+ * a bug, which the caller WARNs about; leaking then beats freeing (which may
+ * sleep) in atomic context.
  */
-void engram_fetch_release_warn(struct kref *ref)
+void engram_fetch_release_never(struct kref *ref)
 {
 }
 
@@ -137,8 +140,12 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 		return PTR_ERR(l);
 	}
 	ot->link = l;
-	ret = xa_alloc(&ef->tables, &handle, ot, XA_LIMIT(1, 4096), GFP_KERNEL);
-	if (ret) {
+	/* Reserved, not published, until the caller has its handle. */
+	mutex_lock(&ef->mutex);
+	ret = xa_alloc_cyclic(&ef->tables, &handle, NULL, XA_LIMIT(1, 4096),
+			      &ef->next_handle, GFP_KERNEL);
+	mutex_unlock(&ef->mutex);
+	if (ret < 0) {
 		engram_link_put(l);
 		kfree(ot);
 		return ret == -EBUSY ? -EMFILE : ret;
@@ -151,8 +158,13 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 	a.max_rows = ot->max_rows;
 	memcpy(a.sha256_out, ot->e.sha256, sizeof(a.sha256_out));
 	ret = engram_put_arg(uarg, &a, sizeof(a), usize);
-	if (ret) {
+	mutex_lock(&ef->mutex);
+	if (ret)
 		xa_erase(&ef->tables, handle);
+	else
+		xa_store(&ef->tables, handle, ot, GFP_KERNEL);	/* reserved: no allocation */
+	mutex_unlock(&ef->mutex);
+	if (ret) {
 		engram_link_put(l);
 		kfree(ot);
 	}
@@ -171,18 +183,18 @@ static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
 		return ret;
 	if (a.flags || a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
-	mutex_lock(&ef->mutex);
-	if (ef->nr_bufs >= ENGRAM_FILE_MAX_BUFS) {
-		mutex_unlock(&ef->mutex);
+	if (READ_ONCE(ef->nr_bufs) >= ENGRAM_FILE_MAX_BUFS)
 		return -EMFILE;
-	}
+	/* Pinning may take long: the fd's other calls go on meanwhile. */
 	ret = engram_ubuf_create(a.addr, a.length, &b);
-	if (ret) {
-		mutex_unlock(&ef->mutex);
+	if (ret)
 		return ret;
-	}
-	ret = xa_alloc(&ef->bufs, &id, b, XA_LIMIT(1, U32_MAX), GFP_KERNEL);
-	if (ret) {
+	mutex_lock(&ef->mutex);
+	ret = -EMFILE;
+	if (ef->nr_bufs < ENGRAM_FILE_MAX_BUFS)
+		ret = xa_alloc_cyclic(&ef->bufs, &id, b, XA_LIMIT(1, U32_MAX),
+				      &ef->next_buf, GFP_KERNEL);
+	if (ret < 0) {
 		mutex_unlock(&ef->mutex);
 		engram_ubuf_put(b);
 		return ret;

@@ -279,7 +279,7 @@ static void engram_link_publish(struct engram_fetch *f)
 	wait_queue_head_t *wq = f->wq;
 	unsigned long flags;
 
-	WARN_ON_ONCE(kref_put(&f->ref, engram_fetch_release_warn));
+	WARN_ON_ONCE(kref_put(&f->ref, engram_fetch_release_never));
 	spin_lock_irqsave(&wq->lock, flags);
 	engram_fetch_set_done(f);
 	wake_up_locked(wq);

@@ -56,26 +56,24 @@ int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
 	last = (addr + length - 1) >> PAGE_SHIFT;
 	npages = last - first + 1;
 
+	/* Charged first, so a range over the limit costs no page array. */
+	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	ret = -ENOMEM;
 	b = kzalloc(sizeof(*b), GFP_KERNEL);
 	if (!b)
-		return -ENOMEM;
+		goto err_uncharge;
 	kref_init(&b->ref);
 	INIT_LIST_HEAD(&b->maps);
 	b->addr = addr;
 	b->length = length;
 	b->pages = kvcalloc(npages, sizeof(*b->pages), GFP_KERNEL);
-	if (!b->pages) {
-		kfree(b);
-		return -ENOMEM;
-	}
-
-	limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	pinned = atomic64_add_return(npages, &mm->pinned_vm);
-	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
-		ret = -ENOMEM;
+	if (!b->pages)
 		goto err_free;
-	}
 	mmgrab(mm);
 	b->mm = mm;
 
@@ -99,11 +97,12 @@ int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
 
 err_unpin:
 	unpin_user_pages(b->pages, done);
-	atomic64_sub(npages, &mm->pinned_vm);
 	mmdrop(mm);
 err_free:
 	kvfree(b->pages);
 	kfree(b);
+err_uncharge:
+	atomic64_sub(npages, &mm->pinned_vm);
 	return ret;
 }
 

@@ -49,6 +49,41 @@ check "destination as 5 ranges, 98,304 rows, exact" \
 	run --count 98304 --batch 49152 --ranges 5 --seed 5
 check "four processes at once, all exact" run --count 100000 --batch 288,4096 --procs 4 --seed 6
 
+# A second client connection, over IPv6: two links fetching at once.
+IP6=${ENGRAM_IP6:-2001:db8::1}
+check "listen add on the IPv6 address" "$ENGRAMCTL" listen add "rdma://[$IP6]:18515"
+id2=$("$ENGRAMCTL" link add "rdma://[$IP6]:18515@[$IP6]" 2>&1)
+check "link add over IPv6 gives an id ($id2)" test "$id2" -ge 2
+wait_link() {
+	local i
+	for i in $(seq 1 "$2"); do
+		fc --link "$1" --count 1 >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+check "the IPv6 link comes up" wait_link "$id2" 30
+check "the server has two connections" test "$(stat_global connections)" -eq 2
+fc --link 1 --count 100000 --batch 288,49152 --seed 13 >"$ENGRAM_TEST_TMP/l1" 2>&1 &
+p1=$!
+fc --link "$id2" --count 100000 --batch 288,49152 --seed 14 >"$ENGRAM_TEST_TMP/l2" 2>&1 &
+p2=$!
+wait $p1; r1=$?
+wait $p2; r2=$?
+sed 's/^/# link 1: /' "$ENGRAM_TEST_TMP/l1"; sed "s/^/# link $id2: /" "$ENGRAM_TEST_TMP/l2"
+check "two links (IPv4 and IPv6 connections) fetch at once, both exact" test "$r1:$r2" = 0:0
+check "link del of the second link" "$ENGRAMCTL" link del "$id2"
+check "listen del of the IPv6 listener" "$ENGRAMCTL" listen del "rdma://[$IP6]:18515"
+conns_are() {
+	local i
+	for i in $(seq 1 100); do
+		[ "$(stat_global connections)" -eq "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+check "the server is back to one connection" conns_are 1
+
 check "a row past the end is refused with ERANGE, then a fetch works" \
 	run --rows-list 0,5,$ROWS --expect-errno ERANGE --verify-after --count 2000
 check "row 2^32-1 is refused with ERANGE" \

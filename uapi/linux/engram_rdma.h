@@ -450,8 +450,9 @@ struct engram_wire_catalog_entry {
  * works; a newer, longer one works as long as the bytes the kernel does not
  * know are zero (else E2BIG).  A size below the first version of the struct
  * is EINVAL.  Flags the kernel does not know, and nonzero reserved fields,
- * are EINVAL.  Output fields are written back, up to size bytes, also when
- * the call fails after the input was accepted.
+ * are EINVAL.  Output fields are written back, up to size bytes, when the
+ * call succeeds, and by FETCH also when the fetch failed after it was sent
+ * (and on EINTR, with the ticket to WAIT for).
  *
  * State is per open file: tables opened, buffers registered and fetches in
  * flight belong to the fd and are released when it is closed.
