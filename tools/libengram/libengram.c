@@ -24,6 +24,7 @@
 #include <linux/engram_rdma.h>
 
 #include "libengram.h"
+#include "wire.h"
 
 #define PUBLIC	__attribute__((visibility("default")))
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
@@ -434,28 +435,10 @@ PUBLIC int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, u
 	return ret;
 }
 
-static const char *const status_names[] = {
-	[ENGRAM_WIRE_OK] = "ok",
-	[ENGRAM_WIRE_BAD_VERSION] = "bad_version",
-	[ENGRAM_WIRE_MALFORMED] = "malformed",
-	[ENGRAM_WIRE_UNKNOWN_TABLE] = "unknown_table",
-	[ENGRAM_WIRE_TABLE_NOT_READY] = "table_not_ready",
-	[ENGRAM_WIRE_ROW_OUT_OF_RANGE] = "row_out_of_range",
-	[ENGRAM_WIRE_TOO_MANY_ROWS] = "too_many_rows",
-	[ENGRAM_WIRE_TOO_MANY_RANGES] = "too_many_ranges",
-	[ENGRAM_WIRE_DEST_TOO_SMALL] = "dest_too_small",
-	[ENGRAM_WIRE_BUSY] = "busy",
-	[ENGRAM_WIRE_SHUTTING_DOWN] = "shutting_down",
-	[ENGRAM_WIRE_INTERNAL] = "internal",
-};
-
-_Static_assert(ARRAY_SIZE(status_names) == ENGRAM_WIRE_STATUS_MAX + 1, "a name for every status");
-
+/* The module's own names (kmod/wire.c, built in its userspace mode). */
 PUBLIC const char *engram_status_name(uint32_t wire_status)
 {
-	if (wire_status > ENGRAM_WIRE_STATUS_MAX)
-		return "unknown";
-	return status_names[wire_status];
+	return engram_wire_status_name(wire_status);
 }
 
 PUBLIC const char *engram_strerror(int err)
