@@ -55,7 +55,6 @@ static const struct {
 	[ENGRAM_STAT_FETCH_BYTES]	= { "fetch_bytes", STAT_BYTES },
 	[ENGRAM_STAT_FETCH_ERRORS]	= { "fetch_errors", STAT_COUNT },
 	[ENGRAM_STAT_FETCH_TIMEOUTS]	= { "fetch_timeouts", STAT_COUNT },
-	[ENGRAM_STAT_CPU_COPIED_BYTES]	= { "cpu_copied_bytes", STAT_BYTES },
 };
 
 static int is_refusal(int id)

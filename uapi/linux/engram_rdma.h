@@ -282,7 +282,6 @@ enum engram_stat {
 	ENGRAM_STAT_FETCH_BYTES,
 	ENGRAM_STAT_FETCH_ERRORS,	/* fetches that failed, for any reason */
 	ENGRAM_STAT_FETCH_TIMEOUTS,
-	ENGRAM_STAT_CPU_COPIED_BYTES,	/* row bytes copied by a CPU on this side */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
