@@ -25,14 +25,13 @@ struct engram_ubuf {
 	struct page **pages;
 	unsigned long nr_pages;
 	struct mm_struct *mm;		/* charged; mmgrab()bed */
-	struct list_head maps;		/* struct engram_ubuf_map, under engram_ubuf_mutex */
+	struct list_head maps;		/* its DMA maps, per device (dmamap.c) */
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
 void engram_ubuf_get(struct engram_ubuf *b);
 void engram_ubuf_put(struct engram_ubuf *b);
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
-void engram_ubufs_unmap_device(struct ib_device *dev);
 void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
 		      bool to_device);
 

@@ -169,7 +169,7 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 	/* Server first: its connections and listeners accept no new users. */
 	engram_server_remove_device(ibdev);
 	engram_links_remove_device(ibdev);
-	engram_tables_unmap_device(ibdev);
+	engram_dma_unmap_device(ibdev);
 
 	mutex_lock(&engram_devs_mutex);
 	leak = engram_dev_find(ibdev);

@@ -7,6 +7,7 @@
 #define _ENGRAM_H
 
 #include <linux/atomic.h>
+#include <linux/dma-direction.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/types.h>
@@ -119,6 +120,7 @@ void engram_tables_totals(u64 *count, u64 *pinned_bytes);
  */
 struct engram_table;
 struct ib_device;
+struct page;
 struct engram_wire_table;
 
 /**
@@ -146,11 +148,19 @@ u64 engram_table_rows(const struct engram_table *t);
 void engram_table_row_src(const struct engram_table *t, u32 row,
 			  struct engram_row_src *src);
 const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev);
-void engram_tables_unmap_device(struct ib_device *dev);
 struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
 u32 engram_tables_catalog(struct engram_wire_table *out, u32 max);
+
+/* dmamap.c: page arrays mapped per RDMA device. */
+const dma_addr_t *engram_dma_map(struct list_head *owner, struct ib_device *dev,
+				 struct page **pages, unsigned long nr,
+				 enum dma_data_direction dir);
+void engram_dma_sync(struct list_head *owner, struct ib_device *dev,
+		     unsigned long first, unsigned long last, bool to_device);
+void engram_dma_unmap_all(struct list_head *owner);
+void engram_dma_unmap_device(struct ib_device *dev);
 
 /* Latency histograms (stats.c). */
 struct engram_hist {

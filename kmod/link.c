@@ -1459,7 +1459,7 @@ int engram_link_info_by_id(u32 id, struct engram_link_info *info)
  * @ibdev: the device
  *
  * Synchronous; the links reconnect later, on whatever device then carries
- * their addresses.  Registered buffers drop their mappings of the device.
+ * their addresses.
  */
 void engram_links_remove_device(struct ib_device *ibdev)
 {
@@ -1476,7 +1476,6 @@ void engram_links_remove_device(struct ib_device *ibdev)
 		mutex_unlock(&l->mutex);
 	}
 	mutex_unlock(&engram_links_mutex);
-	engram_ubufs_unmap_device(ibdev);
 }
 
 /**

@@ -84,22 +84,8 @@ struct engram_table {
 
 	/* Server requests building a response from this table right now. */
 	atomic_t holds;
-	/* Per-device DMA addresses of pages[]; under engram_maps_mutex. */
+	/* Per-device DMA addresses of pages[] (dmamap.c). */
 	struct list_head maps;
-};
-
-/*
- * The DMA addresses of one table's pages for one RDMA device: mapped once,
- * on first use, so that a response is built from SGEs without mapping
- * anything per request.  Kept on two lists so that both the table's end and
- * the device's removal can find and unmap it.
- */
-struct engram_table_map {
-	struct list_head table_node;	/* on engram_table.maps */
-	struct list_head dev_node;	/* on engram_maps */
-	struct ib_device *dev;
-	dma_addr_t *addr;
-	pgoff_t nr;
 };
 
 static LIST_HEAD(engram_tables);
@@ -107,8 +93,6 @@ static DEFINE_MUTEX(engram_tables_mutex);	/* the list, and unevictable flags */
 static unsigned int engram_ntables;
 static atomic64_t engram_generation;
 static struct workqueue_struct *engram_wq;
-static LIST_HEAD(engram_maps);
-static DEFINE_MUTEX(engram_maps_mutex);	/* every engram_table_map */
 
 static struct engram_table *engram_table_find(const char *name)
 {
@@ -513,19 +497,6 @@ static void engram_table_work(struct work_struct *work)
 		engram_table_do_load(t);
 }
 
-static void engram_map_free(struct engram_table_map *m)
-{
-	pgoff_t i;
-
-	lockdep_assert_held(&engram_maps_mutex);
-	list_del(&m->table_node);
-	list_del(&m->dev_node);
-	for (i = 0; i < m->nr; i++)
-		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_TO_DEVICE);
-	kvfree(m->addr);
-	kfree(m);
-}
-
 /*
  * Stop any job, wait until no server request reads the pages any more,
  * release everything, free.  The table is off the list, so no new hold can
@@ -533,15 +504,10 @@ static void engram_map_free(struct engram_table_map *m)
  */
 static void engram_table_destroy(struct engram_table *t)
 {
-	struct engram_table_map *m, *tmp;
-
 	WRITE_ONCE(t->cancel, true);
 	cancel_work_sync(&t->work);
 	wait_var_event(&t->holds, !atomic_read(&t->holds));
-	mutex_lock(&engram_maps_mutex);
-	list_for_each_entry_safe(m, tmp, &t->maps, table_node)
-		engram_map_free(m);
-	mutex_unlock(&engram_maps_mutex);
+	engram_dma_unmap_all(&t->maps);
 	engram_table_release(t);
 	if (t->state == ENGRAM_TABLE_LOADING)
 		engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_CANCELLED);
@@ -1049,62 +1015,13 @@ void engram_table_row_src(const struct engram_table *t, u32 row,
  */
 const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev)
 {
-	struct engram_table_map *m;
-	pgoff_t i;
+	const dma_addr_t *dma = engram_dma_map(&t->maps, dev, t->pages, t->nr_pages,
+						DMA_TO_DEVICE);
 
-	mutex_lock(&engram_maps_mutex);
-	list_for_each_entry(m, &t->maps, table_node)
-		if (m->dev == dev)
-			goto out;
-	/* Under the maps mutex, so the device's unmap cannot run between. */
-	m = NULL;
-	if (engram_dev_dead(dev))
-		goto out;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
-	if (!m)
-		goto out;
-	m->dev = dev;
-	m->addr = kvcalloc(t->nr_pages, sizeof(*m->addr), GFP_KERNEL);
-	if (!m->addr) {
-		kfree(m);
-		m = NULL;
-		goto out;
-	}
-	INIT_LIST_HEAD(&m->table_node);
-	INIT_LIST_HEAD(&m->dev_node);
-	for (i = 0; i < t->nr_pages; i++) {
-		m->addr[i] = ib_dma_map_page(dev, t->pages[i], 0, PAGE_SIZE, DMA_TO_DEVICE);
-		if (ib_dma_mapping_error(dev, m->addr[i]))
-			break;
-		m->nr = i + 1;
-		if ((i & 1023) == 1023)
-			cond_resched();
-	}
-	list_add(&m->table_node, &t->maps);
-	list_add(&m->dev_node, &engram_maps);
-	if (m->nr != t->nr_pages) {
-		pr_warn("table %s: cannot map its pages for %s\n", t->name, dev_name(&dev->dev));
-		engram_map_free(m);
-		m = NULL;
-	}
-out:
-	mutex_unlock(&engram_maps_mutex);
-	return m ? m->addr : NULL;
-}
-
-/**
- * engram_tables_unmap_device() - drop every table mapping of a device
- * @dev: a device being removed, with no server connection left on it
- */
-void engram_tables_unmap_device(struct ib_device *dev)
-{
-	struct engram_table_map *m, *tmp;
-
-	mutex_lock(&engram_maps_mutex);
-	list_for_each_entry_safe(m, tmp, &engram_maps, dev_node)
-		if (m->dev == dev)
-			engram_map_free(m);
-	mutex_unlock(&engram_maps_mutex);
+	if (!dma)
+		pr_warn_ratelimited("table %s: cannot map its pages for %s\n", t->name,
+				    dev_name(&dev->dev));
+	return dma;
 }
 
 /**

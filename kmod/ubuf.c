@@ -15,19 +15,6 @@
 
 #include "client.h"
 
-/* A buffer's pages as one device sees them. */
-struct engram_ubuf_map {
-	struct list_head buf_node;	/* on engram_ubuf.maps */
-	struct list_head dev_node;	/* on engram_ubuf_maps */
-	struct engram_ubuf *buf;
-	struct ib_device *dev;
-	dma_addr_t *addr;
-	unsigned long nr;
-};
-
-static LIST_HEAD(engram_ubuf_maps);
-static DEFINE_MUTEX(engram_ubuf_mutex);	/* every engram_ubuf_map */
-
 /* Largest buffer: far more than a 49,152-row batch, far less than RAM. */
 #define ENGRAM_UBUF_MAX		(64ULL << 30)
 
@@ -115,28 +102,11 @@ void engram_ubuf_get(struct engram_ubuf *b)
 	kref_get(&b->ref);
 }
 
-static void engram_ubuf_map_free(struct engram_ubuf_map *m)
-{
-	unsigned long i;
-
-	lockdep_assert_held(&engram_ubuf_mutex);
-	list_del(&m->buf_node);
-	list_del(&m->dev_node);
-	for (i = 0; i < m->nr; i++)
-		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, DMA_BIDIRECTIONAL);
-	kvfree(m->addr);
-	kfree(m);
-}
-
 static void engram_ubuf_release(struct kref *ref)
 {
 	struct engram_ubuf *b = container_of(ref, struct engram_ubuf, ref);
-	struct engram_ubuf_map *m, *tmp;
 
-	mutex_lock(&engram_ubuf_mutex);
-	list_for_each_entry_safe(m, tmp, &b->maps, buf_node)
-		engram_ubuf_map_free(m);
-	mutex_unlock(&engram_ubuf_mutex);
+	engram_dma_unmap_all(&b->maps);
 	/* Remote writes may have dirtied any page. */
 	unpin_user_pages_dirty_lock(b->pages, b->nr_pages, true);
 	atomic64_sub(b->nr_pages, &b->mm->pinned_vm);
@@ -168,43 +138,8 @@ void engram_ubuf_put(struct engram_ubuf *b)
  */
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
 {
-	struct engram_ubuf_map *m;
-	unsigned long i;
-
-	mutex_lock(&engram_ubuf_mutex);
-	list_for_each_entry(m, &b->maps, buf_node)
-		if (m->dev == dev)
-			goto out;
-	/* Under the mutex, so the device's unmap cannot run between. */
-	m = NULL;
-	if (engram_dev_dead(dev))
-		goto out;
-	m = kzalloc(sizeof(*m), GFP_KERNEL);
-	if (!m)
-		goto out;
-	m->addr = kvcalloc(b->nr_pages, sizeof(*m->addr), GFP_KERNEL);
-	if (!m->addr) {
-		kfree(m);
-		m = NULL;
-		goto out;
-	}
-	m->buf = b;
-	m->dev = dev;
-	for (i = 0; i < b->nr_pages; i++) {
-		m->addr[i] = ib_dma_map_page(dev, b->pages[i], 0, PAGE_SIZE, DMA_BIDIRECTIONAL);
-		if (ib_dma_mapping_error(dev, m->addr[i]))
-			break;
-		m->nr = i + 1;
-	}
-	list_add(&m->buf_node, &b->maps);
-	list_add(&m->dev_node, &engram_ubuf_maps);
-	if (m->nr != b->nr_pages) {
-		engram_ubuf_map_free(m);
-		m = NULL;
-	}
-out:
-	mutex_unlock(&engram_ubuf_mutex);
-	return m ? m->addr : NULL;
+	/* Bidirectional: a fetch writes rows next to bytes the CPU keeps. */
+	return engram_dma_map(&b->maps, dev, b->pages, b->nr_pages, DMA_BIDIRECTIONAL);
 }
 
 /**
@@ -224,39 +159,8 @@ void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64
 		      bool to_device)
 {
 	u64 start = (b->addr & ~PAGE_MASK) + off;
-	unsigned long i, first = start >> PAGE_SHIFT;
-	unsigned long last = (start + len - 1) >> PAGE_SHIFT;
-	struct engram_ubuf_map *m;
 
-	if (!len)
-		return;
-	mutex_lock(&engram_ubuf_mutex);
-	list_for_each_entry(m, &b->maps, buf_node) {
-		if (m->dev != dev)
-			continue;
-		for (i = first; i <= last && i < m->nr; i++) {
-			if (to_device)
-				ib_dma_sync_single_for_device(dev, m->addr[i], PAGE_SIZE,
-							      DMA_BIDIRECTIONAL);
-			else
-				ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE,
-							   DMA_BIDIRECTIONAL);
-		}
-	}
-	mutex_unlock(&engram_ubuf_mutex);
-}
-
-/**
- * engram_ubufs_unmap_device() - drop every buffer mapping of a device
- * @dev: a device being removed, with no link left on it
- */
-void engram_ubufs_unmap_device(struct ib_device *dev)
-{
-	struct engram_ubuf_map *m, *tmp;
-
-	mutex_lock(&engram_ubuf_mutex);
-	list_for_each_entry_safe(m, tmp, &engram_ubuf_maps, dev_node)
-		if (m->dev == dev)
-			engram_ubuf_map_free(m);
-	mutex_unlock(&engram_ubuf_mutex);
+	if (len)
+		engram_dma_sync(&b->maps, dev, start >> PAGE_SHIFT,
+				(start + len - 1) >> PAGE_SHIFT, to_device);
 }
