@@ -21,16 +21,12 @@ typedef __u16 u16;
 #include <linux/in.h>
 #include <linux/in6.h>
 #endif
+#include <linux/engram_rdma.h>	/* enum engram_transport */
 
 /* Entries per list; a host serves from, or a node reaches, a few ports. */
 #define ENGRAM_URL_MAX		16
 /* Longest URL kept for messages: rdma://[v6]:port@[v6] fits easily. */
 #define ENGRAM_URL_TEXT_MAX	128
-
-enum engram_transport {
-	ENGRAM_TRANSPORT_RDMA = 1,
-	ENGRAM_TRANSPORT_TCP,
-};
 
 /* A listen URL names one local address; a remote URL a server and a local address. */
 enum engram_url_role {

@@ -60,8 +60,11 @@
  *	TABLE_NAME, that table's counters instead; with LINK_ID, that link's.
  *	dump: one message per table with TABLE_NAME, TABLE_GENERATION and its
  *	counters nested in ENGRAM_A_STATS, then one message per link with
- *	LINK_ID, URL and its counters.  Table and link messages also carry
- *	their latency histogram, ENGRAM_A_LATENCY.  Counters are u64
+ *	LINK_ID, URL and its counters, then one message per table opened
+ *	through a link (client side) with LINK_ID, TABLE_NAME and that table's
+ *	fetch counters (including FALLBACKS reported by user space).  Table
+ *	and link messages also carry their latency histogram,
+ *	ENGRAM_A_LATENCY.  Counters are u64
  *	ENGRAM_STAT_* attributes.  TABLE_NAME and LINK_ID exclude each other.
  *
  * ENGRAM_CMD_LISTEN_ADD, ENGRAM_CMD_LISTEN_DEL (admin, do)
@@ -87,10 +90,23 @@
  *
  * ENGRAM_CMD_LINK_GET (do, dump)
  *	do: takes LINK_ID.  dump: one message per link.  Each carries
- *	LINK_ID, URL, LINK_STATE, LINK_TABLES, LINK_MAX_ROWS and
- *	LINK_MAX_INFLIGHT (0 until negotiated), LINK_CONNECTS, LINK_SINCE_NS,
- *	LINK_ERROR once a failure happened, DEVICE once bound, and the link's
- *	counters (STATS) and LATENCY.
+ *	LINK_ID, URL, TRANSPORT, LINK_STATE, LINK_TABLES, LINK_MAX_ROWS and
+ *	LINK_MAX_INFLIGHT (0 until negotiated), LINK_CONNECTS,
+ *	LINK_RECONNECTS, LINK_SINCE_NS, LINK_ERROR once a failure happened,
+ *	LINK_HEARTBEAT_US once a heartbeat came back, DEVICE once bound, and
+ *	the link's counters (STATS) and LATENCY.
+ *
+ * ENGRAM_CMD_ALLOW_ADD, ENGRAM_CMD_ALLOW_DEL (admin, do)
+ *	Take ALLOW, a client address or prefix (IP or IP/PREFIXLEN, IPv6
+ *	without brackets).  While the allow-list is empty, any peer that can
+ *	reach a listening address may connect; once it has an entry, a
+ *	connection from an address that matches no entry is rejected at the
+ *	rdma_cm connect request or the TCP accept (CONNECTS_DENIED, and a
+ *	rate-limited log line).  ADD: EEXIST for an entry already present;
+ *	DEL: ENOENT for one that is not.  Existing connections are kept.
+ *
+ * ENGRAM_CMD_ALLOW_GET (dump)
+ *	One message per allow-list entry: ALLOW.
  *
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
  * LINK_GET and STATS_GET dumps an optional LINK_ID.
@@ -101,9 +117,9 @@
  *
  * The wire protocol between a host and its clients (hello, REQUEST,
  * RESPONSE, CATALOG, statuses and limits) is defined after the netlink
- * part below.  It runs over RDMA RC (rdma_cm); the TCP transport is not
- * built yet.  The client role's character device, /dev/engram_rdma, and
- * its ioctls come last (Documentation/ioctl.rst).
+ * part below.  It runs over RDMA RC (rdma_cm) or over TCP.  The client
+ * role's character device, /dev/engram_rdma, and its ioctls come last
+ * (Documentation/ioctl.rst).
  *
  * Module parameters (see Documentation/admin-guide.rst): listen= and remote=
  * take comma-separated URLs, rdma://IP:PORT or tcp://IP:PORT for listen,
@@ -148,6 +164,9 @@ enum engram_cmd {
 	ENGRAM_CMD_LINK_ADD,
 	ENGRAM_CMD_LINK_DEL,
 	ENGRAM_CMD_LINK_GET,
+	ENGRAM_CMD_ALLOW_ADD,
+	ENGRAM_CMD_ALLOW_DEL,
+	ENGRAM_CMD_ALLOW_GET,
 
 	__ENGRAM_CMD_MAX,
 	ENGRAM_CMD_MAX = __ENGRAM_CMD_MAX - 1
@@ -189,6 +208,10 @@ enum engram_attr {
 	ENGRAM_A_DEVICE,		/* string, RDMA device name */
 	ENGRAM_A_LATENCY,		/* nest of u64 buckets 1..ENGRAM_LAT_BUCKETS; type 0 pads */
 	ENGRAM_A_CONNECTIONS,		/* u32, live connections on a listener */
+	ENGRAM_A_ALLOW,			/* string, allow-list entry IP[/PREFIXLEN] */
+	ENGRAM_A_LINK_RECONNECTS,	/* u64, connection attempts after a loss */
+	ENGRAM_A_LINK_HEARTBEAT_US,	/* u32, last heartbeat round trip */
+	ENGRAM_A_TRANSPORT,		/* u8, enum engram_transport */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -213,6 +236,12 @@ enum engram_link_state {
 	ENGRAM_LINK_CONNECTING,		/* resolving, connecting, or waiting for the catalog */
 	ENGRAM_LINK_UP,			/* connected, catalog received */
 	ENGRAM_LINK_DOWN		/* failed or lost; retried */
+};
+
+enum engram_transport {
+	ENGRAM_TRANSPORT_UNSPEC,
+	ENGRAM_TRANSPORT_RDMA,
+	ENGRAM_TRANSPORT_TCP
 };
 
 /*
@@ -282,6 +311,15 @@ enum engram_stat {
 	ENGRAM_STAT_FETCH_BYTES,
 	ENGRAM_STAT_FETCH_ERRORS,	/* fetches that failed, for any reason */
 	ENGRAM_STAT_FETCH_TIMEOUTS,
+	/* server, module-wide */
+	ENGRAM_STAT_CONNECTS_DENIED,	/* peers not on the allow-list */
+	ENGRAM_STAT_PEER_TIMEOUTS,	/* TCP peers dropped for stalling */
+	ENGRAM_STAT_FAULTS_INJECTED,	/* responses delayed or dropped by fault_* */
+	/* client, per link and per link table (and summed module-wide) */
+	ENGRAM_STAT_FALLBACKS,		/* fetches libengram served from its local copy */
+	ENGRAM_STAT_FALLBACK_ROWS,
+	ENGRAM_STAT_RECONNECTS,		/* connection attempts after a loss */
+	ENGRAM_STAT_HEARTBEATS_MISSED,	/* links marked down by the heartbeat */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
@@ -570,11 +608,29 @@ struct engram_ioc_wait {
 
 #define ENGRAM_WAIT_SIZE_VER0	72
 
+/*
+ * Tell the module that user space served rows itself (from a local copy of
+ * the table) after a remote fetch failed, so the fallback is counted with
+ * the table's link: FALLBACKS, FALLBACK_ROWS.
+ */
+struct engram_ioc_report {
+	__u32 size;
+	__u32 flags;			/* 0 */
+	__u32 handle;			/* from ENGRAM_IOC_OPEN_TABLE */
+	__u32 rows;			/* rows served locally, >= 1 */
+	__s32 error;			/* the remote fetch's negative errno, or 0 */
+	__u32 reserved0;		/* 0 */
+	__u64 reserved[2];		/* 0 */
+};
+
+#define ENGRAM_REPORT_SIZE_VER0	40
+
 #define ENGRAM_IOC_OPEN_TABLE	_IOWR(ENGRAM_IOC_MAGIC, 1, struct engram_ioc_open)
 #define ENGRAM_IOC_REG_BUF	_IOWR(ENGRAM_IOC_MAGIC, 2, struct engram_ioc_reg)
 #define ENGRAM_IOC_UNREG_BUF	_IOW(ENGRAM_IOC_MAGIC, 3, struct engram_ioc_unreg)
 #define ENGRAM_IOC_SUBMIT	_IOWR(ENGRAM_IOC_MAGIC, 4, struct engram_ioc_fetch)
 #define ENGRAM_IOC_WAIT		_IOWR(ENGRAM_IOC_MAGIC, 5, struct engram_ioc_wait)
 #define ENGRAM_IOC_FETCH	_IOWR(ENGRAM_IOC_MAGIC, 6, struct engram_ioc_fetch)
+#define ENGRAM_IOC_REPORT	_IOW(ENGRAM_IOC_MAGIC, 7, struct engram_ioc_report)
 
 #endif /* _UAPI_LINUX_ENGRAM_RDMA_H */
