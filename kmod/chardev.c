@@ -17,6 +17,7 @@
 #include <linux/xarray.h>
 
 #include "client.h"
+#include "link_table.h"
 
 /* Per fd: bounds, so one process cannot pin the module's memory without end. */
 #define ENGRAM_FILE_MAX_BUFS	1024
@@ -24,6 +25,7 @@
 
 struct engram_open_table {
 	struct engram_link *link;
+	struct engram_link_table *lt;	/* its counters, or NULL */
 	struct engram_wire_table e;
 	u32 max_rows;
 };
@@ -140,12 +142,14 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 		return PTR_ERR(l);
 	}
 	ot->link = l;
+	ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256);
 	/* Reserved, not published, until the caller has its handle. */
 	mutex_lock(&ef->mutex);
 	ret = xa_alloc_cyclic(&ef->tables, &handle, NULL, XA_LIMIT(1, 4096),
 			      &ef->next_handle, GFP_KERNEL);
 	mutex_unlock(&ef->mutex);
 	if (ret < 0) {
+		engram_link_table_put(ot->lt);
 		engram_link_put(l);
 		kfree(ot);
 		return ret == -EBUSY ? -EMFILE : ret;
@@ -165,6 +169,7 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 		xa_store(&ef->tables, handle, ot, GFP_KERNEL);	/* reserved: no allocation */
 	mutex_unlock(&ef->mutex);
 	if (ret) {
+		engram_link_table_put(ot->lt);
 		engram_link_put(l);
 		kfree(ot);
 	}
@@ -401,13 +406,16 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	f->link = ot->link;
 	memcpy(f->digest, ot->e.sha256, sizeof(f->digest));
 	f->generation = ot->e.generation;
+	f->lt = ot->lt;
 	ret = engram_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
 			       engram_link_max_ranges(f->link));
 	if (ret)
 		goto err;
 	ret = engram_link_submit(f->link, f);
-	if (ret)
+	if (ret) {
+		engram_link_table_submit_failed(ot->lt, ret);
 		goto err;
+	}
 	f->user_ticket = ++ef->next_ticket;
 	list_add_tail(&f->fd_node, &ef->fetches);
 	ef->nr_fetches++;
@@ -437,6 +445,7 @@ static void engram_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 	mutex_unlock(&ef->mutex);
 	if (!mine)
 		return;
+	engram_link_table_fetched(f->lt, f->error, f->wire_status, f->nr_rows, f->rtt_ns);
 	if (!f->error)
 		for (i = 0; i < f->nr_pieces; i++)
 			engram_ubuf_sync(f->pieces[i].buf, f->ibdev, f->pieces[i].off,
@@ -601,6 +610,33 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 	return engram_put_arg(uarg, &a, sizeof(a), usize);
 }
 
+/*
+ * User space served a failed fetch's rows from its local copy: count the
+ * fallback with the table (and so its link) and module-wide.  Nothing else
+ * changes; the handle stays as it was.
+ */
+static long engram_ioc_report(struct engram_file *ef, void __user *uarg)
+{
+	struct engram_ioc_report a;
+	struct engram_open_table *ot;
+	u32 usize;
+	int ret;
+
+	ret = engram_get_arg(&a, sizeof(a), ENGRAM_REPORT_SIZE_VER0, uarg, &usize);
+	if (ret)
+		return ret;
+	if (a.flags || a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+		return -EINVAL;
+	if (!a.rows || a.rows > BIT(31) || a.error > 0 || a.error < -MAX_ERRNO)
+		return -EINVAL;
+	mutex_lock(&ef->mutex);
+	ot = xa_load(&ef->tables, a.handle);
+	if (ot)
+		engram_link_table_report(ot->lt, a.rows);
+	mutex_unlock(&ef->mutex);
+	return ot ? 0 : -ENOENT;
+}
+
 static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct engram_file *ef = file->private_data;
@@ -625,6 +661,8 @@ static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return engram_ioc_fetch(ef, uarg, true);
 	case ENGRAM_IOC_WAIT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
 		return engram_ioc_wait(ef, uarg);
+	case ENGRAM_IOC_REPORT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
+		return engram_ioc_report(ef, uarg);
 	default:
 		return -ENOTTY;
 	}
@@ -684,6 +722,7 @@ static int engram_release(struct inode *inode, struct file *file)
 		engram_ubuf_put(b);
 	xa_destroy(&ef->bufs);
 	xa_for_each(&ef->tables, idx, ot) {
+		engram_link_table_put(ot->lt);
 		engram_link_put(ot->link);
 		kfree(ot);
 	}

@@ -68,6 +68,7 @@ struct engram_fetch {
 	u32 *rows;
 	struct engram_piece pieces[ENGRAM_WIRE_MAX_RANGES];
 	unsigned int nr_pieces;
+	struct engram_link_table *lt;	/* its table's counters (link_table.c), or NULL */
 
 	/* on the wire (link.c) */
 	void *req_buf;
@@ -107,6 +108,8 @@ static inline void engram_fetch_set_done(struct engram_fetch *f)
 	smp_store_release(&f->done, true);
 }
 
+struct engram_link_table;
+
 /* link.c */
 struct engram_link;
 
@@ -118,7 +121,6 @@ void engram_link_put(struct engram_link *l);
 u32 engram_link_id(const struct engram_link *l);
 u32 engram_link_max_ranges(const struct engram_link *l);
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
-void engram_link_break(struct engram_link *l, int error);
 int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);
 u32 engram_link_mr_pages(const struct engram_link *l);

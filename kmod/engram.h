@@ -33,6 +33,12 @@ extern struct engram_config engram_config;
 
 int engram_params_init(void);
 unsigned int engram_timeout_ms(void);
+unsigned int engram_heartbeat_ms(void);
+unsigned int engram_heartbeat_timeout_ms(void);
+void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
+
+/* fault.c: test knobs on the serving side; may sleep. */
+bool engram_fault_response(void);
 
 /* stats.c: counters are indexed by enum engram_stat. */
 struct engram_counters {
@@ -61,6 +67,9 @@ extern const unsigned int engram_global_stat_count;
 /* Counters kept per client link. */
 extern const u8 engram_link_stat_ids[];
 extern const unsigned int engram_link_stat_count;
+/* Counters kept per table opened through a link. */
+extern const u8 engram_link_table_stat_ids[];
+extern const unsigned int engram_link_table_stat_count;
 
 void engram_counters_snapshot(const struct engram_counters *c, u64 *out);
 
@@ -148,6 +157,7 @@ u64 engram_table_rows(const struct engram_table *t);
 void engram_table_row_src(const struct engram_table *t, u32 row,
 			  struct engram_row_src *src);
 const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev);
+struct page *engram_table_page(const struct engram_table *t, pgoff_t idx);
 struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
@@ -218,7 +228,11 @@ struct engram_link_info {
 	u32 max_rows;
 	u32 max_inflight;
 	u64 connects;
+	u64 reconnects;
 	u64 since_ns;
+	u8 transport;			/* enum engram_transport */
+	bool have_heartbeat;		/* heartbeat_us is known */
+	u32 heartbeat_us;		/* last heartbeat round trip */
 	u64 stats[__ENGRAM_STAT_MAX];
 	u64 lat[ENGRAM_LAT_BUCKETS];
 };
@@ -232,6 +246,28 @@ int engram_link_info_nth(unsigned long n, struct engram_link_info *info);
 int engram_link_info_by_id(u32 id, struct engram_link_info *info);
 int engram_chardev_init(void);
 void engram_chardev_exit(void);
+
+/*
+ * allow.c: the client allow-list (prefix.h has the entries).  Empty means
+ * any peer that can reach a listening address.  engram_allow_peer() is
+ * called at every rdma_cm connect request and TCP accept, may run in any
+ * context that can take rcu_read_lock(), and on a refusal counts
+ * CONNECTS_DENIED and logs a rate-limited line itself.
+ */
+struct engram_prefix;
+struct sockaddr;
+
+int engram_allow_init(void);
+void engram_allow_exit(void);
+bool engram_allow_peer(const struct sockaddr *peer);
+bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener);
+int engram_allow_add(const struct engram_prefix *p, struct netlink_ext_ack *extack);
+int engram_allow_del(const struct engram_prefix *p, struct netlink_ext_ack *extack);
+int engram_allow_nth(unsigned long n, struct engram_prefix *out);
+
+/* statlog.c: the per-table log line every statlog_s seconds. */
+void engram_statlog_init(void);
+void engram_statlog_exit(void);
 
 /* netlink.c */
 int engram_netlink_init(void);

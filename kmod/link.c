@@ -8,7 +8,9 @@
  * one REQUEST, and on the RESPONSE invalidates its MRs before it completes,
  * so the server can never write into the buffer once the fetch is over.
  * A broken connection is torn down (disconnect, drain, fail what was in
- * flight) and retried with backoff.
+ * flight) and retried with backoff.  tcp_link.c carries the same frames
+ * over a kernel TCP socket; the list, state, catalog, tickets, heartbeat
+ * and reconnects here are shared by both transports.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -25,84 +27,20 @@
 #include <rdma/mr_pool.h>
 #include <rdma/rdma_cm.h>
 
-#include "client.h"
+#include "link.h"
 
-/* What a client offers; the server may lower every limit. */
-#define ENGRAM_LINK_MAX_ROWS		65536
-#define ENGRAM_LINK_MAX_INFLIGHT	16
-/* Receives: one per ticket, plus room for unsolicited catalogs. */
+/* Receives: one per ticket, plus room for unsolicited catalogs and heartbeat echoes. */
 #define ENGRAM_LINK_EXTRA_RECVS		4
 /* Pages one MR maps at most, whatever the device allows. */
 #define ENGRAM_LINK_MR_PAGES		512
-#define ENGRAM_LINK_CM_TIMEOUT_MS	3000
-#define ENGRAM_LINK_RETRY_MIN_MS	200
-#define ENGRAM_LINK_RETRY_MAX_MS	5000
 /* How long a closing fd waits for a fetch before it breaks the connection. */
 #define ENGRAM_LINK_CLOSE_WAIT_MS	2000
+/* A fetch answered at its deadline: how long its invalidations may take. */
+#define ENGRAM_LINK_INV_GRACE_MS	1000
+/* How often the heartbeat worker looks while heartbeats are off. */
+#define ENGRAM_LINK_HB_IDLE_MS		1000
 
-struct engram_link_recv {
-	struct ib_cqe cqe;
-	struct list_head early;		/* on engram_link.early */
-	u32 early_len;
-	struct engram_link *link;
-	void *buf;
-	u64 dma;
-};
-
-struct engram_link_slot {
-	void *buf;
-	u64 dma;
-	bool busy;
-};
-
-struct engram_link {
-	struct kref ref;
-	struct list_head node;		/* on engram_links, until deleted */
-	u32 id;
-	struct engram_url url;
-	bool deleted;			/* stopped: no reconnect (under mutex) */
-	bool removing;			/* being deleted (under engram_links_mutex) */
-
-	struct mutex mutex;		/* connect and teardown */
-	struct rw_semaphore conn_sem;	/* submit (read) vs teardown (write) */
-	spinlock_t lock;		/* state, catalog, tickets, slots */
-	u8 state;
-	int error;
-	ktime_t since;
-	u64 connects;
-	unsigned int backoff_ms;
-	struct engram_counters stats;
-	struct engram_hist lat;
-	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
-
-	/* the connection, set up and torn down under mutex */
-	struct rdma_cm_id *cm_id;
-	struct completion cm_done;
-	int cm_error;
-	u8 rep[ENGRAM_WIRE_HELLO_BYTES];
-	struct engram_dev *dev;
-	struct ib_cq *cq;
-	struct ib_qp *qp;
-	struct list_head mrs;
-	u32 mr_pages;
-	struct engram_wire_params neg;
-	struct engram_link_recv *recvs;
-	unsigned int nr_recvs;
-	struct engram_link_slot *slots;
-	unsigned int nr_slots;
-	u32 conn_gen;
-	bool live;			/* negotiated: frames can be read, fetches posted */
-	/* Frames that arrived before the connect worker read the server's hello. */
-	struct list_head early;
-
-	struct engram_wire_table *catalog;
-	u32 nr_catalog;
-	struct xarray fetches;		/* ticket -> fetch on the wire */
-	u64 next_ticket;
-
-	struct delayed_work connect_work;
-	struct work_struct down_work;
-};
+static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when);
 
 static LIST_HEAD(engram_links);
 static DEFINE_MUTEX(engram_links_mutex);
@@ -210,16 +148,117 @@ u32 engram_link_max_ranges(const struct engram_link *l)
 	return n ? n : ENGRAM_WIRE_MAX_RANGES;
 }
 
+/*
+ * Retry after reconnect_min_ms, doubling up to reconnect_max_ms; the bounds
+ * are read each time, so a change applies to the next retry.
+ */
 static void engram_link_schedule_connect(struct engram_link *l)
 {
-	unsigned int ms = l->backoff_ms;
+	unsigned int lo, hi, ms;
 
 	if (l->deleted || READ_ONCE(engram_links_exiting))
 		return;
+	engram_reconnect_ms(&lo, &hi);
+	ms = clamp(l->backoff_ms, lo, hi);
+	l->backoff_ms = ms > hi / 2 ? hi : ms * 2;
 	/* Jitter, so that clients of one server do not reconnect in step. */
 	ms += get_random_u32_below(ms / 2 + 1);
-	l->backoff_ms = min(l->backoff_ms * 2, ENGRAM_LINK_RETRY_MAX_MS);
 	queue_delayed_work(engram_link_wq, &l->connect_work, msecs_to_jiffies(ms));
+}
+
+/**
+ * engram_link_fail() - ask for the current connection to be broken
+ * @l: the link
+ * @error: what its fetches in flight fail with
+ *
+ * Any context.  Only the connection that is live now is broken, once; a
+ * request that comes after it went down (a late completion, a receiver
+ * that saw the socket shut) is ignored, so it cannot break the next one.
+ */
+void engram_link_fail(struct engram_link *l, int error)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	if (l->live && !l->down_pending) {
+		l->down_pending = true;
+		l->down_gen = l->conn_gen;
+		l->down_error = error;
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+	queue_work(engram_link_wq, &l->down_work);
+}
+
+/*
+ * Has everything of @f arrived?  Over RDMA its RESPONSE comes after its
+ * rows, and only the invalidation of its keys is left, which does not wait
+ * for the server; over TCP the rows follow their RESPONSE header, so the
+ * fetch is still at the server's mercy until it is finished.
+ */
+static bool engram_link_answered(const struct engram_link *l, const struct engram_fetch *f)
+{
+	return f->responded && l->url.transport == ENGRAM_TRANSPORT_RDMA;
+}
+
+/*
+ * Break connection @gen only: a verdict reached on one connection must not
+ * fall on the next one, which a reconnect may have set up meanwhile.
+ */
+static void engram_link_fail_gen(struct engram_link *l, u32 gen, int error)
+{
+	unsigned long flags;
+	bool same;
+
+	spin_lock_irqsave(&l->lock, flags);
+	same = l->conn_gen == gen;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (same)
+		engram_link_fail(l, error);
+}
+
+/**
+ * engram_link_heard() - something arrived from the server
+ * @l: the link
+ *
+ * Every frame, and every part of a long one, is proof of life: a link busy
+ * with large responses is not broken because a heartbeat waits behind them.
+ */
+void engram_link_heard(struct engram_link *l)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	l->last_rx = ktime_get();
+	spin_unlock_irqrestore(&l->lock, flags);
+}
+
+static void engram_link_live_locked(struct engram_link *l)
+{
+	lockdep_assert_held(&l->lock);
+	l->conn_gen++;
+	l->live = true;
+	l->connects++;
+	l->down_pending = false;
+	l->last_rx = ktime_get();
+	l->probe_since = 0;
+	l->hb_ticket = 0;
+}
+
+/**
+ * engram_link_went_live() - a transport's connection is negotiated
+ * @l: the link, its mutex held
+ *
+ * From here frames are read, fetches may go out once the catalog is in,
+ * and the heartbeat watches the connection.
+ */
+void engram_link_went_live(struct engram_link *l)
+{
+	unsigned long flags;
+
+	lockdep_assert_held(&l->mutex);
+	spin_lock_irqsave(&l->lock, flags);
+	engram_link_live_locked(l);
+	spin_unlock_irqrestore(&l->lock, flags);
 }
 
 /* --- completions --- */
@@ -300,6 +339,190 @@ static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 		engram_link_publish(f);
 }
 
+/**
+ * engram_link_complete() - a transport is done with a fetch
+ * @l: the link
+ * @f: a fetch of its live connection, off the wire for good
+ */
+void engram_link_complete(struct engram_link *l, struct engram_fetch *f)
+{
+	unsigned long flags;
+	bool fin;
+
+	spin_lock_irqsave(&l->lock, flags);
+	fin = engram_link_finish_locked(l, f);
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (fin)
+		engram_link_publish(f);
+}
+
+/**
+ * engram_link_track() - a fetch is about to go on the wire
+ * @l: the link
+ * @f: the fetch, its ticket set
+ *
+ * From here the fetch ends through the link: its response, or teardown.
+ * Tracked before it is sent, as its response may come before the send
+ * returns.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int engram_link_track(struct engram_link *l, struct engram_fetch *f)
+{
+	unsigned long flags;
+	int ret;
+
+	spin_lock_irqsave(&l->lock, flags);
+	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
+	if (!ret)
+		engram_link_deadline_arm_locked(l, f->deadline);
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (ret)
+		return ret;
+	kref_get(&f->ref);		/* the link's, dropped when it is finished */
+	f->start = ktime_get();
+	return 0;
+}
+
+/*
+ * The two halves of engram_link_end_all(), for a transport that must
+ * destroy something between taking the fetches off the wire and letting
+ * their callers go (RDMA: the MRs, whose keys die with them).
+ */
+static void engram_link_finish_all(struct engram_link *l, int error, struct list_head *done)
+{
+	struct engram_fetch *f;
+	unsigned long flags, idx;
+
+	spin_lock_irqsave(&l->lock, flags);
+	xa_for_each(&l->fetches, idx, f) {
+		if (!f->error)
+			f->error = error;
+		if (engram_link_finish_locked(l, f))
+			list_add_tail(&f->done_node, done);
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+}
+
+static void engram_link_publish_all(struct list_head *done)
+{
+	struct engram_fetch *f, *tmp;
+
+	list_for_each_entry_safe(f, tmp, done, done_node)
+		engram_link_publish(f);
+}
+
+/**
+ * engram_link_end_all() - end every fetch of a connection that is gone
+ * @l: the link, in teardown, the transport quiesced
+ * @error: what a fetch without an error of its own fails with
+ */
+void engram_link_end_all(struct engram_link *l, int error)
+{
+	LIST_HEAD(done);
+
+	engram_link_finish_all(l, error, &done);
+	engram_link_publish_all(&done);
+}
+
+/**
+ * engram_link_set_error() - fail a fetch on the wire, unless it failed already
+ * @l: its link
+ * @f: the fetch
+ * @error: negative errno
+ *
+ * Under the link's lock, as the deadline worker may mark it timed out.
+ */
+void engram_link_set_error(struct engram_link *l, struct engram_fetch *f, int error)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	if (!f->error)
+		f->error = error;
+	spin_unlock_irqrestore(&l->lock, flags);
+}
+
+/**
+ * engram_link_claim() - match a RESPONSE to the fetch it answers
+ * @l: the link
+ * @resp: the decoded response
+ *
+ * Records the status on the fetch and counts a refusal.  A fetch is
+ * claimed once; the caller then places its rows (TCP) or invalidates its
+ * registrations (RDMA) and completes it.
+ *
+ * Return: the fetch, or NULL for a ticket that is not one of this
+ * connection's fetches on the wire (a protocol error).
+ */
+struct engram_fetch *engram_link_claim(struct engram_link *l,
+				       const struct engram_wire_resp *resp)
+{
+	struct engram_fetch *f;
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	f = xa_load(&l->fetches, resp->ticket);
+	if (!f || f->responded || f->conn_gen != l->conn_gen) {
+		spin_unlock_irqrestore(&l->lock, flags);
+		pr_warn_ratelimited("link %u: response to unknown ticket %llu\n",
+				    l->id, resp->ticket);
+		return NULL;
+	}
+	f->responded = true;
+	f->wire_status = resp->status;
+	f->bad_index = resp->bad_index;
+	/* A fetch already timed out stays timed out: its caller was told so. */
+	if (f->error)
+		;
+	else if (resp->status == ENGRAM_WIRE_OK &&
+		 resp->bytes != (u64)f->nr_rows * ENGRAM_ROW_BYTES)
+		f->error = -EPROTO;
+	else
+		f->error = engram_status_errno(resp->status);
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (resp->status != ENGRAM_WIRE_OK)
+		engram_count_refusal(&l->stats, resp->status);
+	return f;
+}
+
+/**
+ * engram_link_hb_echo() - a HEARTBEAT came back
+ * @l: the link
+ * @buf: the frame
+ * @len: its length
+ *
+ * Return: 0, or -EPROTO for a malformed one or one that answers no
+ * heartbeat of ours.
+ */
+int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len)
+{
+	unsigned long flags;
+	char err[96];
+	u64 ticket;
+	int ret = 0;
+
+	if (engram_wire_simple_parse(buf, len, &l->neg, false, ENGRAM_WIRE_HEARTBEAT, &ticket,
+				     err, sizeof(err))) {
+		pr_warn_ratelimited("link %u: bad heartbeat: %s\n", l->id, err);
+		return -EPROTO;
+	}
+	spin_lock_irqsave(&l->lock, flags);
+	if (l->hb_ticket && ticket == l->hb_ticket) {
+		l->hb_rtt_us = min_t(u64, ktime_us_delta(ktime_get(), l->hb_sent), U32_MAX);
+		l->have_hb_rtt = true;
+		l->hb_ticket = 0;
+		l->probe_since = 0;
+	} else {
+		ret = -EPROTO;
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (ret)
+		pr_warn_ratelimited("link %u: heartbeat echo with unknown ticket %llu\n",
+				    l->id, ticket);
+	return ret;
+}
+
 static void engram_link_fail_wc(struct engram_link *l, struct ib_wc *wc, const char *what)
 {
 	if (wc->status == IB_WC_WR_FLUSH_ERR)
@@ -307,7 +530,7 @@ static void engram_link_fail_wc(struct engram_link *l, struct ib_wc *wc, const c
 	engram_count(&engram_global_stats, ENGRAM_STAT_TRANSPORT_ERRORS);
 	pr_warn_ratelimited("link %u: %s failed: %s (%d)\n", l->id, what,
 			    ib_wc_status_msg(wc->status), wc->status);
-	queue_work(engram_link_wq, &l->down_work);
+	engram_link_fail(l, -ECONNRESET);
 }
 
 /* REG_MRs are unsignaled and report only failures, on the link's cqe. */
@@ -330,6 +553,18 @@ static void engram_link_send_done(struct ib_cq *cq, struct ib_wc *wc)
 		engram_link_fail_wc(l, wc, "request send");
 	}
 	engram_link_wire_put(l, f);
+}
+
+static void engram_link_hb_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_link *l = container_of(wc->wr_cqe, struct engram_link, hb_cqe);
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	l->hb_busy = false;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_fail_wc(l, wc, "heartbeat send");
 }
 
 static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -371,50 +606,43 @@ static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f
 	if (ib_post_send(l->qp, wrs, NULL)) {
 		if (!f->error)
 			f->error = -ECONNRESET;
-		queue_work(engram_link_wq, &l->down_work);
+		engram_link_fail(l, -ECONNRESET);
 	}
 }
 
-static void engram_link_response(struct engram_link *l, const void *buf, u32 len)
+static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 {
 	struct engram_wire_resp resp;
 	struct engram_fetch *f;
 	unsigned long flags;
 	char err[96];
-	int ret;
 
-	ret = engram_wire_resp_decode(buf, len, &l->neg, false, &resp, err, sizeof(err));
-	if (ret) {
+	if (engram_wire_resp_decode(buf, len, &l->neg, false, &resp, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
-		queue_work(engram_link_wq, &l->down_work);
-		return;
+		return -EPROTO;
 	}
+	f = engram_link_claim(l, &resp);
+	if (!f)
+		return -EPROTO;
 	spin_lock_irqsave(&l->lock, flags);
-	f = xa_load(&l->fetches, resp.ticket);
-	if (!f || f->responded || f->conn_gen != l->conn_gen) {
-		spin_unlock_irqrestore(&l->lock, flags);
-		pr_warn_ratelimited("link %u: response to unknown ticket %llu\n",
-				    l->id, resp.ticket);
-		queue_work(engram_link_wq, &l->down_work);
-		return;
-	}
-	f->responded = true;
-	f->wire_status = resp.status;
-	f->bad_index = resp.bad_index;
-	if (resp.status == ENGRAM_WIRE_OK &&
-	    resp.bytes != (u64)f->nr_rows * ENGRAM_ROW_BYTES)
-		f->error = -EPROTO;
-	else
-		f->error = engram_status_errno(resp.status);
-	if (resp.status != ENGRAM_WIRE_OK)
-		engram_count_refusal(&l->stats, resp.status);
 	/* Not live: teardown is draining and will end the fetch itself. */
 	if (l->live)
 		engram_link_invalidate(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
+	return 0;
 }
 
-static void engram_link_catalog(struct engram_link *l, const void *buf, u32 len)
+/**
+ * engram_link_frame_catalog() - take a CATALOG frame
+ * @l: the link
+ * @buf: the frame
+ * @len: its length
+ *
+ * The first one after a connect brings the link up.
+ *
+ * Return: 0 or -EPROTO.
+ */
+int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len)
 {
 	struct engram_wire_catalog_view cat;
 	unsigned long flags;
@@ -423,8 +651,7 @@ static void engram_link_catalog(struct engram_link *l, const void *buf, u32 len)
 
 	if (engram_wire_catalog_parse(buf, len, &l->neg, &cat, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad catalog: %s\n", l->id, err);
-		queue_work(engram_link_wq, &l->down_work);
-		return;
+		return -EPROTO;
 	}
 	spin_lock_irqsave(&l->lock, flags);
 	for (i = 0; i < cat.nr_entries; i++)
@@ -433,9 +660,10 @@ static void engram_link_catalog(struct engram_link *l, const void *buf, u32 len)
 	if (l->state == ENGRAM_LINK_CONNECTING && l->live) {
 		l->state = ENGRAM_LINK_UP;
 		l->since = ktime_get();
-		l->backoff_ms = ENGRAM_LINK_RETRY_MIN_MS;
+		l->backoff_ms = 0;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
+	return 0;
 }
 
 static int engram_link_post_recv(struct engram_link *l, struct engram_link_recv *r)
@@ -460,13 +688,13 @@ static void engram_link_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_link_recv *r = container_of(wc->wr_cqe, struct engram_link_recv, cqe);
 	struct engram_link *l = r->link;
-
 	unsigned long flags;
 
 	if (wc->status != IB_WC_SUCCESS) {
 		engram_link_fail_wc(l, wc, "receive");
 		return;
 	}
+	engram_link_heard(l);
 	ib_dma_sync_single_for_cpu(l->dev->ibdev, r->dma, ENGRAM_WIRE_MAX_CATALOG_BYTES,
 				   DMA_FROM_DEVICE);
 	/*
@@ -489,26 +717,30 @@ static void engram_link_frame(struct engram_link *l, struct engram_link_recv *r,
 {
 	struct engram_wire_hdr_info hdr;
 	char err[96];
+	int ret;
 
 	if (engram_wire_hdr_check(r->buf, len, &l->neg, false, false, &hdr,
 				  err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad frame: %s\n", l->id, err);
-		queue_work(engram_link_wq, &l->down_work);
+		engram_link_fail(l, -ECONNRESET);
 		return;
 	}
 	switch (hdr.type) {
 	case ENGRAM_WIRE_RESPONSE:
-		engram_link_response(l, r->buf, len);
+		ret = engram_link_response(l, r->buf, len);
 		break;
 	case ENGRAM_WIRE_CATALOG:
-		engram_link_catalog(l, r->buf, len);
+		ret = engram_link_frame_catalog(l, r->buf, len);
 		break;
-	default:
-		/* HEARTBEAT echoes: liveness is the next step's business. */
+	case ENGRAM_WIRE_HEARTBEAT:
+		ret = engram_link_hb_echo(l, r->buf, len);
+		break;
+	default:	/* the header check lets no other type reach a client */
+		ret = -EPROTO;
 		break;
 	}
-	if (engram_link_post_recv(l, r))
-		queue_work(engram_link_wq, &l->down_work);
+	if (ret || engram_link_post_recv(l, r))
+		engram_link_fail(l, -ECONNRESET);
 }
 
 /* --- connection setup and teardown --- */
@@ -544,7 +776,7 @@ static int engram_link_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *e
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		/* ib_client.remove has torn the link down already for a removal. */
-		queue_work(engram_link_wq, &l->down_work);
+		engram_link_fail(l, -ECONNRESET);
 		return 0;
 	default:
 		return 0;
@@ -584,41 +816,38 @@ static void engram_link_free_bufs(struct engram_link *l)
 	}
 	kfree(l->slots);
 	l->slots = NULL;
+	if (l->hb_dma)
+		ib_dma_unmap_single(ibdev, l->hb_dma, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
+	l->hb_dma = 0;
+	kfree(l->hb_buf);
+	l->hb_buf = NULL;
 }
 
 /*
- * Tear the connection down: no new fetch, disconnect, drain (every WR
- * completes, flushed), fail what was in flight, free.  After this no WRITE
- * of the old connection can reach any buffer: its QP and MRs are gone.
+ * Disconnect, drain (every WR completes, flushed), end what was in flight,
+ * free.  After this no WRITE of the old connection can reach any buffer:
+ * the QP is gone, and so are the MRs of its pool, with every key they had.
+ * That holds also for a fetch broken mid-way, whose LOCAL_INVs never ran:
+ * its keys die with the MRs here, before the fetch is ended, and the next
+ * connection registers through a pool of new MRs, so no key of this one
+ * can ever work on the new QP.
  */
-static void engram_link_teardown(struct engram_link *l, int error)
+static void engram_link_rdma_teardown(struct engram_link *l, int error)
 {
-	struct engram_fetch *f, *tmp;
-	unsigned long flags, idx;
 	LIST_HEAD(done);
 
-	lockdep_assert_held(&l->mutex);
-	down_write(&l->conn_sem);
-	spin_lock_irqsave(&l->lock, flags);
-	l->live = false;
-	spin_unlock_irqrestore(&l->lock, flags);
 	if (l->qp) {
 		rdma_disconnect(l->cm_id);
 		ib_drain_qp(l->qp);
-		spin_lock_irqsave(&l->lock, flags);
-		xa_for_each(&l->fetches, idx, f) {
-			if (!f->error)
-				f->error = error;
-			if (engram_link_finish_locked(l, f))
-				list_add_tail(&f->done_node, &done);
-		}
-		spin_unlock_irqrestore(&l->lock, flags);
-		list_for_each_entry_safe(f, tmp, &done, done_node)
-			engram_link_publish(f);
+		/* Off the wire (MRs back in the pool), but nobody told yet... */
+		engram_link_finish_all(l, error, &done);
 		ib_mr_pool_destroy(l->qp, &l->mrs);
 		rdma_destroy_qp(l->cm_id);
 		l->qp = NULL;
+		/* ...until their keys are gone: the PD is shared per device. */
+		engram_link_publish_all(&done);
 	}
+	l->mr_pages = 0;
 	if (l->cq) {
 		ib_free_cq(l->cq);
 		l->cq = NULL;
@@ -632,9 +861,32 @@ static void engram_link_teardown(struct engram_link *l, int error)
 		rdma_destroy_id(l->cm_id);
 		l->cm_id = NULL;
 	}
+	INIT_LIST_HEAD(&l->early);
+}
+
+/*
+ * Tear the connection down: no new fetch, the transport quiesced and every
+ * fetch of the connection ended, then freed.
+ */
+static void engram_link_teardown(struct engram_link *l, int error)
+{
+	unsigned long flags;
+
+	lockdep_assert_held(&l->mutex);
+	spin_lock_irqsave(&l->lock, flags);
+	l->live = false;
+	spin_unlock_irqrestore(&l->lock, flags);
+	/* A TCP sender may hold conn_sem while it blocks on the socket. */
+	if (l->ops->stop)
+		l->ops->stop(l);
+	down_write(&l->conn_sem);
+	l->ops->teardown(l, error);
+	/* Whatever the transport left (it should leave nothing) ends too. */
+	engram_link_end_all(l, error);
 	spin_lock_irqsave(&l->lock, flags);
 	l->nr_catalog = 0;
-	INIT_LIST_HEAD(&l->early);
+	l->hb_ticket = 0;
+	l->probe_since = 0;
 	spin_unlock_irqrestore(&l->lock, flags);
 	up_write(&l->conn_sem);
 }
@@ -691,7 +943,11 @@ static int engram_link_alloc_slots(struct engram_link *l)
 	return 0;
 }
 
-static void engram_link_local_params(struct engram_wire_params *p)
+/**
+ * engram_link_local_params() - the hello a client offers
+ * @p: filled with our version range and limits
+ */
+void engram_link_local_params(struct engram_wire_params *p)
 {
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
 	p->version_max = ENGRAM_WIRE_VERSION;
@@ -717,8 +973,11 @@ static int engram_link_create_qp(struct engram_link *l)
 		pr_warn("link %u: %s has no fast registration\n", l->id, dev_name(&ibdev->dev));
 		return -EOPNOTSUPP;
 	}
-	/* Per ticket: one REG_MR and one LOCAL_INV per range, one SEND. */
-	sq = ENGRAM_LINK_MAX_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 1;
+	/*
+	 * Per ticket: one REG_MR and one LOCAL_INV per range, one SEND; one
+	 * heartbeat SEND; the drain's WR.
+	 */
+	sq = ENGRAM_LINK_MAX_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
 	l->cq = ib_alloc_cq(ibdev, l, sq + ENGRAM_LINK_MAX_INFLIGHT +
 			    ENGRAM_LINK_EXTRA_RECVS + 2, 0, IB_POLL_SOFTIRQ);
@@ -752,6 +1011,15 @@ static int engram_link_create_qp(struct engram_link *l)
 	ret = engram_link_alloc_recvs(l);
 	if (ret)
 		return ret;
+	l->hb_buf = kzalloc(ENGRAM_WIRE_HDR_BYTES, GFP_KERNEL);
+	if (!l->hb_buf)
+		return -ENOMEM;
+	l->hb_dma = ib_dma_map_single(ibdev, l->hb_buf, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
+	if (ib_dma_mapping_error(ibdev, l->hb_dma)) {
+		l->hb_dma = 0;
+		return -ENOMEM;
+	}
+	l->hb_busy = false;
 	for (i = 0; i < l->nr_recvs; i++) {
 		ret = engram_link_post_recv(l, &l->recvs[i]);
 		if (ret)
@@ -760,7 +1028,7 @@ static int engram_link_create_qp(struct engram_link *l)
 	return 0;
 }
 
-static int engram_link_connect(struct engram_link *l)
+static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_wire_params local, answer;
 	struct engram_link_recv *r, *tmp;
@@ -814,10 +1082,9 @@ static int engram_link_connect(struct engram_link *l)
 	ret = engram_link_alloc_slots(l);
 	if (ret)
 		return ret;
+	/* Live and the early frames taken at once, so none is read out of order. */
 	spin_lock_irqsave(&l->lock, flags);
-	l->conn_gen++;
-	l->live = true;
-	l->connects++;
+	engram_link_live_locked(l);
 	list_splice_init(&l->early, &early);
 	spin_unlock_irqrestore(&l->lock, flags);
 	list_for_each_entry_safe(r, tmp, &early, early) {
@@ -838,53 +1105,236 @@ static void engram_link_connect_work(struct work_struct *work)
 		mutex_unlock(&l->mutex);
 		return;
 	}
+	/* Every attempt after the link had a connection is a reconnect. */
+	if (l->connects) {
+		engram_count(&l->stats, ENGRAM_STAT_RECONNECTS);
+		engram_count(&engram_global_stats, ENGRAM_STAT_RECONNECTS);
+	}
 	engram_link_set_state(l, ENGRAM_LINK_CONNECTING, 0);
-	ret = engram_link_connect(l);
+	ret = l->ops->connect(l);
 	if (ret) {
 		engram_link_teardown(l, -ENOTCONN);
 		engram_link_set_state(l, ENGRAM_LINK_DOWN, ret);
 		pr_info_ratelimited("link %u (%s): connect failed (%d), retrying\n",
 				    l->id, l->url.text, ret);
 		engram_link_schedule_connect(l);
-	} else {
+	} else if (l->dev) {
 		pr_info("link %u (%s): connected on %s\n", l->id, l->url.text,
 			dev_name(&l->dev->ibdev->dev));
+	} else {
+		pr_info("link %u (%s): connected\n", l->id, l->url.text);
 	}
 	mutex_unlock(&l->mutex);
 }
 
 /* Connection lost or broken: tear down, then retry. */
-static void engram_link_down(struct engram_link *l, int error)
+static void engram_link_down_locked(struct engram_link *l, int error)
 {
-	bool was_live;
-
-	mutex_lock(&l->mutex);
-	was_live = l->live;
-	if (l->cm_id && was_live) {
-		engram_link_teardown(l, error);
-		engram_link_set_state(l, ENGRAM_LINK_DOWN, error);
-		pr_info("link %u (%s): down (%d)\n", l->id, l->url.text, error);
-		engram_link_schedule_connect(l);
-	}
-	mutex_unlock(&l->mutex);
+	lockdep_assert_held(&l->mutex);
+	if (!l->live)
+		return;
+	/*
+	 * A timeout names the link's error; the fetches that did not time out
+	 * themselves were cut off with the connection (the late ones carry
+	 * their ETIMEDOUT already).
+	 */
+	engram_link_teardown(l, error == -ETIMEDOUT ? -ECONNRESET : error);
+	engram_count(&l->stats, ENGRAM_STAT_TRANSPORT_ERRORS);
+	engram_link_set_state(l, ENGRAM_LINK_DOWN, error);
+	pr_info("link %u (%s): down (%d)\n", l->id, l->url.text, error);
+	engram_link_schedule_connect(l);
 }
 
 static void engram_link_down_work(struct work_struct *work)
 {
-	engram_link_down(container_of(work, struct engram_link, down_work), -ECONNRESET);
+	struct engram_link *l = container_of(work, struct engram_link, down_work);
+	unsigned long flags;
+	bool mine;
+	int error;
+
+	mutex_lock(&l->mutex);
+	spin_lock_irqsave(&l->lock, flags);
+	/* Only the connection the request was made for. */
+	mine = l->down_pending && l->down_gen == l->conn_gen;
+	error = l->down_error;
+	l->down_pending = false;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (mine)
+		engram_link_down_locked(l, error);
+	mutex_unlock(&l->mutex);
 }
 
-/**
- * engram_link_break() - break a link's connection on purpose
- * @l: the link
- * @error: what its fetches in flight fail with (-ETIMEDOUT for a deadline)
- *
- * Synchronous: when it returns, the old queue pair is drained and destroyed,
- * so no WRITE of it can land any more.  Process context.
+/*
+ * Is a fetch on the wire whose deadline is still ahead?  Its deadline
+ * watches the connection then: a server busy writing a long response may
+ * answer the heartbeat only after it, and the client hears nothing of
+ * RDMA WRITEs, so silence is no proof of death while a fetch runs.
  */
-void engram_link_break(struct engram_link *l, int error)
+static bool engram_link_deadline_pending_locked(struct engram_link *l, ktime_t now)
 {
-	engram_link_down(l, error);
+	struct engram_fetch *f;
+	unsigned long idx;
+
+	lockdep_assert_held(&l->lock);
+	xa_for_each(&l->fetches, idx, f)
+		if (!f->finished && !engram_link_answered(l, f) &&
+		    ktime_before(now, f->deadline))
+			return true;
+	return false;
+}
+
+/*
+ * The heartbeat.  Every heartbeat_ms, a link that is up and has no
+ * heartbeat on the wire sends one; the server echoes it.  The link is
+ * broken when, since the oldest unanswered heartbeat was due, nothing at
+ * all has come from the server for heartbeat_timeout_ms: any frame is
+ * proof of life, so a link busy with large responses stays up while its
+ * echo waits behind them, and a quiet one is still probed (while a fetch
+ * is on the wire within its deadline, that deadline watches instead: the
+ * client hears nothing of the WRITEs of a long response).  At most one
+ * heartbeat is outstanding, which is what the server's spare receive
+ * allows for; heartbeats take no fetch slot, so they never make a fetch
+ * fail with EBUSY.  The worker runs for as long as the link exists and
+ * never sleeps on the connection: a break is left to down_work.
+ */
+static void engram_link_hb_work(struct work_struct *work)
+{
+	struct engram_link *l = container_of(to_delayed_work(work), struct engram_link,
+					     hb_work);
+	unsigned int every = engram_heartbeat_ms(), limit = engram_heartbeat_timeout_ms();
+	bool dead = false, send = false, stuck = false;
+	ktime_t now = ktime_get();
+	unsigned long flags;
+	u64 ticket = 0;
+	u32 gen = 0;
+	int ret;
+
+	spin_lock_irqsave(&l->lock, flags);
+	/*
+	 * Connected but no catalog: a server that dies right after the hello
+	 * leaves an idle QP that nothing would ever notice.
+	 */
+	if (l->live && l->state == ENGRAM_LINK_CONNECTING &&
+	    ktime_ms_delta(now, l->last_rx) >= limit) {
+		gen = l->conn_gen;
+		stuck = true;
+	}
+	if (every && l->live && l->state == ENGRAM_LINK_UP) {
+		gen = l->conn_gen;
+		if (l->probe_since) {
+			ktime_t heard = ktime_after(l->last_rx, l->probe_since) ?
+					l->last_rx : l->probe_since;
+
+			dead = ktime_ms_delta(now, heard) >= limit &&
+			       !engram_link_deadline_pending_locked(l, now);
+		}
+		if (!dead && !l->hb_ticket) {
+			ticket = ++l->next_ticket;
+			l->hb_ticket = ticket;
+			l->hb_sent = now;
+			if (!l->probe_since)
+				l->probe_since = now;
+			send = true;
+		}
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+
+	if (dead) {
+		engram_count(&l->stats, ENGRAM_STAT_HEARTBEATS_MISSED);
+		engram_count(&engram_global_stats, ENGRAM_STAT_HEARTBEATS_MISSED);
+		pr_info_ratelimited("link %u (%s): no answer for %u ms, breaking the connection\n",
+				    l->id, l->url.text, limit);
+		engram_link_fail_gen(l, gen, -ETIMEDOUT);
+	} else if (stuck) {
+		pr_info_ratelimited("link %u (%s): no catalog %u ms after connecting, breaking the connection\n",
+				    l->id, l->url.text, limit);
+		engram_link_fail_gen(l, gen, -ETIMEDOUT);
+	} else if (send) {
+		/* Not taken: a teardown runs, and this heartbeat is moot. */
+		ret = -EBUSY;
+		if (down_read_trylock(&l->conn_sem)) {
+			if (READ_ONCE(l->live) && READ_ONCE(l->conn_gen) == gen)
+				ret = l->ops->heartbeat(l, ticket);
+			up_read(&l->conn_sem);
+		}
+		if (ret) {
+			/* Not sent: try again at the next tick; the clock runs on. */
+			spin_lock_irqsave(&l->lock, flags);
+			if (l->hb_ticket == ticket)
+				l->hb_ticket = 0;
+			spin_unlock_irqrestore(&l->lock, flags);
+		}
+		if (ret && ret != -EBUSY)
+			engram_link_fail_gen(l, gen, -ECONNRESET);
+	}
+	if (!READ_ONCE(l->deleted) && !READ_ONCE(engram_links_exiting))
+		queue_delayed_work(engram_link_wq, &l->hb_work,
+				   msecs_to_jiffies(every ? every : ENGRAM_LINK_HB_IDLE_MS));
+}
+
+/* Have deadline_work run by @when, unless it already runs earlier. */
+static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when)
+{
+	s64 ns;
+
+	lockdep_assert_held(&l->lock);
+	if (l->deadline_armed && !ktime_before(when, l->deadline_next))
+		return;
+	l->deadline_armed = true;
+	l->deadline_next = when;
+	ns = ktime_to_ns(ktime_sub(when, ktime_get()));
+	mod_delayed_work(engram_link_wq, &l->deadline_work,
+			 ns > 0 ? nsecs_to_jiffies(ns) + 1 : 0);
+}
+
+/*
+ * Mark @f late: it fails with ETIMEDOUT, and the caller breaks the
+ * connection so nothing of it can land afterwards.  False when it was
+ * answered or ended meanwhile (its rows are in, or it failed otherwise).
+ */
+static bool engram_link_expire_locked(struct engram_link *l, struct engram_fetch *f)
+{
+	lockdep_assert_held(&l->lock);
+	if (f->finished || f->error || engram_link_answered(l, f))
+		return false;
+	f->error = -ETIMEDOUT;
+	engram_count(&l->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
+	engram_count(&engram_global_stats, ENGRAM_STAT_FETCH_TIMEOUTS);
+	return true;
+}
+
+/*
+ * The deadline holds even when nobody waits (SUBMIT, then poll() or no
+ * call at all): a fetch still unanswered at its deadline fails with
+ * ETIMEDOUT and breaks the connection, the other fetches on it fail with
+ * ECONNRESET, as the nvme host's timeout handler does.
+ */
+static void engram_link_deadline_work(struct work_struct *work)
+{
+	struct engram_link *l = container_of(to_delayed_work(work), struct engram_link,
+					     deadline_work);
+	ktime_t now = ktime_get(), next = 0;
+	struct engram_fetch *f;
+	unsigned long flags, idx;
+	bool late = false;
+	u32 gen;
+
+	spin_lock_irqsave(&l->lock, flags);
+	l->deadline_armed = false;
+	gen = l->conn_gen;
+	xa_for_each(&l->fetches, idx, f) {
+		if (f->finished || f->error || engram_link_answered(l, f))
+			continue;
+		if (!ktime_before(now, f->deadline))
+			late |= engram_link_expire_locked(l, f);
+		else if (!next || ktime_before(f->deadline, next))
+			next = f->deadline;
+	}
+	if (next)
+		engram_link_deadline_arm_locked(l, next);
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (late)
+		engram_link_fail_gen(l, gen, -ETIMEDOUT);
 }
 
 /* --- fetches --- */
@@ -956,6 +1406,104 @@ static int engram_link_map_piece(struct engram_link *l, struct engram_piece *p,
 	return 0;
 }
 
+/* The RDMA transport's submit: register each piece, post REG_MRs and the SEND. */
+static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f)
+{
+	struct engram_wire_req req = {};
+	struct scatterlist *sgl;
+	unsigned long flags;
+	unsigned int i;
+	int ret;
+
+	f->ibdev = l->dev->ibdev;
+	sgl = kmalloc_array(l->mr_pages, sizeof(*sgl), GFP_KERNEL);
+	ret = -ENOMEM;
+	if (!sgl)
+		goto err_pieces;
+	for (i = 0; i < f->nr_pieces; i++) {
+		ret = engram_link_map_piece(l, &f->pieces[i], sgl);
+		if (ret)
+			goto err_pieces;
+		engram_ubuf_sync(f->pieces[i].buf, l->dev->ibdev, f->pieces[i].off,
+				 f->pieces[i].len, true);
+		req.ranges[i].addr = f->pieces[i].mr->iova;
+		req.ranges[i].rkey = f->pieces[i].mr->rkey;
+		req.ranges[i].length = f->pieces[i].len;
+	}
+	req.ticket = f->ticket;
+	req.generation = f->generation;
+	memcpy(req.digest, f->digest, sizeof(req.digest));
+	req.nr_rows = f->nr_rows;
+	req.stride = f->stride;
+	req.nr_ranges = f->nr_pieces;
+	ret = engram_wire_req_build(l->slots[f->slot].buf, l->neg.max_request_bytes,
+				    &l->neg, &req, f->rows);
+	if (ret < 0)
+		goto err_pieces;
+	f->req_len = ret;
+
+	f->send_cqe.done = engram_link_send_done;
+	f->inv_cqe.done = engram_link_inv_done;
+	atomic_set(&f->wire_refs, 1 + f->nr_pieces);	/* the SEND, each LOCAL_INV */
+	ret = engram_link_track(l, f);
+	if (ret)
+		goto err_pieces;
+	ret = engram_link_post_fetch(l, f);
+	if (ret) {
+		/*
+		 * Part of the chain may be on the wire: leave the fetch to
+		 * teardown, which ends it once the QP and its keys are gone.
+		 */
+		engram_link_set_error(l, f, -EIO);
+		engram_link_fail(l, -ECONNRESET);
+		ret = 0;		/* the fetch completes with its error */
+	}
+	kfree(sgl);
+	return ret;
+
+err_pieces:
+	kfree(sgl);
+	spin_lock_irqsave(&l->lock, flags);
+	for (i = 0; i < f->nr_pieces; i++) {
+		if (f->pieces[i].mr)
+			ib_mr_pool_put(l->qp, &l->mrs, f->pieces[i].mr);
+		f->pieces[i].mr = NULL;
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+	return ret;
+}
+
+/* The RDMA transport's heartbeat: a SEND of the header from its own buffer. */
+static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
+{
+	struct ib_send_wr wr = {};
+	unsigned long flags;
+	struct ib_sge sge;
+	int len;
+
+	spin_lock_irqsave(&l->lock, flags);
+	if (l->hb_busy) {
+		spin_unlock_irqrestore(&l->lock, flags);
+		return -EBUSY;
+	}
+	l->hb_busy = true;
+	spin_unlock_irqrestore(&l->lock, flags);
+	len = engram_wire_simple_encode(l->hb_buf, ENGRAM_WIRE_HDR_BYTES, &l->neg,
+					ENGRAM_WIRE_HEARTBEAT, ticket);
+	if (WARN_ON_ONCE(len < 0))
+		return len;
+	ib_dma_sync_single_for_device(l->dev->ibdev, l->hb_dma, len, DMA_TO_DEVICE);
+	sge.addr = l->hb_dma;
+	sge.length = len;
+	sge.lkey = l->dev->pd->local_dma_lkey;
+	wr.opcode = IB_WR_SEND;
+	wr.send_flags = IB_SEND_SIGNALED;
+	wr.wr_cqe = &l->hb_cqe;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	return ib_post_send(l->qp, &wr, NULL) ? -EIO : 0;
+}
+
 /**
  * engram_link_submit() - put a fetch on the wire
  * @l: the link the fetch's table was opened on
@@ -963,15 +1511,13 @@ static int engram_link_map_piece(struct engram_link *l, struct engram_piece *p,
  *
  * Takes the link's reference on @f on success.  Process context.
  *
- * Return: 0; -ENOTCONN while the link is down; -E2BIG above the negotiated
- * rows or ranges, or for a piece larger than one registration; -EBUSY when
- * max_inflight fetches are out; -ENOMEM; -EIO when posting failed (the
- * connection is broken).
+ * Return: 0; -ENOTCONN while the link is down (at once, without waiting
+ * for a reconnect); -E2BIG above the negotiated rows or ranges, or for a
+ * piece larger than one registration; -EBUSY when max_inflight fetches
+ * are out; -ENOMEM; -EIO when posting failed (the connection is broken).
  */
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 {
-	struct engram_wire_req req = {};
-	struct scatterlist *sgl = NULL;
 	unsigned long flags;
 	unsigned int i;
 	int ret, slot = -1;
@@ -998,75 +1544,46 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		f->conn_gen = l->conn_gen;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
-	if (ret)
-		goto out;
-	f->slot = slot;
-	f->ibdev = l->dev->ibdev;
-
-	sgl = kmalloc_array(l->mr_pages, sizeof(*sgl), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!sgl)
-		goto err_pieces;
-	for (i = 0; i < f->nr_pieces; i++) {
-		ret = engram_link_map_piece(l, &f->pieces[i], sgl);
-		if (ret)
-			goto err_pieces;
-		engram_ubuf_sync(f->pieces[i].buf, l->dev->ibdev, f->pieces[i].off,
-				 f->pieces[i].len, true);
-		req.ranges[i].addr = f->pieces[i].mr->iova;
-		req.ranges[i].rkey = f->pieces[i].mr->rkey;
-		req.ranges[i].length = f->pieces[i].len;
+	if (!ret) {
+		f->slot = slot;
+		ret = l->ops->submit(l, f);
+		if (ret) {
+			spin_lock_irqsave(&l->lock, flags);
+			l->slots[slot].busy = false;
+			f->slot = -1;
+			spin_unlock_irqrestore(&l->lock, flags);
+		}
 	}
-	req.ticket = f->ticket;
-	req.generation = f->generation;
-	memcpy(req.digest, f->digest, sizeof(req.digest));
-	req.nr_rows = f->nr_rows;
-	req.stride = f->stride;
-	req.nr_ranges = f->nr_pieces;
-	ret = engram_wire_req_build(l->slots[slot].buf, l->neg.max_request_bytes,
-				    &l->neg, &req, f->rows);
-	if (ret < 0)
-		goto err_pieces;
-	f->req_len = ret;
-
-	f->send_cqe.done = engram_link_send_done;
-	f->inv_cqe.done = engram_link_inv_done;
-	atomic_set(&f->wire_refs, 1 + f->nr_pieces);	/* the SEND, each LOCAL_INV */
-	spin_lock_irqsave(&l->lock, flags);
-	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
-	spin_unlock_irqrestore(&l->lock, flags);
-	if (ret)
-		goto err_pieces;
-	kref_get(&f->ref);		/* the link's, dropped when it is finished */
-	f->start = ktime_get();
-	ret = engram_link_post_fetch(l, f);
-	if (ret) {
-		/*
-		 * Part of the chain may be on the wire: leave the fetch to
-		 * teardown, which ends it once the QP and its keys are gone.
-		 */
-		f->error = -EIO;
-		queue_work(engram_link_wq, &l->down_work);
-		ret = 0;		/* the fetch completes with its error */
-	}
-	kfree(sgl);
 	up_read(&l->conn_sem);
 	return ret;
+}
 
-err_pieces:
-	kfree(sgl);
+/*
+ * @f is past its deadline (or its fd is closing): end it now.  A fetch
+ * still waiting for its server is marked timed out and its connection
+ * broken, unless a reconnect replaced that connection meanwhile (whose
+ * teardown ended @f already).  One whose answer is in, with only its keys
+ * left to invalidate, gets a moment for that first.  Returns when @f is
+ * done: after that nothing of it can land any more.
+ */
+static void engram_link_break_fetch(struct engram_fetch *f)
+{
+	struct engram_link *l = f->link;
+	unsigned long flags;
+	bool late;
+
 	spin_lock_irqsave(&l->lock, flags);
-	for (i = 0; i < f->nr_pieces; i++) {
-		if (f->pieces[i].mr)
-			ib_mr_pool_put(l->qp, &l->mrs, f->pieces[i].mr);
-		f->pieces[i].mr = NULL;
-	}
-	l->slots[slot].busy = false;
-	f->slot = -1;
+	late = engram_link_expire_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
-out:
-	up_read(&l->conn_sem);
-	return ret;
+	if (!late)
+		wait_event_timeout(*f->wq, engram_fetch_done(f),
+				   msecs_to_jiffies(ENGRAM_LINK_INV_GRACE_MS));
+	mutex_lock(&l->mutex);
+	if (!engram_fetch_done(f) && l->live && l->conn_gen == f->conn_gen)
+		engram_link_down_locked(l, -ETIMEDOUT);
+	mutex_unlock(&l->mutex);
+	/* The break finished every fetch of that connection, this one included. */
+	wait_event(*f->wq, engram_fetch_done(f));
 }
 
 /**
@@ -1113,11 +1630,7 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 		return 0;
 	if (!own_deadline)
 		return -EAGAIN;
-	engram_count(&f->link->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
-	engram_count(&engram_global_stats, ENGRAM_STAT_FETCH_TIMEOUTS);
-	engram_link_break(f->link, -ETIMEDOUT);
-	/* The break finished every fetch of that connection, this one included. */
-	wait_event(*f->wq, engram_fetch_done(f));
+	engram_link_break_fetch(f);
 	return 0;
 }
 
@@ -1139,21 +1652,22 @@ void engram_link_fetch_end(struct engram_fetch *f)
 		wait_event_timeout(*f->wq, engram_fetch_done(f), nsecs_to_jiffies(left) + 1);
 	if (engram_fetch_done(f))
 		return;
-	engram_count(&f->link->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
-	engram_count(&engram_global_stats, ENGRAM_STAT_FETCH_TIMEOUTS);
-	engram_link_break(f->link, -ETIMEDOUT);
-	wait_event(*f->wq, engram_fetch_done(f));
+	engram_link_break_fetch(f);
 }
 
 /**
  * engram_link_mr_pages() - pages one registration of this link covers
  * @l: the link
  *
- * Return: the limit of the current connection, or 1 while down.
+ * Return: the limit of the current RDMA connection; no limit (U32_MAX)
+ * over TCP, which registers nothing, and while down, so that a fetch then
+ * fails on submit with -ENOTCONN rather than for its size.
  */
 u32 engram_link_mr_pages(const struct engram_link *l)
 {
-	return max_t(u32, READ_ONCE(l->mr_pages), 1);
+	u32 n = READ_ONCE(l->mr_pages);
+
+	return n ? n : U32_MAX;
 }
 
 /* --- tables --- */
@@ -1246,6 +1760,13 @@ struct engram_link *engram_link_open_table(u32 link_id, u32 flags, const char *n
 
 /* --- administration --- */
 
+static const struct engram_link_ops engram_rdma_link_ops = {
+	.connect = engram_link_rdma_connect,
+	.teardown = engram_link_rdma_teardown,
+	.submit = engram_link_rdma_submit,
+	.heartbeat = engram_link_rdma_heartbeat,
+};
+
 static struct engram_link *engram_link_alloc(const struct engram_url *u)
 {
 	struct engram_link *l;
@@ -1271,13 +1792,19 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	spin_lock_init(&l->lock);
 	init_completion(&l->cm_done);
 	INIT_LIST_HEAD(&l->early);
+	mutex_init(&l->tx_mutex);
+	l->ops = u->transport == ENGRAM_TRANSPORT_TCP ? &engram_tcp_link_ops :
+							&engram_rdma_link_ops;
 	l->reg_cqe.done = engram_link_reg_done;
+	l->hb_cqe.done = engram_link_hb_send_done;
 	xa_init_flags(&l->fetches, XA_FLAGS_LOCK_IRQ);
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);
+	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
+	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
+	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
 	l->state = ENGRAM_LINK_CONNECTING;
 	l->since = ktime_get();
-	l->backoff_ms = ENGRAM_LINK_RETRY_MIN_MS;
 	return l;
 }
 
@@ -1287,17 +1814,18 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
  * @id: set to the new link's id
  * @extack: where to say why it is refused
  *
- * Return: 0, -EEXIST for a URL already linked, -EOPNOTSUPP for tcp://,
- * -ENOSPC past ENGRAM_URL_MAX links, -ENOMEM.
+ * Return: 0, -EEXIST for a URL already linked, -EINVAL for a URL that is
+ * not a remote one, -ENOSPC past ENGRAM_URL_MAX links, -ENOMEM.
  */
 int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack)
 {
 	struct engram_link *l, *o;
 	unsigned int n = 0;
 
-	if (u->transport != ENGRAM_TRANSPORT_RDMA) {
-		NL_SET_ERR_MSG_MOD(extack, "only rdma:// links exist so far");
-		return -EOPNOTSUPP;
+	if (u->role != ENGRAM_URL_REMOTE ||
+	    (u->transport != ENGRAM_TRANSPORT_RDMA && u->transport != ENGRAM_TRANSPORT_TCP)) {
+		NL_SET_ERR_MSG_MOD(extack, "not a remote rdma:// or tcp:// URL");
+		return -EINVAL;
 	}
 	l = engram_link_alloc(u);
 	if (!l)
@@ -1321,6 +1849,7 @@ int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack 
 	list_add_tail(&l->node, &engram_links);
 	*id = l->id;
 	queue_delayed_work(engram_link_wq, &l->connect_work, 0);
+	queue_delayed_work(engram_link_wq, &l->hb_work, 0);
 	mutex_unlock(&engram_links_mutex);
 	pr_info("link %u: %s added\n", l->id, u->text);
 	return 0;
@@ -1333,12 +1862,14 @@ static void engram_link_stop(struct engram_link *l)
 	l->deleted = true;
 	mutex_unlock(&l->mutex);
 	cancel_delayed_work_sync(&l->connect_work);
+	cancel_delayed_work_sync(&l->hb_work);
 	cancel_work_sync(&l->down_work);
 	mutex_lock(&l->mutex);
 	engram_link_teardown(l, -ESHUTDOWN);
 	engram_link_set_state(l, ENGRAM_LINK_DOWN, -ESHUTDOWN);
 	mutex_unlock(&l->mutex);
 	/* A CQ callback may have queued it again during the teardown. */
+	cancel_delayed_work_sync(&l->deadline_work);
 	cancel_work_sync(&l->down_work);
 }
 
@@ -1400,6 +1931,10 @@ static void engram_link_snapshot(struct engram_link *l, struct engram_link_info 
 		info->max_inflight = l->neg.max_inflight;
 	}
 	info->connects = l->connects;
+	info->reconnects = info->stats[ENGRAM_STAT_RECONNECTS];
+	info->transport = l->url.transport;
+	info->have_heartbeat = l->have_hb_rtt;
+	info->heartbeat_us = l->hb_rtt_us;
 	info->since_ns = ktime_to_ns(ktime_sub(ktime_get(), l->since));
 	if (l->live && l->dev)
 		strscpy(info->device, dev_name(&l->dev->ibdev->dev), sizeof(info->device));
@@ -1467,6 +2002,9 @@ void engram_links_remove_device(struct ib_device *ibdev)
 
 	mutex_lock(&engram_links_mutex);
 	list_for_each_entry(l, &engram_links, node) {
+		/* A TCP link has no device; do not wait for its connect. */
+		if (l->url.transport != ENGRAM_TRANSPORT_RDMA)
+			continue;
 		mutex_lock(&l->mutex);
 		if (l->dev && l->dev->ibdev == ibdev) {
 			engram_link_teardown(l, -ENODEV);
@@ -1481,7 +2019,7 @@ void engram_links_remove_device(struct ib_device *ibdev)
 /**
  * engram_links_init() - start the links of remote=
  *
- * Return: 0 or a negative errno (a tcp:// link, no memory).
+ * Return: 0 or a negative errno (no memory).
  */
 int engram_links_init(void)
 {
@@ -1492,6 +2030,12 @@ int engram_links_init(void)
 	engram_link_wq = alloc_workqueue("engram_link", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!engram_link_wq)
 		return -ENOMEM;
+	ret = engram_tcp_links_init();
+	if (ret) {
+		destroy_workqueue(engram_link_wq);
+		engram_link_wq = NULL;
+		return ret;
+	}
 	for (i = 0; i < engram_config.n_remote; i++) {
 		ret = engram_link_add(&engram_config.remote[i], &id, NULL);
 		if (ret) {
@@ -1528,6 +2072,7 @@ void engram_links_exit(void)
 		mutex_unlock(&engram_links_mutex);
 		engram_link_put(l);
 	}
+	engram_tcp_links_exit();
 	destroy_workqueue(engram_link_wq);
 	engram_link_wq = NULL;
 }

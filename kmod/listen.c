@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Listeners: one rdma_cm id per listen URL, bound to exactly that address.
+ * Listeners: one rdma_cm id per listen URL, bound to exactly that address;
+ * a tcp:// URL has a kernel socket instead (tcp_server.c), with the same
+ * states and retries.
  *
  * A host's RDMA addresses come and go (the NIC driver loads late, rxe is
  * added and removed by hand), so a listener that cannot bind or listen is
@@ -28,6 +30,7 @@
 
 #include "engram.h"
 #include "server.h"
+#include "tcp_server.h"
 
 /* Pending connection requests per listener, as rdma_listen() takes it. */
 #define ENGRAM_LISTEN_BACKLOG	128
@@ -92,6 +95,20 @@ static int engram_listener_start(struct engram_listener *l)
 	int ret;
 
 	lockdep_assert_held(&engram_listen_mutex);
+	if (l->url.transport == ENGRAM_TRANSPORT_TCP) {
+		ret = engram_tcp_listen_start(l);
+		if (ret) {
+			engram_listener_wait(l, ret);
+			return ret;
+		}
+		spin_lock(&l->lock);
+		l->state = ENGRAM_LISTEN_ACTIVE;
+		l->error = 0;
+		l->device[0] = '\0';
+		spin_unlock(&l->lock);
+		pr_info("listen %s: active\n", l->url.text);
+		return 0;
+	}
 	id = rdma_create_id(&init_net, engram_cm_handler, &l->ctx, RDMA_PS_TCP,
 			    IB_QPT_RC);
 	if (IS_ERR(id)) {
@@ -145,6 +162,8 @@ static void engram_listener_stop(struct engram_listener *l, int why)
 	struct rdma_cm_id *id;
 
 	lockdep_assert_held(&engram_listen_mutex);
+	if (l->url.transport == ENGRAM_TRANSPORT_TCP)
+		engram_tcp_listen_stop(l);
 	id = engram_listener_take(l, NULL);
 	if (id)
 		rdma_destroy_id(id);
@@ -250,10 +269,6 @@ static int engram_listener_add_locked(const struct engram_url *u,
 	struct engram_listener *l;
 
 	lockdep_assert_held(&engram_listen_mutex);
-	if (u->transport != ENGRAM_TRANSPORT_RDMA) {
-		NL_SET_ERR_MSG_MOD(extack, "TCP transport is not available yet");
-		return -EOPNOTSUPP;
-	}
 	if (engram_listener_find(u)) {
 		NL_SET_ERR_MSG_MOD(extack, "already listening on that address");
 		return -EEXIST;
@@ -282,7 +297,7 @@ static int engram_listener_add_locked(const struct engram_url *u,
  * RDMA device on it) is added in state WAITING and retried.  Process
  * context; may sleep.
  *
- * Return: 0; -EOPNOTSUPP for tcp://, -EEXIST for a URL already listened on,
+ * Return: 0; -EEXIST for a URL already listened on,
  * -ESHUTDOWN while the server stops, or -ENOMEM.
  */
 int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack)
@@ -327,6 +342,7 @@ int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack
 	}
 	/* Its id is destroyed: no new connection can name it. */
 	engram_conns_close_sync(l, NULL);
+	engram_tcp_conns_close_sync(l);
 	pr_info("listen %s: removed\n", l->url.text);
 	kfree(l);
 	return 0;
@@ -413,8 +429,8 @@ void engram_server_remove_device(struct ib_device *ibdev)
  * engram_server_init() - start the host role
  *
  * Context: process context.  Starts one listener per listen= URL.
- * Listeners that cannot listen yet wait and are retried; a tcp:// URL
- * fails the load, as that transport is not built yet.
+ * Listeners (rdma:// and tcp://) that cannot listen yet wait and are
+ * retried.
  *
  * Return: 0 or a negative errno.
  */
@@ -426,16 +442,16 @@ int engram_server_init(void)
 	ret = engram_conns_init();
 	if (ret)
 		return ret;
+	ret = engram_tcp_init();
+	if (ret) {
+		engram_conns_exit();
+		return ret;
+	}
 	mutex_lock(&engram_listen_mutex);
 	engram_listen_running = true;
 	for (i = 0; i < engram_config.n_listen; i++) {
 		const struct engram_url *u = &engram_config.listen[i];
 
-		if (u->transport != ENGRAM_TRANSPORT_RDMA) {
-			pr_err("listen %s: TCP transport is not available yet\n", u->text);
-			ret = -EOPNOTSUPP;
-			break;
-		}
 		ret = engram_listener_add_locked(u, NULL);
 		if (ret) {
 			pr_err("listen %s: cannot add (%d)\n", u->text, ret);
@@ -476,6 +492,8 @@ void engram_server_exit(void)
 	/* A DEVICE_REMOVAL handler may have queued the retry meanwhile. */
 	cancel_delayed_work_sync(&engram_listen_retry_work);
 
+	/* TCP first: its catalog pushes use server.c's encoder. */
+	engram_tcp_exit();
 	engram_conns_exit();
 	list_for_each_entry_safe(l, tmp, &gone, node) {
 		list_del(&l->node);

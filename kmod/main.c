@@ -17,9 +17,12 @@ static int __init engram_init(void)
 	ret = engram_params_init();
 	if (ret)
 		return ret;
-	ret = engram_tables_init();
+	ret = engram_allow_init();
 	if (ret)
 		return ret;
+	ret = engram_tables_init();
+	if (ret)
+		goto err_allow;
 	ret = engram_server_init();
 	if (ret)
 		goto err_tables;
@@ -36,6 +39,7 @@ static int __init engram_init(void)
 	ret = engram_netlink_init();
 	if (ret)
 		goto err_chardev;
+	engram_statlog_init();
 	pr_info("version %s loaded\n", ENGRAM_VERSION);
 	return 0;
 
@@ -49,6 +53,8 @@ err_server:
 	engram_server_exit();
 err_tables:
 	engram_tables_exit();
+err_allow:
+	engram_allow_exit();
 	return ret;
 }
 
@@ -58,10 +64,12 @@ static void __exit engram_exit(void)
 	engram_netlink_exit();
 	/* No new fetch, then no link, no connection, and only then no device. */
 	engram_chardev_exit();
+	engram_statlog_exit();
 	engram_links_exit();
 	engram_server_exit();
 	engram_dev_exit();
 	engram_tables_exit();
+	engram_allow_exit();
 	pr_info("unloaded\n");
 }
 

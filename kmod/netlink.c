@@ -13,6 +13,8 @@
 #include <net/netlink.h>
 
 #include "engram.h"
+#include "prefix.h"
+#include "link_table.h"
 
 static struct genl_family engram_family;
 
@@ -44,6 +46,11 @@ static const struct nla_policy engram_link_id_policy[ENGRAM_A_MAX + 1] = {
 static const struct nla_policy engram_stats_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_NUL_STRING, .len = ENGRAM_NAME_MAX - 1 },
 	[ENGRAM_A_LINK_ID]		= NLA_POLICY_MIN(NLA_U32, 1),
+};
+
+static const struct nla_policy engram_allow_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_ALLOW]		= { .type = NLA_NUL_STRING,
+					    .len = ENGRAM_PREFIX_IN_MAX },
 };
 
 /* Every entry NLA_UNSPEC: strict validation refuses any attribute. */
@@ -193,6 +200,19 @@ static int engram_put_link_stats(struct sk_buff *skb, const struct engram_link_i
 	return engram_put_latency(skb, li->lat);
 }
 
+/* A table opened through a link, as STATS_GET reports it. */
+static int engram_put_link_table_stats(struct sk_buff *skb,
+				       const struct engram_link_table_info *lt)
+{
+	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, lt->link_id) ||
+	    nla_put_string(skb, ENGRAM_A_TABLE_NAME, lt->name) ||
+	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, lt->sha256) ||
+	    engram_put_stats(skb, lt->stats, engram_link_table_stat_ids,
+			     engram_link_table_stat_count))
+		return -EMSGSIZE;
+	return engram_put_latency(skb, lt->lat);
+}
+
 /* Everything about a link, as LINK_GET reports it. */
 static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *li)
 {
@@ -203,9 +223,14 @@ static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *l
 	    nla_put_u32(skb, ENGRAM_A_LINK_MAX_ROWS, li->max_rows) ||
 	    nla_put_u32(skb, ENGRAM_A_LINK_MAX_INFLIGHT, li->max_inflight) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_CONNECTS, li->connects, ENGRAM_A_PAD) ||
-	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_SINCE_NS, li->since_ns, ENGRAM_A_PAD))
+	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_SINCE_NS, li->since_ns, ENGRAM_A_PAD) ||
+	    nla_put_u8(skb, ENGRAM_A_TRANSPORT, li->transport) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_RECONNECTS, li->reconnects, ENGRAM_A_PAD))
 		return -EMSGSIZE;
 	if (li->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_errno_attr(li->error)))
+		return -EMSGSIZE;
+	if (li->have_heartbeat &&
+	    nla_put_u32(skb, ENGRAM_A_LINK_HEARTBEAT_US, li->heartbeat_us))
 		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
@@ -357,6 +382,8 @@ static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd)
 	if (!li)
 		return -ENOMEM;
 	found = !engram_link_info_by_id(id, li);
+	if (found)
+		engram_link_tables_fold(id, li->stats);
 	if (!found && cmd != ENGRAM_CMD_LINK_ADD) {
 		NL_SET_ERR_MSG_MOD(info->extack, "no link with that id");
 		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_LINK_ID]);
@@ -456,6 +483,7 @@ static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *
 	for (; !engram_link_info_nth(*idx, li); (*idx)++) {
 		if (filter && li->id != nla_get_u32(filter))
 			continue;
+		engram_link_tables_fold(li->id, li->stats);
 		hdr = engram_dump_hdr(skb, cb, cmd);
 		if (!hdr) {
 			ret = -EMSGSIZE;
@@ -470,6 +498,38 @@ static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *
 		genlmsg_end(skb, hdr);
 	}
 	kfree(li);
+	return ret;
+}
+
+/* Tables opened through links, filtered by link id or table name. */
+static int engram_dump_link_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
+					struct nlattr **tb, unsigned long *idx)
+{
+	struct engram_link_table_info *lt;
+	void *hdr;
+	int ret = 0;
+
+	lt = kmalloc(sizeof(*lt), GFP_KERNEL);
+	if (!lt)
+		return -ENOMEM;
+	for (; !engram_link_table_info_nth(*idx, lt); (*idx)++) {
+		if (tb[ENGRAM_A_LINK_ID] && lt->link_id != nla_get_u32(tb[ENGRAM_A_LINK_ID]))
+			continue;
+		if (tb[ENGRAM_A_TABLE_NAME] && strcmp(lt->name, nla_data(tb[ENGRAM_A_TABLE_NAME])))
+			continue;
+		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_STATS_GET);
+		if (!hdr) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		ret = engram_put_link_table_stats(skb, lt);
+		if (ret) {
+			genlmsg_cancel(skb, hdr);
+			break;
+		}
+		genlmsg_end(skb, hdr);
+	}
+	kfree(lt);
 	return ret;
 }
 
@@ -568,9 +628,10 @@ err:
 }
 
 /*
- * One message per table, then one per link; cb->args[1] says which list is
- * being walked.  TABLE_NAME limits the dump to that table, LINK_ID to that
- * link.
+ * One message per table, then one per link, then one per table opened
+ * through a link; cb->args[1] says which list is being walked.  TABLE_NAME
+ * limits the dump to that table (served here or opened through a link),
+ * LINK_ID to that link and its tables.
  */
 static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
@@ -594,10 +655,19 @@ static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb
 		cb->args[0] = 0;
 		cb->args[1] = 1;
 	}
-	if (tb[ENGRAM_A_TABLE_NAME])
-		return skb->len;
+	if (cb->args[1] == 1) {
+		idx = cb->args[0];
+		if (!tb[ENGRAM_A_TABLE_NAME])
+			ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET,
+						     tb[ENGRAM_A_LINK_ID], &idx);
+		cb->args[0] = idx;
+		if (ret)
+			return engram_dump_end(skb, ret);
+		cb->args[0] = 0;
+		cb->args[1] = 2;
+	}
 	idx = cb->args[0];
-	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET, tb[ENGRAM_A_LINK_ID], &idx);
+	ret = engram_dump_link_tables_from(skb, cb, tb, &idx);
 	cb->args[0] = idx;
 	return engram_dump_end(skb, ret);
 }
@@ -768,6 +838,86 @@ static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
 	return engram_dump_end(skb, ret);
 }
 
+/*
+ * The allow-list (allow.c).  As with URLs, the parser's reason quotes user
+ * input and an extack message must be static, so the reason goes to the
+ * kernel log; engramctl runs the same parser to tell the user.
+ */
+static int engram_nl_allow_entry(struct genl_info *info, struct engram_prefix *p)
+{
+	const struct nlattr *a = info->attrs[ENGRAM_A_ALLOW];
+	char why[160];
+	const char *s;
+
+	if (!a) {
+		NL_SET_ERR_MSG_MOD(info->extack, "missing ALLOW");
+		NL_SET_ERR_ATTR_MISS(info->extack, NULL, ENGRAM_A_ALLOW);
+		return -EINVAL;
+	}
+	s = nla_data(a);
+	if (!engram_prefix_parse(s, strlen(s), p, why, sizeof(why)))
+		return 0;
+	pr_info_ratelimited("allow-list entry refused: %*pE\n",
+			    (int)strnlen(why, sizeof(why)), why);
+	NL_SET_ERR_MSG_MOD(info->extack,
+			   "bad allow-list entry: IP or IP/PREFIXLEN, IPv6 without brackets, no address bits past the length (the kernel log has the reason)");
+	NL_SET_BAD_ATTR(info->extack, a);
+	return -EINVAL;
+}
+
+static int engram_nl_allow_change(struct sk_buff *skb, struct genl_info *info, bool add)
+{
+	struct engram_prefix p;
+	int ret;
+
+	ret = engram_nl_admin_msg(skb, info,
+				  KBUILD_MODNAME ": changing the allow-list needs CAP_NET_ADMIN");
+	if (!ret)
+		ret = engram_nl_allow_entry(info, &p);
+	if (!ret)
+		ret = add ? engram_allow_add(&p, info->extack) :
+			    engram_allow_del(&p, info->extack);
+	if (ret == -EEXIST || ret == -ENOENT)
+		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_ALLOW]);
+	return engram_nl_refused(ret);
+}
+
+static int engram_nl_allow_add(struct sk_buff *skb, struct genl_info *info)
+{
+	return engram_nl_allow_change(skb, info, true);
+}
+
+static int engram_nl_allow_del(struct sk_buff *skb, struct genl_info *info)
+{
+	return engram_nl_allow_change(skb, info, false);
+}
+
+static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	char text[ENGRAM_PREFIX_TEXT_MAX];
+	unsigned long idx = cb->args[0];
+	struct engram_prefix p;
+	void *hdr;
+	int ret = 0;
+
+	for (; !engram_allow_nth(idx, &p); idx++) {
+		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_ALLOW_GET);
+		if (!hdr) {
+			ret = -EMSGSIZE;
+			break;
+		}
+		engram_prefix_format(&p, text, sizeof(text));
+		if (nla_put_string(skb, ENGRAM_A_ALLOW, text)) {
+			genlmsg_cancel(skb, hdr);
+			ret = -EMSGSIZE;
+			break;
+		}
+		genlmsg_end(skb, hdr);
+	}
+	cb->args[0] = idx;
+	return engram_dump_end(skb, ret);
+}
+
 static const struct genl_ops engram_ops[] = {
 	{
 		.cmd = ENGRAM_CMD_TABLE_LOAD,
@@ -836,6 +986,24 @@ static const struct genl_ops engram_ops[] = {
 		.doit = engram_nl_link_get,
 		.dumpit = engram_nl_link_dump,
 		.policy = engram_link_id_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_ALLOW_ADD,
+		.doit = engram_nl_allow_add,
+		.policy = engram_allow_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_ALLOW_DEL,
+		.doit = engram_nl_allow_del,
+		.policy = engram_allow_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_ALLOW_GET,
+		.dumpit = engram_nl_allow_dump,
+		.policy = engram_no_attr_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 };

@@ -9,6 +9,7 @@
 
 #include <linux/kernel.h>
 #include <linux/moduleparam.h>
+#include <linux/sysfs.h>
 
 #include "engram.h"
 
@@ -47,6 +48,90 @@ static const struct kernel_param_ops engram_timeout_ops = {
 
 module_param_cb(timeout_ms, &engram_timeout_ops, &engram_timeout, 0644);
 MODULE_PARM_DESC(timeout_ms, "default fetch deadline in milliseconds (1-600000, default 1000)");
+
+/*
+ * Link liveness and reconnects (link.c).  Each is read afresh every time
+ * it is used, so a change at run time applies from the next heartbeat or
+ * reconnect on.  The range is in kp->arg's neighbour: see engram_ms_param.
+ */
+struct engram_ms_param {
+	unsigned int val;
+	unsigned int min;
+	unsigned int max;
+};
+
+static struct engram_ms_param engram_hb = { 1000, 0, 60000 };
+static struct engram_ms_param engram_hb_timeout = { 3000, 10, 600000 };
+static struct engram_ms_param engram_reconnect_min = { 200, 1, 600000 };
+static struct engram_ms_param engram_reconnect_max = { 5000, 1, 600000 };
+
+static int engram_ms_set(const char *val, const struct kernel_param *kp)
+{
+	struct engram_ms_param *p = kp->arg;
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
+		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val, p->min, p->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(p->val, v);
+	return 0;
+}
+
+static int engram_ms_get(char *buf, const struct kernel_param *kp)
+{
+	const struct engram_ms_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
+}
+
+static const struct kernel_param_ops engram_ms_ops = {
+	.set = engram_ms_set,
+	.get = engram_ms_get,
+};
+
+module_param_cb(heartbeat_ms, &engram_ms_ops, &engram_hb, 0644);
+MODULE_PARM_DESC(heartbeat_ms,
+		 "interval of link heartbeats in milliseconds (0 disables, up to 60000, default 1000)");
+module_param_cb(heartbeat_timeout_ms, &engram_ms_ops, &engram_hb_timeout, 0644);
+MODULE_PARM_DESC(heartbeat_timeout_ms,
+		 "a link that hears nothing this long while a heartbeat is unanswered is broken (10-600000, default 3000)");
+module_param_cb(reconnect_min_ms, &engram_ms_ops, &engram_reconnect_min, 0644);
+MODULE_PARM_DESC(reconnect_min_ms, "first reconnect delay in milliseconds (1-600000, default 200)");
+module_param_cb(reconnect_max_ms, &engram_ms_ops, &engram_reconnect_max, 0644);
+MODULE_PARM_DESC(reconnect_max_ms,
+		 "longest reconnect delay in milliseconds, before jitter (1-600000, default 5000)");
+
+/**
+ * engram_heartbeat_ms() - interval between link heartbeats
+ *
+ * Return: milliseconds, 0 when heartbeats are off.
+ */
+unsigned int engram_heartbeat_ms(void)
+{
+	return READ_ONCE(engram_hb.val);
+}
+
+/**
+ * engram_heartbeat_timeout_ms() - silence after which a link is broken
+ *
+ * Return: milliseconds, at least 10.
+ */
+unsigned int engram_heartbeat_timeout_ms(void)
+{
+	return READ_ONCE(engram_hb_timeout.val);
+}
+
+/**
+ * engram_reconnect_ms() - the bounds of the reconnect backoff
+ * @min_ms: first delay
+ * @max_ms: largest delay before jitter, never below @min_ms
+ */
+void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
+{
+	*min_ms = READ_ONCE(engram_reconnect_min.val);
+	*max_ms = max(READ_ONCE(engram_reconnect_max.val), *min_ms);
+}
 
 struct engram_config engram_config;
 

@@ -49,6 +49,7 @@
 
 #include "engram.h"
 #include "server.h"
+#include "tcp_server.h"
 #include "wire.h"
 
 /* What this server offers in its hello; the client may ask for less. */
@@ -656,8 +657,21 @@ static void engram_conn_watchdog(struct work_struct *work)
 		engram_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
 }
 
-/* Encode the current catalog; entries the codec refuses are left out. */
-static int engram_cat_build(struct engram_conn *conn, u64 ticket)
+/**
+ * engram_server_catalog_encode() - the current catalog as a CATALOG frame
+ * @buf: destination
+ * @size: its size; ENGRAM_WIRE_MAX_CATALOG_BYTES holds any catalog
+ * @neg: the connection's negotiated parameters
+ * @ticket: 0 for a push, else the CATALOG_REQUEST's
+ *
+ * Entries the codec refuses are left out (and logged), so the frame is
+ * always one the peer accepts.  Shared by both transports; process
+ * context, valid between engram_conns_init() and engram_conns_exit().
+ *
+ * Return: the frame's length, or a negative errno from the codec.
+ */
+int engram_server_catalog_encode(void *buf, size_t size,
+				 const struct engram_wire_params *neg, u64 ticket)
 {
 	struct engram_wire_table *tab = engram_cat_tables;
 	u32 n, i, k;
@@ -666,26 +680,25 @@ static int engram_cat_build(struct engram_conn *conn, u64 ticket)
 	mutex_lock(&engram_cat_mutex);
 	n = engram_tables_catalog(tab, ENGRAM_MAX_TABLES);
 	n = min_t(u32, n, ENGRAM_MAX_TABLES);
-	len = engram_wire_catalog_encode(conn->cat_buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-					 &conn->neg, ticket, tab, n);
+	len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, n);
 	if (len == -EINVAL) {
 		for (i = 0, k = 0; i < n; i++)
-			if (engram_wire_catalog_encode(conn->cat_buf,
-						       ENGRAM_WIRE_MAX_CATALOG_BYTES,
-						       &conn->neg, ticket, &tab[i], 1) > 0)
+			if (engram_wire_catalog_encode(buf, size, neg, ticket, &tab[i], 1) > 0)
 				tab[k++] = tab[i];
 		pr_warn_ratelimited("catalog: %u of %u tables left out (invalid entries)\n",
 				    n - k, n);
-		len = engram_wire_catalog_encode(conn->cat_buf,
-						 ENGRAM_WIRE_MAX_CATALOG_BYTES,
-						 &conn->neg, ticket, tab, k);
+		len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, k);
 		if (len == -EINVAL)	/* two entries clash: announce nothing rather */
-			len = engram_wire_catalog_encode(conn->cat_buf,
-							 ENGRAM_WIRE_MAX_CATALOG_BYTES,
-							 &conn->neg, ticket, tab, 0);
+			len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, 0);
 	}
 	mutex_unlock(&engram_cat_mutex);
 	return len;
+}
+
+static int engram_cat_build(struct engram_conn *conn, u64 ticket)
+{
+	return engram_server_catalog_encode(conn->cat_buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
+					    &conn->neg, ticket);
 }
 
 static bool engram_cat_idle(struct engram_conn *conn, u32 unused)
@@ -922,6 +935,13 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 				    &conn->peer, dev_name(&conn->ibdev->dev));
 		st = ENGRAM_WIRE_INTERNAL;
 		goto refuse;
+	}
+	if (engram_fault_response()) {
+		/* Dropped: the client's deadline is what ends this ticket. */
+		engram_table_serve_put(t);
+		c->t = NULL;
+		engram_ctrl_put(conn, c);
+		return;
 	}
 	if (engram_write_rows(conn, t, dma, req))
 		return;		/* closing: the release drops the hold */
@@ -1438,6 +1458,12 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	char why[160];
 	int ret;
 
+	/* Before anything is allocated; counted and logged by allow.c. */
+	if (!engram_allow_peer_on((struct sockaddr *)&cm_id->route.addr.dst_addr,
+				  l->url.text)) {
+		rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+		return 1;	/* the CM destroys the id */
+	}
 	if (READ_ONCE(engram_server_stopping))
 		return engram_conn_reject(cm_id, "server shutting down", -ESHUTDOWN);
 	ret = engram_wire_hello_decode(ev->param.conn.private_data,
@@ -1577,6 +1603,7 @@ void engram_server_catalog_changed(void)
 	if (engram_cat_enabled)
 		queue_work(engram_srv_wq, &engram_cat_work);
 	spin_unlock_irqrestore(&engram_cat_lock, flags);
+	engram_tcp_catalog_changed();
 }
 
 /**

@@ -1002,6 +1002,21 @@ void engram_table_row_src(const struct engram_table *t, u32 row,
 }
 
 /**
+ * engram_table_page() - one of a table's pinned pages
+ * @t: a held table (so every page is pinned)
+ * @idx: page index in the file, as in struct engram_row_src
+ *
+ * For transports that hand the pages to the CPU (TCP) rather than to a
+ * device.
+ *
+ * Return: the page.
+ */
+struct page *engram_table_page(const struct engram_table *t, pgoff_t idx)
+{
+	return t->pages[idx];
+}
+
+/**
  * engram_table_dma() - the DMA address of every page of a table for a device
  * @t: a held table (so every page is pinned)
  * @dev: the RDMA device that will read the pages

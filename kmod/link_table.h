@@ -1,0 +1,39 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A table as one link's client sees it: its fetch counters, the fallbacks
+ * user space reported for it, and its latency histogram (link_table.c).
+ */
+#ifndef _ENGRAM_LINK_TABLE_H
+#define _ENGRAM_LINK_TABLE_H
+
+#include "engram.h"
+
+struct engram_link;
+struct engram_link_table;
+
+/* A consistent copy of one link table's counters, for netlink. */
+struct engram_link_table_info {
+	u32 link_id;
+	char name[ENGRAM_NAME_MAX];
+	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 stats[__ENGRAM_STAT_MAX];
+	u64 lat[ENGRAM_LAT_BUCKETS];
+};
+
+struct engram_link_table *engram_link_table_get(struct engram_link *l, const char *name,
+						const u8 *sha256);
+void engram_link_table_put(struct engram_link_table *lt);
+void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire_status,
+			       u32 nr_rows, u64 rtt_ns);
+void engram_link_table_submit_failed(struct engram_link_table *lt, int error);
+void engram_link_table_report(struct engram_link_table *lt, u32 rows);
+int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *info);
+void engram_link_tables_fold(u32 link_id, u64 *stats);
+void engram_link_tables_log(void);
+void engram_link_tables_exit(void);
+
+/* statlog.c: one log line for a table whose counters moved. */
+void engram_statlog_line(const char *name, u32 link_id, const u64 *cur, const u64 *prev,
+			 const u64 *lat, const u64 *prev_lat);
+
+#endif /* _ENGRAM_LINK_TABLE_H */

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The TCP transport of client links: a kernel socket bound to the link's
+ * local address, HELLO each way, then the frames of protocol.rst.  Requests
+ * are written whole, one at a time, under tx_mutex.  A receiver work item
+ * reads the stream: a header first, checked before anything after it is
+ * trusted, then the rest of the frame; the rows of a RESPONSE go straight
+ * from the socket into the pinned pages of the fetch's registered buffer,
+ * row i at i * stride of its concatenated pieces, the stride gaps untouched.
+ *
+ * Nothing else writes into a fetch's buffer, and teardown shuts the socket
+ * down and waits for the receiver to return before it ends any fetch: a
+ * fetch that ended (deadline, broken link) receives no byte afterwards, as
+ * over RDMA.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bvec.h>
+#include <linux/net.h>
+#include <linux/slab.h>
+#include <linux/uio.h>
+#include <linux/tcp.h>
+#include <net/sock.h>
+#include <net/tcp.h>
+
+#include "link.h"
+
+/* Pieces of rows received with one recvmsg(): a row spans at most 2 pages. */
+#define ENGRAM_TCP_BVECS	64
+
+static struct workqueue_struct *engram_tcp_rx_wq;
+
+static int engram_tcp_addrlen(const struct sockaddr_storage *ss)
+{
+	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
+					   sizeof(struct sockaddr_in);
+}
+
+/* Send all of @len bytes, or fail: a partial frame leaves the stream unusable. */
+static int engram_tcp_send(struct socket *sock, const void *buf, size_t len,
+			   int flags)
+{
+	struct msghdr msg = { .msg_flags = flags | MSG_NOSIGNAL };
+	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
+	int ret;
+
+	ret = kernel_sendmsg(sock, &msg, &iov, 1, len);
+	if (ret == len)
+		return 0;
+	return ret < 0 ? ret : -EIO;
+}
+
+/* Receive exactly @len bytes; the end of the stream is a reset. */
+static int engram_tcp_recv(struct socket *sock, void *buf, size_t len)
+{
+	struct msghdr msg = {};
+	struct kvec iov = { .iov_base = buf, .iov_len = len };
+	int ret;
+
+	ret = kernel_recvmsg(sock, &msg, &iov, 1, len, MSG_WAITALL);
+	if (ret == len)
+		return 0;
+	if (ret == -EAGAIN)		/* SO_RCVTIMEO during the hello */
+		return -ETIMEDOUT;
+	return ret < 0 ? ret : -ECONNRESET;
+}
+
+static void engram_tcp_free(struct engram_link *l)
+{
+	if (l->sock) {
+		sock_release(l->sock);
+		l->sock = NULL;
+	}
+	kvfree(l->tx_buf);
+	l->tx_buf = NULL;
+	kfree(l->rx_buf);
+	l->rx_buf = NULL;
+	kfree(l->slots);
+	l->slots = NULL;
+	l->nr_slots = 0;
+}
+
+static int engram_tcp_connect(struct engram_link *l)
+{
+	struct engram_wire_params local, answer;
+	u8 hello[ENGRAM_WIRE_HELLO_FRAME_BYTES];
+	long tmo = msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS);
+	int alen = engram_tcp_addrlen(&l->url.addr);
+	struct socket *sock;
+	char err[96];
+	int ret;
+
+	lockdep_assert_held(&l->mutex);
+	ret = sock_create_kern(&init_net, l->url.addr.ss_family, SOCK_STREAM, IPPROTO_TCP,
+			       &sock);
+	if (ret)
+		return ret;
+	l->sock = sock;
+	/* Bounded connect and hello; afterwards the heartbeat judges the peer. */
+	WRITE_ONCE(sock->sk->sk_sndtimeo, tmo);
+	WRITE_ONCE(sock->sk->sk_rcvtimeo, tmo);
+	tcp_sock_set_nodelay(sock->sk);
+	ret = kernel_bind(sock, (struct sockaddr *)&l->url.local, alen);
+	if (ret) {
+		pr_info_ratelimited("link %u (%s): cannot bind the local address (%d)\n",
+				    l->id, l->url.text, ret);
+		return ret;
+	}
+	ret = kernel_connect(sock, (struct sockaddr *)&l->url.addr, alen, 0);
+	if (ret)
+		return ret == -EINPROGRESS ? -ETIMEDOUT : ret;
+
+	engram_link_local_params(&local);
+	ret = engram_wire_hello_frame_encode(hello, sizeof(hello), &local);
+	if (WARN_ON_ONCE(ret < 0))
+		return ret;
+	ret = engram_tcp_send(sock, hello, ret, 0);
+	if (!ret)
+		ret = engram_tcp_recv(sock, hello, sizeof(hello));
+	if (ret)
+		return ret;
+	if (engram_wire_hello_frame_decode(hello, sizeof(hello), &answer, err, sizeof(err)) ||
+	    engram_wire_check_answer(&local, &answer, err, sizeof(err))) {
+		pr_warn("link %u: server's answer refused: %s\n", l->id, err);
+		return -EPROTO;
+	}
+	l->neg = answer;
+	l->slots = kcalloc(answer.max_inflight, sizeof(*l->slots), GFP_KERNEL);
+	l->tx_buf = kvmalloc(answer.max_request_bytes, GFP_KERNEL);
+	l->rx_buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
+	if (!l->slots || !l->tx_buf || !l->rx_buf)
+		return -ENOMEM;
+	l->nr_slots = answer.max_inflight;
+	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
+	WRITE_ONCE(sock->sk->sk_rcvtimeo, MAX_SCHEDULE_TIMEOUT);
+	engram_link_went_live(l);
+	queue_work(engram_tcp_rx_wq, &l->rx_work);
+	return 0;
+}
+
+/* Unblock a sender waiting for room and the receiver waiting for bytes. */
+static void engram_tcp_stop(struct engram_link *l)
+{
+	if (l->sock)
+		kernel_sock_shutdown(l->sock, SHUT_RDWR);
+}
+
+static void engram_tcp_teardown(struct engram_link *l, int error)
+{
+	engram_tcp_stop(l);
+	/* From here on nothing reads the socket, so no byte lands anywhere. */
+	flush_work(&l->rx_work);
+	engram_link_end_all(l, error);
+	engram_tcp_free(l);
+}
+
+static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
+{
+	struct engram_wire_req req = {};
+	unsigned int i;
+	int len, ret;
+
+	req.ticket = f->ticket;
+	req.generation = f->generation;
+	memcpy(req.digest, f->digest, sizeof(req.digest));
+	req.nr_rows = f->nr_rows;
+	req.stride = f->stride;
+	req.nr_ranges = f->nr_pieces;
+	/* TCP ignores addr and rkey; the lengths count as over RDMA. */
+	for (i = 0; i < f->nr_pieces; i++)
+		req.ranges[i].length = f->pieces[i].len;
+
+	/*
+	 * The sender before us may block on a full socket until its own
+	 * deadline breaks the connection: wait killably, and give up untracked
+	 * (nothing of ours is on the wire) once our deadline has passed.
+	 */
+	if (mutex_lock_killable(&l->tx_mutex))
+		return -EINTR;
+	if (!ktime_before(ktime_get(), f->deadline)) {
+		mutex_unlock(&l->tx_mutex);
+		return -ETIMEDOUT;
+	}
+	len = engram_wire_req_build(l->tx_buf, l->neg.max_request_bytes, &l->neg, &req,
+				    f->rows);
+	ret = len < 0 ? len : engram_link_track(l, f);
+	if (ret) {
+		mutex_unlock(&l->tx_mutex);
+		return ret;
+	}
+	ret = engram_tcp_send(l->sock, l->tx_buf, len, 0);
+	mutex_unlock(&l->tx_mutex);
+	if (ret) {
+		/* Part of it may be in the stream: only a new connection is clean. */
+		engram_link_set_error(l, f, -EIO);
+		engram_link_fail(l, -ECONNRESET);
+	}
+	return 0;		/* tracked: the fetch completes, with its error if any */
+}
+
+/*
+ * Never blocks: with a full send buffer (a server that stopped reading) the
+ * heartbeat is skipped and the silence timer goes on running.  A frame cut
+ * short by a nearly full buffer breaks the stream and so the connection.
+ */
+static int engram_tcp_heartbeat(struct engram_link *l, u64 ticket)
+{
+	u8 buf[ENGRAM_WIRE_HDR_BYTES];
+	int len, ret;
+
+	len = engram_wire_simple_encode(buf, sizeof(buf), &l->neg, ENGRAM_WIRE_HEARTBEAT,
+					ticket);
+	if (WARN_ON_ONCE(len < 0))
+		return len;
+	if (!mutex_trylock(&l->tx_mutex))
+		return -EBUSY;
+	ret = engram_tcp_send(l->sock, buf, len, MSG_DONTWAIT);
+	mutex_unlock(&l->tx_mutex);
+	return ret == -EAGAIN ? -EBUSY : ret;
+}
+
+/*
+ * Receive the rows of an answered fetch into its pieces.  engram_fetch_cut()
+ * put every row inside one piece; the pages are pinned for as long as the
+ * fetch holds its buffers, which is until it ends, after this returns.
+ */
+static int engram_tcp_recv_rows(struct engram_link *l, struct engram_fetch *f)
+{
+	struct bio_vec bv[ENGRAM_TCP_BVECS];
+	unsigned int p = 0, n;
+	u64 pbase = 0;
+	u32 i = 0;
+
+	while (i < f->nr_rows) {
+		struct msghdr msg = {};
+		size_t bytes = 0;
+		int ret;
+
+		for (n = 0; i < f->nr_rows && n + 2 <= ARRAY_SIZE(bv); i++) {
+			u64 d = (u64)i * f->stride, pos;
+			const struct engram_piece *pc;
+			u32 left = ENGRAM_ROW_BYTES;
+
+			while (p < f->nr_pieces && d >= pbase + f->pieces[p].len)
+				pbase += f->pieces[p++].len;
+			if (WARN_ON_ONCE(p == f->nr_pieces ||
+					 d - pbase + ENGRAM_ROW_BYTES > f->pieces[p].len))
+				return -EINVAL;
+			pc = &f->pieces[p];
+			pos = (pc->buf->addr & ~PAGE_MASK) + pc->off + (d - pbase);
+			while (left) {
+				u32 off = offset_in_page(pos);
+				u32 chunk = min_t(u32, left, PAGE_SIZE - off);
+
+				bv[n].bv_page = pc->buf->pages[pos >> PAGE_SHIFT];
+				bv[n].bv_offset = off;
+				bv[n].bv_len = chunk;
+				n++;
+				pos += chunk;
+				left -= chunk;
+			}
+			bytes += ENGRAM_ROW_BYTES;
+		}
+		iov_iter_bvec(&msg.msg_iter, ITER_DEST, bv, n, bytes);
+		ret = sock_recvmsg(l->sock, &msg, MSG_WAITALL);
+		if (ret != bytes)
+			return ret < 0 ? ret : -ECONNRESET;
+		engram_link_heard(l);
+	}
+	return 0;
+}
+
+static int engram_tcp_response(struct engram_link *l, u8 *buf)
+{
+	struct engram_wire_resp resp;
+	struct engram_fetch *f;
+	char err[96];
+	int ret;
+
+	ret = engram_tcp_recv(l->sock, buf + ENGRAM_WIRE_HDR_BYTES,
+			      ENGRAM_WIRE_RESPONSE_BYTES - ENGRAM_WIRE_HDR_BYTES);
+	if (ret)
+		return ret;
+	if (engram_wire_resp_decode(buf, ENGRAM_WIRE_RESPONSE_BYTES, &l->neg, true, &resp,
+				    err, sizeof(err))) {
+		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
+		return -EPROTO;
+	}
+	f = engram_link_claim(l, &resp);
+	if (!f)
+		return -EPROTO;
+	if (resp.bytes) {
+		/*
+		 * Rows we cannot place (a count that is not ours) stay in the
+		 * stream: only a new connection gets past them.  Teardown ends
+		 * the fetch with the -EPROTO the claim gave it.
+		 */
+		if (f->error)
+			return -EPROTO;
+		ret = engram_tcp_recv_rows(l, f);
+		if (ret)
+			return ret;
+	}
+	engram_link_complete(l, f);
+	return 0;
+}
+
+/**
+ * engram_tcp_link_rx_work() - a TCP link's receiver
+ * @work: the link's rx_work
+ *
+ * Reads frames until the connection fails or is shut down, then asks for
+ * the connection to be broken (a no-op when teardown shut it).
+ */
+void engram_tcp_link_rx_work(struct work_struct *work)
+{
+	struct engram_link *l = container_of(work, struct engram_link, rx_work);
+	struct engram_wire_hdr_info h;
+	u8 *buf = l->rx_buf;
+	char err[96];
+	int ret;
+
+	for (;;) {
+		ret = engram_tcp_recv(l->sock, buf, ENGRAM_WIRE_HDR_BYTES);
+		if (ret)
+			break;
+		engram_link_heard(l);
+		if (engram_wire_hdr_check(buf, ENGRAM_WIRE_HDR_BYTES, &l->neg, false, true, &h,
+					  err, sizeof(err))) {
+			pr_warn_ratelimited("link %u: bad frame: %s\n", l->id, err);
+			ret = -EPROTO;
+			break;
+		}
+		switch (h.type) {
+		case ENGRAM_WIRE_RESPONSE:
+			ret = engram_tcp_response(l, buf);
+			break;
+		case ENGRAM_WIRE_CATALOG:
+			/* The header check bounded the length by the buffer's size. */
+			ret = engram_tcp_recv(l->sock, buf + ENGRAM_WIRE_HDR_BYTES,
+					      h.length - ENGRAM_WIRE_HDR_BYTES);
+			if (!ret)
+				ret = engram_link_frame_catalog(l, buf, h.length);
+			break;
+		case ENGRAM_WIRE_HEARTBEAT:
+			ret = engram_link_hb_echo(l, buf, h.length);
+			break;
+		default:	/* the header check lets no other type reach a client */
+			ret = -EPROTO;
+			break;
+		}
+		if (ret)
+			break;
+	}
+	engram_link_fail(l, -ECONNRESET);
+}
+
+const struct engram_link_ops engram_tcp_link_ops = {
+	.connect = engram_tcp_connect,
+	.stop = engram_tcp_stop,
+	.teardown = engram_tcp_teardown,
+	.submit = engram_tcp_submit,
+	.heartbeat = engram_tcp_heartbeat,
+};
+
+/**
+ * engram_tcp_links_init() - the receivers' workqueue
+ *
+ * Its own, reclaim-safe one: link teardown, itself on a reclaim workqueue,
+ * waits for a receiver.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int engram_tcp_links_init(void)
+{
+	engram_tcp_rx_wq = alloc_workqueue("engram_tcp_rx", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	return engram_tcp_rx_wq ? 0 : -ENOMEM;
+}
+
+/**
+ * engram_tcp_links_exit() - after every link has stopped
+ */
+void engram_tcp_links_exit(void)
+{
+	destroy_workqueue(engram_tcp_rx_wq);
+	engram_tcp_rx_wq = NULL;
+}
