@@ -49,6 +49,10 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_DEVICE]		= "DEVICE",
 	[ENGRAM_A_LATENCY]		= "LATENCY",
 	[ENGRAM_A_CONNECTIONS]		= "CONNECTIONS",
+	[ENGRAM_A_ALLOW]		= "ALLOW",
+	[ENGRAM_A_LINK_RECONNECTS]	= "LINK_RECONNECTS",
+	[ENGRAM_A_LINK_HEARTBEAT_US]	= "LINK_HEARTBEAT_US",
+	[ENGRAM_A_TRANSPORT]		= "TRANSPORT",
 };
 
 const char *engram_attr_name(int type)
@@ -94,6 +98,10 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_DEVICE]		= { .type = NLA_STRING, .maxlen = 64 },
 	[ENGRAM_A_LATENCY]		= { .type = NLA_NESTED },
 	[ENGRAM_A_CONNECTIONS]		= { .type = NLA_U32 },
+	[ENGRAM_A_ALLOW]		= { .type = NLA_STRING, .maxlen = 64 },
+	[ENGRAM_A_LINK_RECONNECTS]	= { .type = NLA_U64 },
+	[ENGRAM_A_LINK_HEARTBEAT_US]	= { .type = NLA_U32 },
+	[ENGRAM_A_TRANSPORT]		= { .type = NLA_U8 },
 };
 
 int enl_parse(struct nl_msg *msg, struct nlattr **tb)

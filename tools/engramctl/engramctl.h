@@ -50,11 +50,15 @@ int cmd_stats(int argc, char **argv);
 int cmd_mktable(int argc, char **argv);
 int cmd_listen(int argc, char **argv);
 int cmd_link(int argc, char **argv);
+int cmd_listen_allow(int argc, char **argv);
+/* "allow: ..." for listen show (allow.c); 0 or a negative errno, explained. */
+int allow_print_line(struct enl *nl, FILE *f);
 
 void usage_table(FILE *f);
 void usage_stats(FILE *f);
 void usage_mktable(FILE *f);
 void usage_listen(FILE *f);
 void usage_link(FILE *f);
+void usage_listen_allow(FILE *f);
 
 #endif /* ENGRAMCTL_H */

@@ -26,11 +26,13 @@ void usage_listen(FILE *f)
 	fputs("Usage: engramctl [-j] listen add URL\n"
 	      "       engramctl [-j] listen del URL\n"
 	      "       engramctl [-j] listen show\n"
+	      "       engramctl [-j] listen allow add|del PREFIX | listen allow show\n"
 	      "\n"
 	      "add      serve tables on URL: rdma://IP[:PORT] or tcp://IP[:PORT] (port 18515\n"
 	      "         by default; IPv6 in brackets; no wildcard address)\n"
 	      "del      stop serving on URL and close its connections\n"
-	      "show     one line per listener (also: list)\n", f);
+	      "show     one line per listener (also: list), then the allow-list\n"
+	      "allow    the client addresses accepted (see 'engramctl listen allow help')\n", f);
 }
 
 void usage_link(FILE *f)
@@ -186,7 +188,7 @@ static int listen_show(int argc, char **argv)
 	} else {
 		for (i = 0; i < l.n; i++)
 			listen_info_print_line(stdout, &l.v[i]);
-		rc = EXIT_OK;
+		rc = allow_print_line(&nl, stdout) ? EXIT_FAIL : EXIT_OK;
 	}
 out:
 	free(l.v);
@@ -208,6 +210,8 @@ int cmd_listen(int argc, char **argv)
 		return listen_change(argc, argv, 0);
 	if (!strcmp(sub, "show") || !strcmp(sub, "list"))
 		return listen_show(argc, argv);
+	if (!strcmp(sub, "allow"))
+		return cmd_listen_allow(argc, argv);
 	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
 		usage_listen(stdout);
 		return EXIT_OK;

@@ -35,6 +35,15 @@ const char *link_state_name(uint8_t state)
 	}
 }
 
+static const char *transport_name(uint8_t transport)
+{
+	switch (transport) {
+	case ENGRAM_TRANSPORT_RDMA:	return "rdma";
+	case ENGRAM_TRANSPORT_TCP:	return "tcp";
+	default:			return "unknown";
+	}
+}
+
 static void get_str(char *dst, size_t len, struct nlattr *nla)
 {
 	snprintf(dst, len, "%s", nla_get_string(nla));
@@ -110,6 +119,15 @@ int link_info_from_attrs(struct link_info *li, struct nlattr **tb)
 		case ENGRAM_A_LINK_SINCE_NS:
 			li->since_ns = nla_get_u64(nla);
 			break;
+		case ENGRAM_A_TRANSPORT:
+			li->transport = nla_get_u8(nla);
+			break;
+		case ENGRAM_A_LINK_RECONNECTS:
+			li->reconnects = nla_get_u64(nla);
+			break;
+		case ENGRAM_A_LINK_HEARTBEAT_US:
+			li->heartbeat_us = nla_get_u32(nla);
+			break;
 		case ENGRAM_A_STATS:
 			stats_info_from_nest(&li->si, nla);
 			break;
@@ -179,6 +197,12 @@ json_t *link_info_json(const struct link_info *li, int counters)
 		ret |= json_set(o, "connects", json_u64(li->connects));
 	if (LI_HAS(li, ENGRAM_A_LINK_SINCE_NS))
 		ret |= json_set(o, "since_ns", json_u64(li->since_ns));
+	if (LI_HAS(li, ENGRAM_A_TRANSPORT))
+		ret |= json_set(o, "transport", json_string(transport_name(li->transport)));
+	if (LI_HAS(li, ENGRAM_A_LINK_RECONNECTS))
+		ret |= json_set(o, "reconnects", json_u64(li->reconnects));
+	if (LI_HAS(li, ENGRAM_A_LINK_HEARTBEAT_US))
+		ret |= json_set(o, "heartbeat_us", json_integer(li->heartbeat_us));
 	if (counters) {
 		ret |= stats_info_json(&li->si, o);
 		if (li->lat.present)
@@ -223,6 +247,8 @@ void link_info_print_line(FILE *f, const struct link_info *li)
 	}
 	if (LI_HAS(li, ENGRAM_A_URL))
 		fprintf(f, " url %s", li->url);
+	if (LI_HAS(li, ENGRAM_A_TRANSPORT))
+		fprintf(f, " transport %s", transport_name(li->transport));
 	if (LI_HAS(li, ENGRAM_A_DEVICE))
 		fprintf(f, " device %s", li->device);
 	if (LI_HAS(li, ENGRAM_A_LINK_TABLES))
@@ -231,6 +257,10 @@ void link_info_print_line(FILE *f, const struct link_info *li)
 		fprintf(f, " max_rows %u max_inflight %u", li->max_rows, li->max_inflight);
 	if (LI_HAS(li, ENGRAM_A_LINK_CONNECTS))
 		fprintf(f, " connects %" PRIu64, li->connects);
+	if (LI_HAS(li, ENGRAM_A_LINK_RECONNECTS))
+		fprintf(f, " reconnects %" PRIu64, li->reconnects);
+	if (LI_HAS(li, ENGRAM_A_LINK_HEARTBEAT_US))
+		fprintf(f, " heartbeat %uus", li->heartbeat_us);
 	if (LI_HAS(li, ENGRAM_A_LINK_ERROR))
 		fprintf(f, " error \"%s\"", strerror((int)li->error));
 	fputc('\n', f);
@@ -249,6 +279,8 @@ void link_info_print_detail(FILE *f, const struct link_info *li)
 	}
 	if (LI_HAS(li, ENGRAM_A_URL))
 		fprintf(f, "  %-15s %s\n", "url", li->url);
+	if (LI_HAS(li, ENGRAM_A_TRANSPORT))
+		fprintf(f, "  %-15s %s\n", "transport", transport_name(li->transport));
 	if (LI_HAS(li, ENGRAM_A_DEVICE))
 		fprintf(f, "  %-15s %s\n", "device", li->device);
 	if (LI_HAS(li, ENGRAM_A_LINK_ERROR))
@@ -263,4 +295,8 @@ void link_info_print_detail(FILE *f, const struct link_info *li)
 	}
 	if (LI_HAS(li, ENGRAM_A_LINK_CONNECTS))
 		fprintf(f, "  %-15s %" PRIu64 "\n", "connects", li->connects);
+	if (LI_HAS(li, ENGRAM_A_LINK_RECONNECTS))
+		fprintf(f, "  %-15s %" PRIu64 "\n", "reconnects", li->reconnects);
+	if (LI_HAS(li, ENGRAM_A_LINK_HEARTBEAT_US))
+		fprintf(f, "  %-15s %u us\n", "heartbeat rtt", li->heartbeat_us);
 }

@@ -36,6 +36,9 @@ struct link_info {
 	uint32_t max_inflight;
 	uint64_t connects;
 	uint64_t since_ns;
+	uint8_t transport;
+	uint64_t reconnects;
+	uint32_t heartbeat_us;
 	struct stats_info si;
 	struct lat_info lat;
 };
@@ -51,7 +54,8 @@ int link_info_from_attrs(struct link_info *li, struct nlattr **tb);
 json_t *listen_info_json(const struct listen_info *li);
 /*
  * {"id", "url", "state", "error", "error_str", "device", "tables", "max_rows",
- * "max_inflight", "connects", "since_ns"}; with @counters also every counter
+ * "max_inflight", "connects", "since_ns", "transport", "reconnects",
+ * "heartbeat_us"}; with @counters also every counter
  * and "latency" (see lat_info_json()).
  */
 json_t *link_info_json(const struct link_info *li, int counters);

@@ -23,6 +23,7 @@ static void usage(FILE *f)
 	      "  table verify NAME [--no-progress]\n"
 	      "  stats [show] [NAME]\n"
 	      "  listen add URL | listen del URL | listen show\n"
+	      "  listen allow add PREFIX | listen allow del PREFIX | listen allow show\n"
 	      "  link add URL | link del ID | link list | link show [ID]\n"
 	      "  mktable FILE --rows N [--seed S] [--prefix P]... [--pad-before BYTES]\n"
 	      "          [--pad-after BYTES] [--meta KEY=VALUE]...\n"

@@ -2,7 +2,8 @@
 /*
  * engramctl stats [show] [NAME]: module-wide counters (STATS_GET do), then
  * per-table and per-link counters with their latency histograms (STATS_GET
- * dump: one message per table, then one per link).
+ * dump: one message per table, then one per link, then one per table
+ * opened through a link, shown under its link).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -19,6 +20,7 @@
 #include "statsinfo.h"
 
 struct table_stats {
+	uint32_t link_id;		/* a table opened through this link; 0: served here */
 	char name[ENGRAM_NAME_MAX];
 	int has_generation;
 	uint64_t generation;
@@ -39,8 +41,11 @@ void usage_stats(FILE *f)
 	      "\n"
 	      "Module-wide counters, then each table's and each link's counters and latency\n"
 	      "histogram; with NAME only that table's.\n"
+	      "Under each link, the tables opened through it: fetches, rows, errors, timeouts,\n"
+	      "transport errors, fallbacks to a local copy, latency.\n"
 	      "JSON: {\"global\": {...}, \"tables\": [{\"name\": ..., \"generation\": ..., ...,\n"
-	      "       \"latency\": {...}}], \"links\": [{\"id\": ..., \"url\": ..., ..., \"latency\": {...}}]}\n",
+	      "       \"latency\": {...}}], \"links\": [{\"id\": ..., \"url\": ..., ..., \"latency\": {...},\n"
+	      "       \"tables\": [{\"name\": ..., \"fetches\": ..., \"fallbacks\": ..., ...}]}]}\n",
 	      f);
 }
 
@@ -82,6 +87,7 @@ static int reply_table(struct nl_msg *msg, void *arg)
 		return -EPROTO;
 	if (!tb[ENGRAM_A_TABLE_NAME] && tb[ENGRAM_A_LINK_ID])
 		return reply_link(l, tb);
+	/* Both: a table opened through that link. */
 	if (!tb[ENGRAM_A_TABLE_NAME])
 		return -EPROTO;
 	if (l->n == l->cap) {
@@ -94,6 +100,8 @@ static int reply_table(struct nl_msg *msg, void *arg)
 	ts = &l->v[l->n++];
 	memset(ts, 0, sizeof(*ts));
 	snprintf(ts->name, sizeof(ts->name), "%s", nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
+	if (tb[ENGRAM_A_LINK_ID])
+		ts->link_id = nla_get_u32(tb[ENGRAM_A_LINK_ID]);
 	if (tb[ENGRAM_A_TABLE_GENERATION]) {
 		ts->has_generation = 1;
 		ts->generation = nla_get_u64(tb[ENGRAM_A_TABLE_GENERATION]);
@@ -103,10 +111,14 @@ static int reply_table(struct nl_msg *msg, void *arg)
 	return 0;
 }
 
+/* Served tables first by name, then link tables by link and name. */
 static int cmp_name(const void *a, const void *b)
 {
-	return strcmp(((const struct table_stats *)a)->name,
-		      ((const struct table_stats *)b)->name);
+	const struct table_stats *x = a, *y = b;
+
+	if (x->link_id != y->link_id)
+		return x->link_id < y->link_id ? -1 : 1;
+	return strcmp(x->name, y->name);
 }
 
 static int cmp_link(const void *a, const void *b)
@@ -114,6 +126,37 @@ static int cmp_link(const void *a, const void *b)
 	uint32_t x = ((const struct link_info *)a)->id, y = ((const struct link_info *)b)->id;
 
 	return x < y ? -1 : x > y;
+}
+
+static int link_listed(const struct stats_list *l, uint32_t id)
+{
+	size_t i;
+
+	for (i = 0; i < l->nlinks; i++)
+		if (l->links[i].id == id)
+			return 1;
+	return 0;
+}
+
+/* The tables opened through link @id, as a JSON array. */
+static json_t *link_tables_json(const struct stats_list *l, uint32_t id)
+{
+	json_t *arr = json_array(), *t;
+	size_t i;
+
+	for (i = 0; arr && i < l->n; i++) {
+		if (l->v[i].link_id != id)
+			continue;
+		t = json_object();
+		if (!t || json_array_append_new(arr, t) ||
+		    json_set(t, "name", json_string(l->v[i].name)) ||
+		    stats_info_json(&l->v[i].si, t) ||
+		    (l->v[i].lat.present && json_set(t, "latency", lat_info_json(&l->v[i].lat)))) {
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
 }
 
 static int print_json(const struct stats_info *global, const struct stats_list *l,
@@ -127,7 +170,7 @@ static int print_json(const struct stats_info *global, const struct stats_list *
 	if (!ret)
 		ret = stats_info_json(global, g);
 	for (i = 0; !ret && i < l->n; i++) {
-		if (only && strcmp(only, l->v[i].name))
+		if ((only && strcmp(only, l->v[i].name)) || l->v[i].link_id)
 			continue;
 		t = json_object();
 		ret = !t || json_array_append_new(arr, t) ||
@@ -138,8 +181,22 @@ static int print_json(const struct stats_info *global, const struct stats_list *
 		      (l->v[i].lat.present && json_set(t, "latency", lat_info_json(&l->v[i].lat)));
 	}
 	/* Links are listed whole, or not at all when NAME picks a table. */
-	for (i = 0; !ret && !only && i < l->nlinks; i++)
-		ret = json_array_append_new(links, link_info_json(&l->links[i], 1));
+	for (i = 0; !ret && !only && i < l->nlinks; i++) {
+		t = link_info_json(&l->links[i], 1);
+		ret = !t || json_set(t, "tables", link_tables_json(l, l->links[i].id)) ||
+		      json_array_append_new(links, t);
+	}
+	/* Tables still open through a link deleted since. */
+	for (i = 0; !ret && !only && i < l->n; i++) {
+		if (!l->v[i].link_id || link_listed(l, l->v[i].link_id) ||
+		    (i && l->v[i - 1].link_id == l->v[i].link_id))
+			continue;
+		t = json_object();
+		ret = !t || json_array_append_new(links, t) ||
+		      json_set(t, "id", json_u64(l->v[i].link_id)) ||
+		      json_set(t, "deleted", json_true()) ||
+		      json_set(t, "tables", link_tables_json(l, l->v[i].link_id));
+	}
 	if (!ret)
 		ret = json_set(root, "global", json_incref(g)) ||
 		      json_set(root, "tables", json_incref(arr)) ||
@@ -154,6 +211,27 @@ static int print_json(const struct stats_info *global, const struct stats_list *
 	return json_print(root, opts.pretty) ? EXIT_FAIL : EXIT_OK;
 }
 
+/* One line per table opened through link @id. */
+static void print_link_tables(const struct stats_list *l, uint32_t id)
+{
+	const struct table_stats *t;
+	size_t i;
+
+	for (i = 0; i < l->n; i++) {
+		t = &l->v[i];
+		if (t->link_id != id)
+			continue;
+		printf("  table %s: fetches %" PRIu64 " rows %" PRIu64 " errors %" PRIu64
+		       " timeouts %" PRIu64 " transport_errors %" PRIu64 " fallbacks %" PRIu64
+		       " fallback_rows %" PRIu64 " p50 %" PRIu64 "us p99 %" PRIu64 "us\n",
+		       t->name, t->si.v[ENGRAM_STAT_FETCHES], t->si.v[ENGRAM_STAT_FETCH_ROWS],
+		       t->si.v[ENGRAM_STAT_FETCH_ERRORS], t->si.v[ENGRAM_STAT_FETCH_TIMEOUTS],
+		       t->si.v[ENGRAM_STAT_TRANSPORT_ERRORS], t->si.v[ENGRAM_STAT_FALLBACKS],
+		       t->si.v[ENGRAM_STAT_FALLBACK_ROWS], lat_info_percentile(&t->lat, 0.5),
+		       lat_info_percentile(&t->lat, 0.99));
+	}
+}
+
 static void print_text(const struct stats_info *global, const struct stats_list *l,
 		       const char *only)
 {
@@ -166,7 +244,7 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 		first = 0;
 	}
 	for (i = 0; i < l->n; i++) {
-		if (only && strcmp(only, l->v[i].name))
+		if ((only && strcmp(only, l->v[i].name)) || l->v[i].link_id)
 			continue;
 		if (!first)
 			putchar('\n');
@@ -186,6 +264,14 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 		putchar('\n');
 		stats_info_print(stdout, &l->links[i].si, "  ");
 		lat_info_print(stdout, &l->links[i].lat, "  ");
+		print_link_tables(l, l->links[i].id);
+	}
+	for (i = 0; !only && i < l->n; i++) {
+		if (!l->v[i].link_id || link_listed(l, l->v[i].link_id) ||
+		    (i && l->v[i - 1].link_id == l->v[i].link_id))
+			continue;
+		printf("\nlink %u (deleted)\n", l->v[i].link_id);
+		print_link_tables(l, l->v[i].link_id);
 	}
 }
 

@@ -55,6 +55,13 @@ static const struct {
 	[ENGRAM_STAT_FETCH_BYTES]	= { "fetch_bytes", STAT_BYTES },
 	[ENGRAM_STAT_FETCH_ERRORS]	= { "fetch_errors", STAT_COUNT },
 	[ENGRAM_STAT_FETCH_TIMEOUTS]	= { "fetch_timeouts", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_DENIED]	= { "connects_denied", STAT_COUNT },
+	[ENGRAM_STAT_PEER_TIMEOUTS]	= { "peer_timeouts", STAT_COUNT },
+	[ENGRAM_STAT_FAULTS_INJECTED]	= { "faults_injected", STAT_COUNT },
+	[ENGRAM_STAT_FALLBACKS]		= { "fallbacks", STAT_COUNT },
+	[ENGRAM_STAT_FALLBACK_ROWS]	= { "fallback_rows", STAT_COUNT },
+	[ENGRAM_STAT_RECONNECTS]	= { "reconnects", STAT_COUNT },
+	[ENGRAM_STAT_HEARTBEATS_MISSED]	= { "heartbeats_missed", STAT_COUNT },
 };
 
 static int is_refusal(int id)

@@ -43,6 +43,52 @@
  *	-EINVAL		bad arguments (flags, stride, handle, buffer id, ...)
  * engram_result.wire_status has the server's exact status when it answered.
  *
+ * Local fallback.  A table may have a local copy of its shard: a
+ * safetensors file holding NAME.weight [rows, 256] F8_E4M3 and NAME.scale
+ * [rows, 8] F8_E8M0, as the server loaded it.  When a remote fetch fails
+ * for a reason the network caused (-ETIMEDOUT, -ENOTCONN, -ESHUTDOWN,
+ * -EIO, -ESTALE, -EAGAIN, -EBUSY, -ECONNRESET and the like; never for a
+ * bad request such as -ERANGE or -EINVAL), the library reads the same rows
+ * from the copy with pread() (O_DIRECT where the file system takes it),
+ * places them exactly where the server would have (same offset, stride,
+ * ranges), reports the fallback to the module (counted as FALLBACKS and
+ * FALLBACK_ROWS of the table, its link and the module: `engramctl stats`)
+ * and returns success with LIBENGRAM_RESULT_FALLBACK in engram_result.flags
+ * and the remote error in engram_result.remote_error.  If the local read
+ * fails too, the remote error is returned.  This covers engram_fetch*(),
+ * a submission refused at once (the link is down: engram_submit*() then
+ * serves it locally and engram_wait() returns it; poll(2) does not see
+ * such a ticket) and a submission whose engram_wait() reports a failure.
+ *
+ * Where the copy comes from, checked once when it is attached:
+ *	engram_table_set_local()	a path, for a table already open
+ *	ENGRAM_RDMA_LOCAL_<NAME>	a path for table NAME, upper-cased, '.'
+ *					and '-' as '_' (layers.1.engram.embed:
+ *					ENGRAM_RDMA_LOCAL_LAYERS_1_ENGRAM_EMBED)
+ *	ENGRAM_RDMA_LOCAL_DIR		a directory: DIR/NAME.safetensors, else the
+ *					first *.safetensors file in name order
+ *					that holds NAME's tensors (checkpoint
+ *					shards as published); engram_set_local_dir()
+ * The variables and the directory are used by engram_table_open() when the
+ * table is opened by name.  The check (ENGRAM_RDMA_LOCAL_CHECK=size|sha256,
+ * engram_set_local_check()): "size" (the default) compares the row count
+ * with the remote table's, so both tensors have the table's size; "sha256"
+ * hashes the whole file once and compares it with the table's SHA-256.  A
+ * copy that fails the check (-EBADMSG), or is not a valid file, fails the
+ * call that attaches it.  If the table cannot be opened remotely at all
+ * (no link up, no link has it: -ENOTCONN, -ENOENT, -ENODEV, -EAGAIN,
+ * -ESHUTDOWN) and a copy is configured for its name, engram_table_open()
+ * returns a local-only handle (>= 0x80000000, info->link 0): its fetches
+ * never reach the module, and are not counted there.
+ *
+ * ENGRAM_RDMA_REQUIRED=1 (or engram_set_required()) turns the fallback off
+ * altogether: every remote error is returned unchanged and no local copy
+ * is looked for.  ENGRAM_RDMA_TIMEOUT_MS (1..600000, or
+ * engram_set_timeout_ms()) is the deadline of a fetch whose timeout_ns is
+ * 0, instead of the module's timeout_ms.  The variables are read by
+ * engram_open(), which fails with -EINVAL when one is malformed; empty
+ * counts as unset.
+ *
  * Threads: one struct engram may be used by several threads at once.  It
  * must not be used across fork(): the child shares the open file (tables,
  * buffers, fetches) with the parent; open a new one in the child instead.
@@ -78,10 +124,16 @@ extern "C" {
 /*
  * Flags of engram_fetch(), engram_fetch_ranges(), engram_submit() and
  * engram_wait().  Bits 16 and up are reserved for behaviour of the library
- * itself (such as the local fallback of a later version); a flag this
- * version does not know is -EINVAL.
+ * itself; a flag this version does not know is -EINVAL.
  */
 #define LIBENGRAM_BUSY_POLL	(1U << 0)	/* wait by polling, not sleeping */
+
+/* engram_result.flags */
+#define LIBENGRAM_RESULT_FALLBACK	(1U << 0)	/* rows came from the local copy */
+
+/* engram_set_local_check() */
+#define LIBENGRAM_CHECK_SIZE	0	/* row count equals the remote table's */
+#define LIBENGRAM_CHECK_SHA256	1	/* SHA-256 of the whole file */
 
 /* An open /dev/engram_rdma; opaque. */
 struct engram;
@@ -113,9 +165,11 @@ struct engram_result {
 	int32_t error;			/* 0 or a negative errno, as listed above */
 	uint32_t wire_status;		/* server status, 0 when it did not refuse */
 	uint32_t bad_index;		/* -ERANGE: position in rows[] of the first bad index */
-	uint32_t flags;			/* 0 in this version */
+	uint32_t flags;			/* LIBENGRAM_RESULT_* */
 	uint64_t rtt_ns;		/* submit to completion, as the kernel measured it */
-	uint64_t reserved[4];		/* 0 */
+	int32_t remote_error;		/* with LIBENGRAM_RESULT_FALLBACK: why the remote failed */
+	uint32_t reserved0;		/* 0 */
+	uint64_t reserved[3];		/* 0 */
 };
 
 /**
@@ -167,6 +221,69 @@ int engram_fd(const struct engram *e);
  */
 int64_t engram_table_open(struct engram *e, uint32_t link, const char *name,
 			  const uint8_t *sha256, struct engram_table_info *info);
+
+/**
+ * engram_table_set_local() - give an open table a local copy of its shard
+ * @e: context
+ * @handle: from engram_table_open()
+ * @path: the safetensors file
+ * @tensor: its tensor prefix (PREFIX.weight, PREFIX.scale), or NULL for
+ *	    the table's name
+ *
+ * The copy is checked against the table once, now (see the top of this
+ * file), and used for the table's fallbacks until engram_close().
+ *
+ * Return: 0; -ENOENT for an unknown handle; -EEXIST when the table has a
+ * copy already; -EINVAL when the file is not safetensors or lacks the
+ * tensors (or @tensor is NULL for a table opened by SHA-256 only);
+ * -EBADMSG when it is not this table; or open(2)'s errno.
+ */
+int engram_table_set_local(struct engram *e, uint32_t handle, const char *path,
+			   const char *tensor);
+
+/**
+ * engram_set_timeout_ms() - deadline of fetches that name none
+ * @e: context
+ * @timeout_ms: 1..600000, or 0 for the module's timeout_ms
+ *
+ * Overrides ENGRAM_RDMA_TIMEOUT_MS.
+ *
+ * Return: 0, -EINVAL, or -ERANGE above 600000.
+ */
+int engram_set_timeout_ms(struct engram *e, uint32_t timeout_ms);
+
+/**
+ * engram_set_required() - whether the remote path is required
+ * @e: context
+ * @required: nonzero: never fall back, return remote errors unchanged
+ *
+ * Overrides ENGRAM_RDMA_REQUIRED; applies from the next call on.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int engram_set_required(struct engram *e, int required);
+
+/**
+ * engram_set_local_dir() - where engram_table_open() looks for local copies
+ * @e: context
+ * @dir: a directory, or NULL for none
+ *
+ * Overrides ENGRAM_RDMA_LOCAL_DIR for tables opened from now on.
+ *
+ * Return: 0, -ENOTDIR, or stat(2)'s errno.
+ */
+int engram_set_local_dir(struct engram *e, const char *dir);
+
+/**
+ * engram_set_local_check() - how a local copy is matched with its table
+ * @e: context
+ * @check: LIBENGRAM_CHECK_SIZE or LIBENGRAM_CHECK_SHA256
+ *
+ * Overrides ENGRAM_RDMA_LOCAL_CHECK for copies attached from now on.
+ *
+ * Return: 0 or -EINVAL.
+ */
+int engram_set_local_check(struct engram *e, uint32_t check);
 
 /**
  * engram_buf_register() - pin memory as a destination of fetches

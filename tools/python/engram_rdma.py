@@ -82,7 +82,9 @@ class _Result(ctypes.Structure):
         ("bad_index", ctypes.c_uint32),
         ("flags", ctypes.c_uint32),
         ("rtt_ns", ctypes.c_uint64),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("remote_error", ctypes.c_int32),
+        ("reserved0", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint64 * 3),
     ]
 
 
@@ -141,6 +143,11 @@ def load_library():
                                                pres]),
         "engram_submit": (i64, [P, u32, P, u32, u32, u64, u32, u64, u32, pres]),
         "engram_wait": (ctypes.c_int, [P, u64, u64, u32, pres]),
+        "engram_table_set_local": (ctypes.c_int, [P, u32, ctypes.c_char_p, ctypes.c_char_p]),
+        "engram_set_timeout_ms": (ctypes.c_int, [P, u32]),
+        "engram_set_required": (ctypes.c_int, [P, ctypes.c_int]),
+        "engram_set_local_dir": (ctypes.c_int, [P, ctypes.c_char_p]),
+        "engram_set_local_check": (ctypes.c_int, [P, u32]),
         "engram_status_name": (ctypes.c_char_p, [u32]),
         "engram_strerror": (ctypes.c_char_p, [ctypes.c_int]),
         "engram_version": (ctypes.c_char_p, []),
@@ -225,8 +232,17 @@ def _span(obj):
         return addr, mv.nbytes
 
 
-Result = namedtuple("Result", "ticket rtt_ns")
-Result.__doc__ = "A completed fetch: its ticket and the kernel's submit-to-completion time."
+RESULT_FALLBACK = 1 << 0    # LIBENGRAM_RESULT_FALLBACK
+CHECKS = {"size": 0, "sha256": 1}   # LIBENGRAM_CHECK_*
+
+Result = namedtuple("Result", "ticket rtt_ns fallback remote_error", defaults=(False, 0))
+Result.__doc__ = ("A completed fetch: its ticket, the kernel's submit-to-completion time, "
+                  "whether the rows came from the local copy, and then the remote errno "
+                  "(negative).")
+
+
+def _result(res):
+    return Result(res.ticket, res.rtt_ns, bool(res.flags & RESULT_FALLBACK), res.remote_error)
 
 
 class Table:
@@ -284,9 +300,16 @@ def _timeout_ns(timeout_ms):
 
 
 class Engram:
-    """An open /dev/engram_rdma (path=None) with its tables and registered buffers."""
+    """An open /dev/engram_rdma (path=None) with its tables and registered buffers.
 
-    def __init__(self, path=None):
+    The local fallback (libengram.h) is set up from the ENGRAM_RDMA_* environment
+    variables, and overridden here: required=True never falls back; timeout_ms is
+    the deadline of fetches that name none; local_dir is searched for the local
+    copy of each table opened by name; local_check is "size" or "sha256".
+    """
+
+    def __init__(self, path=None, required=None, timeout_ms=None, local_dir=None,
+                 local_check=None):
         lib = load_library()
         self._e = None
         self._bufs = {}
@@ -294,9 +317,44 @@ class Engram:
         ret = lib.engram_open(os.fsencode(path) if path is not None else None,
                               ctypes.byref(e))
         if ret:
-            raise _error(ret, "open", filename=path or DEFAULT_DEV)
+            what = "open"
+            bad = sorted("%s=%r" % kv for kv in os.environ.items()
+                         if kv[0].startswith("ENGRAM_RDMA_"))
+            if ret == -errno.EINVAL and bad:
+                # The library prints nothing: say which settings it refused.
+                what += " (malformed ENGRAM_RDMA_* variable? %s)" % ", ".join(bad)
+            raise _error(ret, what, filename=path or DEFAULT_DEV)
         self._e = e
         self._lib = lib
+        try:
+            if required is not None:
+                self._check(lib.engram_set_required(e, 1 if required else 0), "required")
+            if timeout_ms is not None:
+                if timeout_ms <= 0:
+                    raise ValueError("timeout_ms must be positive")
+                self._check(lib.engram_set_timeout_ms(e, int(timeout_ms)), "timeout_ms")
+            if local_dir is not None:
+                self._check(lib.engram_set_local_dir(e, os.fsencode(local_dir)), "local_dir")
+            if local_check is not None:
+                if local_check not in CHECKS:
+                    raise ValueError("local_check must be 'size' or 'sha256'")
+                self._check(lib.engram_set_local_check(e, CHECKS[local_check]), "local_check")
+        except Exception:
+            self.close()
+            raise
+
+    @staticmethod
+    def _check(ret, what):
+        if ret:
+            raise _error(ret, what)
+
+    def set_local(self, table, path, tensor=None):
+        """Give an open table its local copy (a safetensors file), checked once now."""
+        handle = table.handle if isinstance(table, Table) else int(table)
+        ret = self._lib.engram_table_set_local(self._ctx(), handle, os.fsencode(path),
+                                               tensor.encode() if tensor else None)
+        if ret:
+            raise _error(ret, "set_local %s" % path, filename=path)
 
     def _ctx(self):
         if self._e is None:
@@ -420,7 +478,7 @@ class Engram:
         del keep
         if ret:
             raise _error(ret, "fetch of %d rows" % n, res)
-        return Result(res.ticket, res.rtt_ns)
+        return _result(res)
 
     def submit(self, table, rows, out, offset=0, stride=ROW_BYTES, timeout_ms=None):
         """Send a fetch without waiting; returns its ticket for wait().
@@ -446,4 +504,4 @@ class Engram:
             e = _error(ret, "fetch %d" % res.ticket if res.ticket else "wait", res)
             e.ticket = res.ticket
             raise e
-        return Result(res.ticket, res.rtt_ns)
+        return _result(res)

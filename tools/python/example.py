@@ -4,6 +4,8 @@
 
     example.py --table NAME --file PATH --weight-offset N --scale-offset N
                [--dev PATH] [--link N] [--count N] [--seed N] [--timeout-ms N]
+               [--local PATH [--local-tensor PREFIX]] [--local-dir DIR]
+               [--required] [--expect-fallback]
 
 Opens the device, opens the table by name, registers a numpy uint8 array of
 shape (count, 264), fetches random rows (the first and the last row of the
@@ -12,8 +14,17 @@ into its slice of the array) and compares every row with the table's
 safetensors file read independently: weight row i at weight_offset + i*256
 (256 bytes), its scales at scale_offset + i*8 (8 bytes).  The offsets are
 the table's absolute file offsets (``engramctl -j list``: weight_offset,
-scale_offset).  Prints "example: N rows exact" and exits 0 only if every
-row matches.
+scale_offset).  Prints "example: N rows exact (F of B fetches from the
+local copy)" and exits 0 only if every row matches.
+
+The local fallback (libengram.h): --local gives the table a local copy of
+its shard (Engram.set_local(), checked once), --local-dir a directory where
+open_table() looks for it (Engram(local_dir=...), as ENGRAM_RDMA_LOCAL_DIR
+does).  A fetch the network fails (timeout, link down, table gone on the
+server) is then filled from the copy, exactly, and its Result says so
+(fallback True, remote_error the errno).  --required (Engram(required=True),
+ENGRAM_RDMA_REQUIRED=1) never falls back.  --expect-fallback: exit 1 unless
+every fetch came from the local copy (for tests that break the remote).
 """
 
 import argparse
@@ -37,13 +48,23 @@ def main():
     ap.add_argument("--count", type=int, default=4096, help="rows to fetch")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout-ms", type=float, default=None)
+    ap.add_argument("--local", default=None, help="the table's local copy (safetensors)")
+    ap.add_argument("--local-tensor", default=None,
+                    help="tensor prefix in --local (default: the table's name)")
+    ap.add_argument("--local-dir", default=None, help="directory of local copies")
+    ap.add_argument("--required", action="store_true", help="never fall back")
+    ap.add_argument("--expect-fallback", action="store_true",
+                    help="fail unless every fetch fell back")
     a = ap.parse_args()
     if a.count < 1:
         ap.error("--count must be at least 1")
 
-    with Engram(a.dev) as e, open(a.file, "rb") as f:
+    with Engram(a.dev, required=a.required or None, local_dir=a.local_dir) as e, \
+            open(a.file, "rb") as f:
         t = e.open_table(name=a.table, link=a.link)
         print("example: %r" % t)
+        if a.local:
+            e.set_local(t, a.local, a.local_tensor)
         rng = np.random.default_rng(a.seed)
         rows = rng.integers(0, t.rows, size=a.count, dtype=np.uint32)
         rows[0] = 0
@@ -51,8 +72,15 @@ def main():
         out = np.empty((a.count, ROW_BYTES), dtype=np.uint8)
         e.register(out)
         step = max(1, t.max_rows)
+        fetches = fallbacks = 0
         for i in range(0, a.count, step):
-            e.fetch(t, rows[i:i + step], out[i:i + step], timeout_ms=a.timeout_ms)
+            r = e.fetch(t, rows[i:i + step], out[i:i + step], timeout_ms=a.timeout_ms)
+            fetches += 1
+            if r.fallback:
+                fallbacks += 1
+                if fallbacks == 1:
+                    why = os.strerror(-r.remote_error) if r.remote_error else "no link has it"
+                    print("example: remote failed (%s), rows read from the local copy" % why)
 
         fd = f.fileno()
         bad = 0
@@ -69,7 +97,11 @@ def main():
         if bad:
             print("example: %d of %d rows differ" % (bad, a.count), file=sys.stderr)
             return 1
-        print("example: %d rows exact" % a.count)
+        print("example: %d rows exact (%d of %d fetches from the local copy)"
+              % (a.count, fallbacks, fetches))
+        if a.expect_fallback and fallbacks != fetches:
+            print("example: expected every fetch to fall back", file=sys.stderr)
+            return 1
         return 0
 
 

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * engramctl listen allow add|del|show: the client addresses a host accepts
+ * connections from.  An empty list means any peer that can reach a
+ * listening address.
+ *
+ * Entries are parsed by the kernel, which can only log why it refused one;
+ * the same parser (kmod/prefix.c, built here in its userspace mode) is run
+ * again after such a refusal so that the reason reaches the user too.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <netlink/attr.h>
+
+#include "engramctl.h"
+#include "jsonout.h"
+#include "prefix.h"
+
+void usage_listen_allow(FILE *f)
+{
+	fputs("Usage: engramctl [-j] listen allow add PREFIX\n"
+	      "       engramctl [-j] listen allow del PREFIX\n"
+	      "       engramctl [-j] listen allow show\n"
+	      "\n"
+	      "add      accept connections from PREFIX: IP or IP/LEN (IPv6 without brackets,\n"
+	      "         no address bits past LEN; 0.0.0.0/0 is every IPv4 peer, ::/0 every IPv6 one)\n"
+	      "del      remove PREFIX; connections already open are kept\n"
+	      "show     one entry per line, or \"any\" when the list is empty (also: list)\n"
+	      "\n"
+	      "While the list is empty, any peer that can reach a listening address may\n"
+	      "connect; once it has an entry, every other peer is refused.  This is a filter\n"
+	      "on source addresses, not authentication.\n", f);
+}
+
+static int parse_args(int argc, char **argv, const char *cmd, int n, const char *what)
+{
+	static const struct option longopts[] = {
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	int c, rc = EXIT_USAGE;
+
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+		if (common_opt(c, argv, cmd, usage_listen_allow, &rc) < 0)
+			return rc;
+	}
+	if (argc - optind < n)
+		return usage_error(cmd, "%s missing", what);
+	if (argc - optind > n)
+		return usage_error(cmd, "unexpected argument '%s'", argv[optind + n]);
+	return -1;
+}
+
+static int allow_change(int argc, char **argv, int add)
+{
+	const char *cmd = add ? "listen allow add" : "listen allow del", *entry;
+	struct engram_prefix p;
+	struct nl_msg *msg;
+	char why[200];
+	struct enl nl;
+	int ret;
+
+	ret = parse_args(argc, argv, cmd, 1, "PREFIX");
+	if (ret >= 0)
+		return ret;
+	entry = argv[optind];
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	msg = enl_msg(&nl, add ? ENGRAM_CMD_ALLOW_ADD : ENGRAM_CMD_ALLOW_DEL, 0);
+	if (!msg || nla_put_string(msg, ENGRAM_A_ALLOW, entry)) {
+		nlmsg_free(msg);
+		ret = -ENOMEM;
+	} else {
+		ret = enl_request(&nl, msg, NULL, NULL);
+	}
+	if (ret) {
+		enl_perror(&nl, ret, "%s %s", cmd, entry);
+		/* The kernel refused the text itself: say what its parser objects to. */
+		if (ret == -EINVAL && nl.bad_attr == ENGRAM_A_ALLOW &&
+		    engram_prefix_parse(entry, strlen(entry), &p, why, sizeof(why)))
+			err_msg("%s: %s", entry, why);
+	}
+	enl_close(&nl);
+	return ret ? EXIT_FAIL : EXIT_OK;
+}
+
+/* The entries, in the kernel's order (the order they were added in). */
+struct allow_list {
+	char **v;
+	size_t n, cap;
+};
+
+static int reply_allow(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct allow_list *l = arg;
+	char **nv, *s;
+
+	if (enl_parse(msg, tb) || !tb[ENGRAM_A_ALLOW])
+		return -EPROTO;
+	if (l->n == l->cap) {
+		l->cap = l->cap ? 2 * l->cap : 8;
+		nv = realloc(l->v, l->cap * sizeof(*l->v));
+		if (!nv)
+			return -ENOMEM;
+		l->v = nv;
+	}
+	s = strdup(nla_get_string(tb[ENGRAM_A_ALLOW]));
+	if (!s)
+		return -ENOMEM;
+	l->v[l->n++] = s;
+	return 0;
+}
+
+static void allow_list_free(struct allow_list *l)
+{
+	size_t i;
+
+	for (i = 0; i < l->n; i++)
+		free(l->v[i]);
+	free(l->v);
+	memset(l, 0, sizeof(*l));
+}
+
+static int allow_fetch(struct enl *nl, struct allow_list *l)
+{
+	struct nl_msg *msg = enl_msg(nl, ENGRAM_CMD_ALLOW_GET, NLM_F_DUMP);
+
+	return msg ? enl_request(nl, msg, reply_allow, l) : -ENOMEM;
+}
+
+/**
+ * allow_print_line() - "allow: ENTRY ENTRY ..." or "allow: any", for listen show
+ * @nl: an open family
+ * @f: where to print
+ *
+ * Return: 0, or a negative errno after explaining it on stderr.
+ */
+int allow_print_line(struct enl *nl, FILE *f)
+{
+	struct allow_list l = { 0 };
+	size_t i;
+	int ret;
+
+	ret = allow_fetch(nl, &l);
+	if (ret) {
+		enl_perror(nl, ret, "read the allow-list");
+		allow_list_free(&l);
+		return ret;
+	}
+	fputs("allow:", f);
+	if (!l.n)
+		fputs(" any", f);
+	for (i = 0; i < l.n; i++)
+		fprintf(f, " %s", l.v[i]);
+	fputc('\n', f);
+	allow_list_free(&l);
+	return 0;
+}
+
+static json_t *allow_json(const char *entry)
+{
+	struct engram_prefix p;
+	json_t *o = json_object();
+	char why[200];
+
+	if (!o || json_set(o, "prefix", json_string(entry))) {
+		json_decref(o);
+		return NULL;
+	}
+	/* The kernel's canonical text always parses; the details are a convenience. */
+	if (!engram_prefix_parse(entry, strlen(entry), &p, why, sizeof(why)) &&
+	    (json_set(o, "family", json_string(p.family == AF_INET ? "ipv4" : "ipv6")) ||
+	     json_set(o, "length", json_integer(p.len)))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+static int allow_show(int argc, char **argv)
+{
+	struct allow_list l = { 0 };
+	struct enl nl;
+	json_t *arr;
+	int ret, rc = EXIT_FAIL;
+	size_t i;
+
+	ret = parse_args(argc, argv, "listen allow show", 0, "");
+	if (ret >= 0)
+		return ret;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = allow_fetch(&nl, &l);
+	if (ret) {
+		enl_perror(&nl, ret, "read the allow-list");
+		goto out;
+	}
+	if (opts.json) {
+		arr = json_array();
+		for (i = 0; arr && i < l.n; i++) {
+			if (json_array_append_new(arr, allow_json(l.v[i]))) {
+				json_decref(arr);
+				arr = NULL;
+			}
+		}
+		rc = json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
+	} else {
+		if (!l.n)
+			puts("any");
+		for (i = 0; i < l.n; i++)
+			puts(l.v[i]);
+		rc = EXIT_OK;
+	}
+out:
+	allow_list_free(&l);
+	enl_close(&nl);
+	return rc;
+}
+
+/**
+ * cmd_listen_allow() - engramctl listen allow ...
+ * @argc: arguments from "allow" on
+ * @argv: argv[0] is "allow"
+ *
+ * Return: the exit code.
+ */
+int cmd_listen_allow(int argc, char **argv)
+{
+	const char *sub = argc > 1 ? argv[1] : "show";
+
+	if (argc > 1) {
+		argc--;
+		argv++;
+	}
+	if (!strcmp(sub, "add"))
+		return allow_change(argc, argv, 1);
+	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
+		return allow_change(argc, argv, 0);
+	if (!strcmp(sub, "show") || !strcmp(sub, "list"))
+		return allow_show(argc, argv);
+	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
+		usage_listen_allow(stdout);
+		return EXIT_OK;
+	}
+	err_msg("listen allow: unknown command '%s'", sub);
+	usage_listen_allow(stderr);
+	return EXIT_USAGE;
+}
