@@ -52,8 +52,12 @@ check "header in PREFIX/include" test -f "$d/usr/include/libengram.h"
 check "libengram.so.0, libengram.so and libengram.a in PREFIX/lib" \
 	test -f "$d/usr/lib/libengram.so.0" -a -L "$d/usr/lib/libengram.so" -a -f "$d/usr/lib/libengram.a"
 check "libengram.pc names PREFIX" grep -q '^prefix=/usr$' "$d/usr/lib/pkgconfig/libengram.pc"
-flags=$(PKG_CONFIG_SYSROOT_DIR=$d PKG_CONFIG_LIBDIR=$d/usr/lib/pkgconfig \
+# The scratch install first, then the system's .pc files (jansson, libcrypto).
+pcpath=$d/usr/lib/pkgconfig:$(pkg-config --variable pc_path pkg-config)
+flags=$(PKG_CONFIG_SYSROOT_DIR=$d PKG_CONFIG_LIBDIR=$pcpath \
 	pkg-config --cflags --libs libengram 2>&1 | sed 's/ *$//')
+static_libs=$(PKG_CONFIG_LIBDIR=$pcpath pkg-config --static --libs-only-l libengram 2>&1 |
+	sed 's/-lengram//')
 check "pkg-config --cflags --libs libengram: $flags" \
 	test "$flags" = "-I$d/usr/include -L$d/usr/lib -lengram"
 cat >"$d/t.c" <<'C'
@@ -82,7 +86,7 @@ fi
 check "the program depends on libengram.so.0" \
 	sh -c "readelf -d '$d/t' | grep -q 'NEEDED.*\[libengram.so.0\]'"
 # shellcheck disable=SC2086
-if $CC -Wall -Werror -o "$d/ts" "$d/t.c" -I"$d/usr/include" "$d/usr/lib/libengram.a" -pthread \
+if $CC -Wall -Werror -o "$d/ts" "$d/t.c" -I"$d/usr/include" "$d/usr/lib/libengram.a" $static_libs -pthread \
 	2>"$d/log" && "$d/ts" | grep -Eqx '[0-9]+\.[0-9]+ row_out_of_range'; then
 	ok "a program linked with libengram.a runs without the shared library"
 else

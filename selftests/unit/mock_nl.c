@@ -19,6 +19,7 @@
 
 #include "mock_nl.h"
 #include "nl.h"
+#include "prefix.h"
 #include "url.h"
 
 #define MOCK_FAMILY	0x42
@@ -295,6 +296,72 @@ static int mock_url(struct enl *nl, struct nlattr **tb, enum engram_url_role rol
 	return -EINVAL;
 }
 
+/* ALLOW_ADD and ALLOW_DEL as the kernel does them, on at most 4 entries. */
+static int do_allow(struct enl *nl, struct nlattr **tb, int add)
+{
+	struct engram_prefix p, q;
+	char why[200], text[ENGRAM_PREFIX_TEXT_MAX];
+	const char *s;
+	unsigned int i;
+
+	if (mock.eperm) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: changing the allow-list needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+	if (!tb[ENGRAM_A_ALLOW]) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: missing ALLOW");
+		nl->miss_attr = ENGRAM_A_ALLOW;
+		return -EINVAL;
+	}
+	s = nla_get_string(tb[ENGRAM_A_ALLOW]);
+	if (engram_prefix_parse(s, strlen(s), &p, why, sizeof(why))) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: bad allow-list entry");
+		nl->bad_attr = ENGRAM_A_ALLOW;
+		return -EINVAL;
+	}
+	for (i = 0; i < mock.n_allow; i++) {
+		engram_prefix_parse(mock.allow[i], strlen(mock.allow[i]), &q, why, sizeof(why));
+		if (engram_prefix_equal(&p, &q))
+			break;
+	}
+	nl->bad_attr = ENGRAM_A_ALLOW;
+	if (add && i < mock.n_allow) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: the entry is already on the allow-list");
+		return -EEXIST;
+	}
+	if (!add && i == mock.n_allow) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: no such entry on the allow-list");
+		return -ENOENT;
+	}
+	if (add && mock.n_allow == ARRAY_LEN(mock.allow)) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: the allow-list is full");
+		return -ENOSPC;
+	}
+	nl->bad_attr = -1;
+	if (add) {
+		engram_prefix_format(&p, text, sizeof(text));
+		snprintf(mock.allow[mock.n_allow++], sizeof(mock.allow[0]), "%s", text);
+		return 0;
+	}
+	memmove(mock.allow[i], mock.allow[i + 1], (mock.n_allow - i - 1) * sizeof(mock.allow[0]));
+	mock.n_allow--;
+	return 0;
+}
+
+static int reply_allow(unsigned int i, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_ALLOW_GET, 0);
+	int ret;
+
+	nla_put_string(r, ENGRAM_A_ALLOW, mock.allow[i]);
+	ret = cb ? cb(r, arg) : 0;
+	nlmsg_free(r);
+	return ret;
+}
+
 static int do_listen(struct enl *nl, struct nlattr **tb, int add)
 {
 	struct engram_url u, v;
@@ -540,6 +607,20 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 		for (i = 0; !ret && i < ARRAY_LEN(mock.l); i++)
 			if (mock.l[i].used)
 				ret = reply_listen(&mock.l[i], cb, arg);
+		break;
+	case ENGRAM_CMD_ALLOW_ADD:
+	case ENGRAM_CMD_ALLOW_DEL:
+		mock_log(gh->cmd == ENGRAM_CMD_ALLOW_ADD ? "ALLOWADD" : "ALLOWDEL");
+		ret = do_allow(nl, tb, gh->cmd == ENGRAM_CMD_ALLOW_ADD);
+		break;
+	case ENGRAM_CMD_ALLOW_GET:
+		mock_log("ALLOWDUMP");
+		if (!dump) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		for (i = 0; !ret && i < mock.n_allow; i++)
+			ret = reply_allow(i, cb, arg);
 		break;
 	case ENGRAM_CMD_LINK_ADD:
 	case ENGRAM_CMD_LINK_DEL:

@@ -65,6 +65,9 @@ struct mock {
 	uint32_t last_link_id;	/* LINK_ID of the last LINK_* or STATS_GET request */
 	struct mock_listen l[4];
 	struct mock_link k[4];
+	/* the allow-list, canonical text as the kernel keeps it */
+	char allow[4][64];
+	unsigned int n_allow;
 };
 
 extern struct mock mock;

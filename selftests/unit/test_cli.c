@@ -401,8 +401,9 @@ static void test_listen(void)
 	rc = run("listen", NULL);
 	tap_ok(rc == 0 && !strcmp(out, "rdma://192.0.2.1: state active device mlx5_0 connections 2\n"
 				       "tcp://[2001:db8::1]:9000: state waiting connections 0 "
-				       "error \"Cannot assign requested address\"\n"),
-	       "listen (show): one line each, in the kernel's order, error as text") ||
+				       "error \"Cannot assign requested address\"\n"
+				       "allow: any\n"),
+	       "listen (show): one line each, in the kernel's order, error as text, allow: any") ||
 		(show_output(), 0);
 	rc = run("-j", "listen", "list", NULL);
 	j = json_loads(out, 0, NULL);
@@ -432,6 +433,76 @@ static void test_listen(void)
 	rc = run("listen", "bogus", NULL);
 	tap_ok(rc == 2 && strstr(err, "listen: unknown command 'bogus'"), "listen bogus: usage");
 	tap_ok(run("listen", "help", NULL) == 0 && strstr(out, "listen add URL"), "listen help");
+}
+
+static void test_listen_allow(void)
+{
+	json_t *j;
+	int rc;
+
+	mock_reset();
+	rc = run("listen", "allow", "show", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "any\n") && !strcmp(mock.log, "ALLOWDUMP "),
+	       "listen allow show, empty: any") || (show_output(), 0);
+	rc = run("listen", "allow", "add", "192.0.2.0/24", NULL);
+	tap_ok(rc == 0 && !out[0] && !err[0] && mock.n_allow == 1 &&
+	       !strcmp(mock.allow[0], "192.0.2.0/24"), "listen allow add: quiet") ||
+		(show_output(), 0);
+	rc = run("listen", "allow", "add", "2001:DB8:0::1", NULL);
+	tap_ok(rc == 0 && mock.n_allow == 2, "listen allow add of an IPv6 address");
+	rc = run("listen", "allow", "add", "192.0.2.0/24", NULL);
+	tap_ok(rc == 1, "listen allow add of an entry already there: exit 1");
+	tap_contains(err, "engramctl: listen allow add 192.0.2.0/24: File exists: "
+		     "engram_rdma: the entry is already on the allow-list (attribute ALLOW)",
+		     "  ...EEXIST with the kernel's message");
+	rc = run("listen", "allow", "add", "192.0.2.1/24", NULL);
+	tap_ok(rc == 1 && mock.n_allow == 2, "listen allow add with address bits past the length: exit 1");
+	tap_contains(err, "engramctl: listen allow add 192.0.2.1/24: Invalid argument: "
+		     "engram_rdma: bad allow-list entry (attribute ALLOW)\n"
+		     "engramctl: 192.0.2.1/24: '192.0.2.1/24' has address bits set past the prefix "
+		     "length: did you mean 192.0.2.0/24?",
+		     "  ...the kernel's message, then the parser's reason");
+	rc = run("listen", "allow", "add", "[2001:db8::1]", NULL);
+	tap_contains(err, "write IPv6 addresses without brackets", "listen allow add [v6]: refused");
+	rc = run("listen", "show", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "allow: 192.0.2.0/24 2001:db8::1\n"),
+	       "listen show ends with the allow-list") || (show_output(), 0);
+	rc = run("listen", "allow", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "192.0.2.0/24\n2001:db8::1\n"),
+	       "listen allow (show): one entry per line, canonical, in order") ||
+		(show_output(), 0);
+	rc = run("-j", "listen", "allow", "list", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(j) == 2 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 0), "prefix")),
+		       "192.0.2.0/24") &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 0), "family")), "ipv4") &&
+	       json_integer_value(json_object_get(json_array_get(j, 0), "length")) == 24 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 1), "family")), "ipv6") &&
+	       json_integer_value(json_object_get(json_array_get(j, 1), "length")) == 128,
+	       "listen allow show -j: prefix, family, length") || (show_output(), 0);
+	json_decref(j);
+	rc = run("listen", "allow", "del", "2001:db8:0:0:0:0:0:1/128", NULL);
+	tap_ok(rc == 0 && mock.n_allow == 1, "listen allow del by an equal entry");
+	rc = run("listen", "allow", "del", "10.0.0.0/8", NULL);
+	tap_ok(rc == 1, "listen allow del of an entry not there: exit 1");
+	tap_contains(err, "listen allow del 10.0.0.0/8: No such file or directory: "
+		     "engram_rdma: no such entry on the allow-list", "  ...ENOENT with the message");
+	rc = run("listen", "allow", "add", NULL);
+	tap_ok(rc == 2 && strstr(err, "listen allow add: PREFIX missing"),
+	       "listen allow add without PREFIX: usage");
+	rc = run("listen", "allow", "del", "a", "b", NULL);
+	tap_ok(rc == 2 && strstr(err, "unexpected argument 'b'"), "listen allow del with 2: usage");
+	rc = run("listen", "allow", "bogus", NULL);
+	tap_ok(rc == 2 && strstr(err, "listen allow: unknown command 'bogus'"),
+	       "listen allow bogus: usage");
+	tap_ok(run("listen", "allow", "help", NULL) == 0 && strstr(out, "listen allow add PREFIX"),
+	       "listen allow help");
+	mock.eperm = 1;
+	rc = run("listen", "allow", "del", "192.0.2.0/24", NULL);
+	tap_ok(rc == 1 && mock.n_allow == 1, "listen allow del without CAP_NET_ADMIN: exit 1");
+	tap_contains(err, "Operation not permitted (needs CAP_NET_ADMIN): "
+		     "engram_rdma: changing the allow-list needs CAP_NET_ADMIN", "  ...says so");
 }
 
 static void test_link(void)
@@ -574,6 +645,7 @@ int main(void)
 	test_stats();
 	test_stats_links();
 	test_listen();
+	test_listen_allow();
 	test_link();
 	test_usage();
 	unlink(file);
