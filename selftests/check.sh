@@ -209,6 +209,25 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 				tap ok "[$k pair] $g guest's kernel log free of warnings and oopses"
 			fi
 		done
+		# Faults between the two guests, with fetch loops running throughout.
+		t0=$SECONDS
+		run_tap "faults-$k" "[$k faults]" selftests/vm/run-faults.sh --kver "$k" \
+			--timeout "$VM_TIMEOUT" --logs "$logs/faults-$k"
+		echo "# [$k] fault run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+		if [ $STEP_COMPLETE -ne 1 ]; then
+			tap not-ok "[$k faults] every guest ran to completion"
+		fi
+		for g in spark host1 host2; do
+			dlog=$logs/faults-$k/$g/dmesg.log
+			if [ ! -s "$dlog" ]; then
+				tap not-ok "[$k faults] $g guest's kernel log captured"
+			elif grep -Eq "$SPLAT" "$dlog"; then
+				tap not-ok "[$k faults] $g guest's kernel log free of warnings and oopses"
+				grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
+			else
+				tap ok "[$k faults] $g guest's kernel log free of warnings and oopses"
+			fi
+		done
 	done
 fi
 

@@ -10,7 +10,10 @@
  *               [--offset N] [--buf-bytes N] [--mode fetch|submit]
  *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
  *               [--ranges N] [--rows-list LIST] [--expect-errno NAME]
- *               [--verify-after]
+ *               [--verify-after] [--settle-ms N] [--max-ms N]
+ *               [--tolerate] [--duration-s N] [--stop-file PATH]
+ *               [--local FILE] [--local-tensor PREFIX] [--required]
+ *               [--expect-fallbacks MIN] [--expect-no-fallbacks]
  *
  * Normal run: one staging buffer, registered once, big enough for the
  * largest batch (--buf-bytes overrides its size); --count rows in batches
@@ -39,7 +42,41 @@
  * prints "fetch_check: STEP: expected NAME, got NAME (wire_status S,
  * bad_index I)"; a fetch the server refused (wire_status not ok) must also
  * have left the whole buffer untouched.  --verify-after: then a normal run
- * on the same fd and buffer, which must pass too.
+ * on the same fd and buffer, which must pass too.  --settle-ms N: after a
+ * fetch that failed (for whatever reason), take a copy of the buffer as it
+ * is when the call returned, sleep N ms, and fail if any byte changed since
+ * (a late write); also report whether any row byte landed before the
+ * return.  --max-ms N: the failing call must return within N ms of its
+ * start (the deadline plus the margin the caller allows).
+ *
+ * --tolerate: for runs during faults.  A fetch may fail with a transport
+ * error (ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN, ENETUNREACH,
+ * EHOSTUNREACH, ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT): it is counted
+ * as "tolerated", not as an error, provided it returned within --max-ms
+ * (else "slow") and nothing lands in the buffer after it returned: the
+ * buffer is compared with a copy taken at the return before the next fetch
+ * refills it, and after the last one --settle-ms later (else "late").  On
+ * ESTALE or ENOENT the table is opened again (it was reloaded).  Any other
+ * failure, a wrong byte, a slow or a late one fails the run.  --duration-s
+ * and --stop-file end the run early (still a pass), so a fault script can
+ * keep a loop running while it works.  Adds "tolerated T slow S late L".
+ *
+ * Local fallback (libengram.h): --local FILE gives the table that local
+ * copy (engram_table_set_local() right after the open; --local-tensor
+ * names its tensors, default the table's name; a copy refused there is the
+ * step "set_local", so --expect-errno EBADMSG tests the identity check).
+ * --required: engram_set_required(), remote errors come back unchanged.
+ * The ENGRAM_RDMA_* environment variables work as for any libengram user.
+ * Every successful fetch is counted as "fallback" (LIBENGRAM_RESULT_FALLBACK:
+ * the rows came from the local copy) or "remote", printed as
+ *
+ *   fetch_check: fallbacks F remote N slow S
+ *
+ * and --expect-fallbacks MIN / --expect-no-fallbacks fail the run unless at
+ * least MIN / none of the fetches fell back.  --max-ms N also bounds every
+ * successful fetch, remote or fallback: one that took longer is "slow" and
+ * fails the run (in a normal run and with --expect-errno OK).  --duration-s
+ * and --stop-file end a normal run early too (every fetch made must pass).
  *
  * Exit status: 0 pass, 1 fail, 2 usage or setup error (unreadable file ...).
  */
@@ -91,11 +128,21 @@ struct opts {
 	size_t nr_rows_list;
 	bool expect;
 	int expect_errno;		/* positive, 0 for OK */
+	uint32_t settle_ms;		/* 0: no late-write check */
+	uint32_t max_ms;		/* 0: no bound on the failing call */
+	bool tolerate;
+	uint32_t duration_s;		/* 0: no time limit */
+	const char *stop_file;
+	const char *local, *local_tensor;	/* --local copy and its tensor prefix */
+	bool required;
+	int64_t expect_fallbacks;	/* -1: not checked; 0: none allowed; else minimum */
 };
 
 /* What one process reports; lat[] follows in the shared area. */
 struct proc_result {
 	uint64_t rows, batches, bad, errors;
+	uint64_t tolerated, tolerated_rows, slow, late;
+	uint64_t fallbacks, remote;	/* successful fetches, by where the rows came from */
 	uint64_t nr_lat;
 	int status;			/* exit status of the process's job */
 };
@@ -118,6 +165,9 @@ struct job {
 	uint32_t nr_ranges;
 	uint64_t rng;
 	uint8_t canary;
+	bool snap_valid;		/* run_batches' snap holds the buffer to compare */
+	int last_remote_error;		/* of the last fallback */
+	int fallback_notes;		/* lines printed about fallbacks */
 	int diags;
 	struct proc_result *res;
 	uint64_t *lat;
@@ -138,6 +188,7 @@ static const struct {
 	{ "ENOLINK", ENOLINK }, { "EOVERFLOW", EOVERFLOW }, { "EMSGSIZE", EMSGSIZE },
 	{ "ECANCELED", ECANCELED }, { "EINTR", EINTR }, { "ENAMETOOLONG", ENAMETOOLONG },
 	{ "ETIME", ETIME }, { "EEXIST", EEXIST }, { "EBADF", EBADF }, { "ENODATA", ENODATA },
+	{ "EBADMSG", EBADMSG }, { "ENOTDIR", ENOTDIR },
 };
 
 static const char *errname(int err)
@@ -265,7 +316,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_DEV = 256, O_TABLE, O_LINK, O_FILE, O_WOFF, O_SOFF, O_ROWS_TOTAL,
 		O_COUNT, O_BATCH, O_SEED, O_STRIDE, O_OFFSET, O_MODE, O_BUSY, O_PROCS,
 		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
-		O_SHA, O_BUF_BYTES,
+		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_TOLERATE, O_DURATION, O_STOP,
+		O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
 	};
 	static const struct option lo[] = {
 		{ "dev", required_argument, NULL, O_DEV },
@@ -291,6 +343,16 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "expect-errno", required_argument, NULL, O_EXPECT },
 		{ "rows-list", required_argument, NULL, O_ROWS_LIST },
 		{ "verify-after", no_argument, NULL, O_VERIFY },
+		{ "settle-ms", required_argument, NULL, O_SETTLE },
+		{ "max-ms", required_argument, NULL, O_MAX_MS },
+		{ "tolerate", no_argument, NULL, O_TOLERATE },
+		{ "duration-s", required_argument, NULL, O_DURATION },
+		{ "stop-file", required_argument, NULL, O_STOP },
+		{ "local", required_argument, NULL, O_LOCAL },
+		{ "local-tensor", required_argument, NULL, O_LOCAL_TENSOR },
+		{ "required", no_argument, NULL, O_REQUIRED },
+		{ "expect-fallbacks", required_argument, NULL, O_EXPECT_FB },
+		{ "expect-no-fallbacks", no_argument, NULL, O_EXPECT_NO_FB },
 		{ NULL, 0, NULL, 0 }
 	};
 	uint64_t ms;
@@ -301,6 +363,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	o->seed = 1;
 	o->stride = ROW;
 	o->procs = 1;
+	o->expect_fallbacks = -1;
 	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
 		switch (c) {
 		case O_DEV:
@@ -392,6 +455,38 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_VERIFY:
 			o->verify_after = true;
 			break;
+		case O_SETTLE:
+			o->settle_ms = parse_u32("--settle-ms", optarg);
+			break;
+		case O_MAX_MS:
+			o->max_ms = parse_u32("--max-ms", optarg);
+			break;
+		case O_TOLERATE:
+			o->tolerate = true;
+			break;
+		case O_DURATION:
+			o->duration_s = parse_u32("--duration-s", optarg);
+			break;
+		case O_STOP:
+			o->stop_file = optarg;
+			break;
+		case O_LOCAL:
+			o->local = optarg;
+			break;
+		case O_LOCAL_TENSOR:
+			o->local_tensor = optarg;
+			break;
+		case O_REQUIRED:
+			o->required = true;
+			break;
+		case O_EXPECT_FB:
+			o->expect_fallbacks = (int64_t)parse_u32("--expect-fallbacks", optarg);
+			if (!o->expect_fallbacks)
+				usage_error("--expect-fallbacks: at least 1 (or --expect-no-fallbacks)");
+			break;
+		case O_EXPECT_NO_FB:
+			o->expect_fallbacks = 0;
+			break;
 		default:
 			usage_error("bad option");
 		}
@@ -418,6 +513,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	}
 	if (o->verify_after && !o->expect)
 		usage_error("--verify-after goes with --expect-errno");
+	if (o->settle_ms && !o->expect && !o->tolerate)
+		usage_error("--settle-ms goes with --expect-errno or --tolerate");
+	if (o->local_tensor && !o->local)
+		usage_error("--local-tensor goes with --local");
+	if (o->tolerate && (o->expect || o->rows_list))
+		usage_error("--tolerate runs batches, not --expect-errno or --rows-list");
 	if (o->expect && o->procs > 1)
 		usage_error("--expect-errno runs one process");
 	if (o->stride < ROW && !o->expect)
@@ -627,7 +728,8 @@ static int do_fetch(struct job *j, uint32_t n, struct engram_result *res)
 				       o->stride, o->timeout_ns, 0, res);
 	if (ticket < 0)
 		return (int)ticket;
-	if (!o->busy_poll) {
+	/* Served from the local copy at once: ready for WAIT, never raises POLLIN. */
+	if (!o->busy_poll && !(res->flags & LIBENGRAM_RESULT_FALLBACK)) {
 		struct pollfd p = { .fd = engram_fd(j->e), .events = POLLIN };
 		/* The fetch's deadline, and some; 0 is the module's default. */
 		int ms = o->timeout_ns ? (int)(o->timeout_ns / 1000000) + 5000 : 60000;
@@ -668,6 +770,98 @@ static void describe(char *out, size_t len, int err, const struct engram_result 
 }
 
 /* The normal run: --count random rows, or the rows of @list; every byte checked. */
+static bool tolerable(int ret)
+{
+	static const int ok[] = { ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN,
+				  ENETUNREACH, EHOSTUNREACH, ECONNREFUSED, ENODEV, EAGAIN,
+				  ESTALE, ENOENT };
+	size_t i;
+
+	for (i = 0; i < ARRAY_SIZE(ok); i++)
+		if (-ret == ok[i])
+			return true;
+	return false;
+}
+
+static bool stop_now(const struct opts *o, uint64_t start)
+{
+	if (o->duration_s && now_ns() - start >= o->duration_s * 1000000000ULL)
+		return true;
+	return o->stop_file && access(o->stop_file, F_OK) == 0;
+}
+
+/* Did anything land in the buffer since the last tolerated failure returned? */
+static bool check_snap(struct job *j, const uint8_t *snap)
+{
+	size_t k;
+
+	if (!snap || !j->snap_valid)
+		return false;
+	j->snap_valid = false;
+	for (k = 0; k < j->buf_len && j->buf[k] == snap[k]; k++)
+		;
+	if (k == j->buf_len)
+		return false;
+	diag(j, "late write: byte %zu changed after a failed fetch returned", k);
+	j->res->late++;
+	return false;
+}
+
+/* A transport failure during a fault: bounded in time, nothing lands after. */
+static void tolerated(struct job *j, int ret, uint32_t n, uint64_t ms, uint8_t *snap)
+{
+	const struct opts *o = j->o;
+	struct proc_result *r = j->res;
+	int64_t h;
+
+	r->tolerated++;
+	r->tolerated_rows += n;
+	if (o->max_ms && ms > o->max_ms) {
+		diag(j, "a fetch failed (%s) after %" PRIu64 " ms, bound %u ms",
+		     errname(-ret), ms, o->max_ms);
+		r->slow++;
+	}
+	memcpy(snap, j->buf, j->buf_len);
+	j->snap_valid = true;
+	if (ret == -ESTALE || ret == -ENOENT) {
+		h = engram_table_open(j->e, o->link, o->table, o->sha_hex ? o->sha256 : NULL,
+				      &j->info);
+		if (h >= 0)	/* the old handle stays with the fd: harmless */
+			j->handle = (uint32_t)h;
+	}
+	if (ret == -ENOTCONN || ret == -ENOENT || ret == -ESTALE) {
+		/* Failing at once while the link is down: do not spin. */
+		struct timespec ts = { .tv_nsec = 20 * 1000000 };
+
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* A fetch that succeeded: remote or fallback, and within --max-ms. */
+static void count_success(struct job *j, const struct engram_result *res, uint64_t b,
+			  uint64_t ms)
+{
+	const struct opts *o = j->o;
+
+	if (res->flags & LIBENGRAM_RESULT_FALLBACK) {
+		/* Why the remote failed, when the reason changes; not from diag()'s budget. */
+		if ((!j->res->fallbacks || res->remote_error != j->last_remote_error) &&
+		    j->fallback_notes++ < MAX_DIAG)
+			fprintf(stderr, "fetch_check: [%d] batch %" PRIu64 " fell back after %s\n",
+				j->procno, b,
+				res->remote_error ? errname(res->remote_error) : "no remote table");
+		j->last_remote_error = res->remote_error;
+		j->res->fallbacks++;
+	} else
+		j->res->remote++;
+	if (o->max_ms && ms > o->max_ms) {
+		diag(j, "batch %" PRIu64 " succeeded (%s) after %" PRIu64 " ms, bound %u ms", b,
+		     res->flags & LIBENGRAM_RESULT_FALLBACK ? "fallback" : "remote", ms,
+		     o->max_ms);
+		j->res->slow++;
+	}
+}
+
 static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 {
 	const struct opts *o = j->o;
@@ -675,11 +869,23 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 	struct engram_result res;
 	uint64_t done = 0, b = 0, t0, t1;
 	uint64_t target = list ? nr_list : o->count;
+	uint64_t start = now_ns();
+	uint8_t *snap = NULL;		/* the buffer when a tolerated failure returned */
 	char what[160];
 	uint32_t n;
 	int ret;
 
+	if (o->tolerate) {
+		snap = malloc(j->buf_len);
+		if (!snap) {
+			diag(j, "out of memory");
+			r->errors++;
+			return;
+		}
+	}
 	while (done < target) {
+		if (stop_now(o, start) || (o->tolerate && check_snap(j, snap)))
+			break;
 		if (list) {
 			n = (uint32_t)nr_list;
 			memcpy(j->rows, list, n * sizeof(*j->rows));
@@ -699,7 +905,9 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 		ret = do_fetch(j, n, &res);
 		t1 = now_ns();
 		r->batches++;
-		if (ret) {
+		if (ret && o->tolerate && tolerable(ret)) {
+			tolerated(j, ret, n, (t1 - t0) / 1000000, snap);
+		} else if (ret) {
 			describe(what, sizeof(what), ret, &res);
 			diag(j, "batch %" PRIu64 " of %" PRIu32 " rows failed: %s", b, n, what);
 			r->errors++;
@@ -710,12 +918,22 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 		} else {
 			if (r->nr_lat < j->lat_cap)
 				j->lat[r->nr_lat++] = t1 - t0;
+			count_success(j, &res, b, (t1 - t0) / 1000000);
 			r->rows += n;
 			r->bad += check_batch(j, b, n);
 		}
 		done += n;
 		b++;
 	}
+	if (snap && j->snap_valid && o->settle_ms) {
+		struct timespec ts = { .tv_sec = o->settle_ms / 1000,
+				       .tv_nsec = (long)(o->settle_ms % 1000) * 1000000 };
+
+		while (nanosleep(&ts, &ts) && errno == EINTR)
+			;
+	}
+	check_snap(j, snap);
+	free(snap);
 }
 
 /*
@@ -723,6 +941,49 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
  * error).  In expect mode the first failing step is compared with the
  * expected errno.
  */
+/*
+ * After a failed fetch: no byte of the buffer may change once the call has
+ * returned.  Compares a copy taken now with the buffer after ms.  Returns
+ * true when something changed (a late write).
+ */
+static bool settle(const struct job *j, uint32_t ms)
+{
+	struct timespec ts = { .tv_sec = ms / 1000, .tv_nsec = (long)(ms % 1000) * 1000000 };
+	size_t k, changed = 0, first = 0, written = 0;
+	uint8_t *copy = malloc(j->buf_len);
+
+	if (!copy) {
+		printf("fetch_check: settle: out of memory\n");
+		return true;
+	}
+	memcpy(copy, j->buf, j->buf_len);
+	for (k = 0; k < j->buf_len; k++)
+		written += copy[k] != j->canary;
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+	for (k = 0; k < j->buf_len; k++)
+		if (j->buf[k] != copy[k] && !changed++)
+			first = k;
+	free(copy);
+	printf("fetch_check: settle %u ms: %zu bytes written before the return,"
+	       " %zu changed after it\n", ms, written, changed);
+	if (changed)
+		printf("fetch_check: late write: byte %zu changed after the call returned\n",
+		       first);
+	return changed != 0;
+}
+
+/* engram_open() fails with EINVAL on a malformed ENGRAM_RDMA_* variable: name them. */
+static void env_hint(void)
+{
+	extern char **environ;
+	char **v;
+
+	for (v = environ; *v; v++)
+		if (!strncmp(*v, "ENGRAM_RDMA_", 12))
+			fprintf(stderr, "fetch_check: open: EINVAL with %s set (malformed?)\n", *v);
+}
+
 static int run_job(const struct opts *o, int procno, struct proc_result *r, uint64_t *lat,
 		   uint64_t lat_cap)
 {
@@ -734,7 +995,8 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 	int64_t h;
 	int ret, status = 2;
 	const char *step = NULL;
-	bool refused_wrote = false;
+	bool refused_wrote = false, late = false;
+	uint64_t t0, elapsed_ms;
 
 	memset(&res, 0, sizeof(res));
 	j.rng = o->seed + (uint64_t)procno;
@@ -742,6 +1004,13 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 	if (ret) {
 		step = "open";
 		goto fail_step;
+	}
+	if (o->required) {
+		ret = engram_set_required(j.e, 1);
+		if (ret) {
+			step = "set_required";
+			goto fail_step;
+		}
 	}
 	h = engram_table_open(j.e, o->link, o->table, o->sha_hex ? o->sha256 : NULL, &j.info);
 	if (h < 0) {
@@ -751,6 +1020,13 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 	}
 	j.handle = (uint32_t)h;
 	j.rows_total = j.info.rows;
+	if (o->local) {
+		ret = engram_table_set_local(j.e, j.handle, o->local, o->local_tensor);
+		if (ret) {
+			step = "set_local";
+			goto fail_step;
+		}
+	}
 	if (o->rows_total && o->rows_total != j.info.rows) {
 		fprintf(stderr, "fetch_check: table has %" PRIu64 " rows, --rows-total says %"
 			PRIu64 "\n", j.info.rows, o->rows_total);
@@ -800,8 +1076,20 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 		layout(&j, n);
 		j.canary = 0xc3;
 		memset(j.buf, j.canary, j.buf_len);
+		t0 = now_ns();
 		ret = do_fetch(&j, n, &res);
+		elapsed_ms = (now_ns() - t0) / 1000000;
 		step = "fetch";
+		if (!ret)
+			count_success(&j, &res, 0, elapsed_ms);
+		if (ret && o->max_ms) {
+			printf("fetch_check: the failing fetch returned after %" PRIu64 " ms"
+			       " (bound %u ms)\n", elapsed_ms, o->max_ms);
+			if (elapsed_ms > o->max_ms)
+				late = true;
+		}
+		if (ret && o->settle_ms && settle(&j, o->settle_ms))
+			late = true;
 		/* A refusal by the server writes no row: the buffer is untouched. */
 		if (ret && res.wire_status) {
 			size_t k;
@@ -817,10 +1105,12 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 		goto fail_step;
 	}
 	run_batches(&j, o->rows_list, o->nr_rows_list);
-	status = r->bad || r->errors ? 1 : 0;
+	status = r->bad || r->errors || r->slow || r->late ? 1 : 0;
 	goto out;
 
 fail_step:
+	if (ret == -EINVAL && !strcmp(step, "open"))
+		env_hint();
 	if (!o->expect) {
 		describe(what, sizeof(what), ret, &res);
 		fprintf(stderr, "fetch_check: [%d] %s: %s: %s\n", procno, step, what,
@@ -830,14 +1120,14 @@ fail_step:
 	}
 	describe(what, sizeof(what), ret, &res);
 	printf("fetch_check: %s: expected %s, got %s\n", step, errname(o->expect_errno), what);
-	status = -ret == o->expect_errno && !refused_wrote ? 0 : 1;
+	status = -ret == o->expect_errno && !refused_wrote && !late && !r->slow ? 0 : 1;
 	if (status == 0 && o->verify_after) {
 		if (strcmp(step, "fetch")) {
 			fprintf(stderr, "fetch_check: --verify-after needs the failure in the fetch\n");
 			status = 1;
 		} else {
 			run_batches(&j, NULL, 0);
-			status = r->bad || r->errors ? 1 : 0;
+			status = r->bad || r->errors || r->slow ? 1 : 0;
 			printf("fetch_check: after the refusal: rows %" PRIu64 " bad %" PRIu64
 			       " errors %" PRIu64 "\n", r->rows, r->bad, r->errors);
 		}
@@ -869,6 +1159,7 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
+	uint64_t tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
 	uint64_t *all_lat, p50 = 0, p99 = 0, want;
 	size_t slot, area;
 	uint8_t *shared;
@@ -929,9 +1220,28 @@ int main(int argc, char **argv)
 		batches += r->batches;
 		bad += r->bad;
 		errors += r->errors;
+		tol += r->tolerated;
+		tol_rows += r->tolerated_rows;
+		slow += r->slow;
+		late += r->late;
+		fallbacks += r->fallbacks;
+		remote += r->remote;
 		nr_lat += r->nr_lat;
 		if (r->status > status)
 			status = r->status;
+	}
+	printf("fetch_check: fallbacks %" PRIu64 " remote %" PRIu64 " slow %" PRIu64 "\n",
+	       fallbacks, remote, slow);
+	if (o.expect_fallbacks == 0 && fallbacks) {
+		fprintf(stderr, "fetch_check: %" PRIu64 " fetches fell back, none expected\n",
+			fallbacks);
+		if (!status)
+			status = 1;
+	} else if (o.expect_fallbacks > 0 && fallbacks < (uint64_t)o.expect_fallbacks) {
+		fprintf(stderr, "fetch_check: %" PRIu64 " fetches fell back, at least %" PRId64
+			" expected\n", fallbacks, o.expect_fallbacks);
+		if (!status)
+			status = 1;
 	}
 	if (o.expect && !o.verify_after)
 		return status;
@@ -955,6 +1265,22 @@ int main(int argc, char **argv)
 	printf("fetch_check: rows %" PRIu64 " batches %" PRIu64 " bad %" PRIu64 " errors %"
 	       PRIu64 " p50_us %" PRIu64 " p99_us %" PRIu64 "\n", rows, batches, bad, errors,
 	       p50 / 1000, p99 / 1000);
+	if (o.tolerate) {
+		printf("fetch_check: tolerated %" PRIu64 " slow %" PRIu64 " late %" PRIu64 "\n",
+		       tol, slow, late);
+		/* A run cut short by --duration-s or --stop-file checked fewer rows. */
+		if (o.duration_s || o.stop_file)
+			want = rows + tol_rows;
+		if (rows + tol_rows != want)
+			fprintf(stderr, "fetch_check: %" PRIu64 " rows tried, %" PRIu64
+				" wanted\n", rows + tol_rows, want);
+		if (!status && (rows + tol_rows != want || bad || errors || slow || late))
+			status = 1;
+		return status;
+	}
+	/* Cut short by --duration-s or --stop-file: every fetch made must be exact. */
+	if (o.duration_s || o.stop_file)
+		want = rows;
 	if (!status && (rows != want || bad || errors))
 		status = 1;
 	if (rows != want)

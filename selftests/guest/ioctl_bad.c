@@ -22,7 +22,8 @@
  * from the server; WAIT and poll(), WAIT timeouts (EAGAIN) and a signal
  * during FETCH (EINTR, then WAIT); a buffer unregistered or unmapped under
  * a fetch in flight, a second fd closed with fetches in flight, and the
- * per-fd limits (1,024 buffers, 4,096 tables).  A normal fetch (two
+ * per-fd limits (1,024 buffers, 4,096 tables); REPORT's size, flags,
+ * reserved fields, rows, error and handle.  A normal fetch (two
  * fetches of the same rows at different strides and offsets: equal rows,
  * untouched gaps) is checked between the groups and at the end.
  */
@@ -1435,6 +1436,67 @@ static void signal_cases(void)
 		diag("signal cases left %d fetches outstanding", e);
 }
 
+/* REPORT: counted only when everything is valid; nothing else changes. */
+static void report_cases(void)
+{
+	struct engram_ioc_report r;
+	struct {
+		struct engram_ioc_report r;
+		uint64_t tail;
+	} big;
+	int e;
+
+#define MK_REPORT() do { memset(&r, 0, sizeof(r)); r.size = sizeof(r); \
+		r.handle = handle; r.rows = 1; } while (0)
+	MK_REPORT();
+	r.size = ENGRAM_REPORT_SIZE_VER0 - 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: size below VER0");
+	memset(&big, 0, sizeof(big));
+	big.r.size = sizeof(big);
+	big.r.handle = handle;
+	big.r.rows = 1;
+	big.tail = 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &big), E2BIG, "REPORT: longer struct, nonzero tail");
+	big.tail = 0;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &big), 0, "REPORT: longer struct, zero tail");
+	MK_REPORT();
+	r.flags = 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: unknown flag");
+	MK_REPORT();
+	r.reserved0 = 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: reserved0 set");
+	MK_REPORT();
+	r.reserved[1] = 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: reserved[1] set");
+	MK_REPORT();
+	r.rows = 0;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: 0 rows");
+	MK_REPORT();
+	r.rows = (1U << 31) + 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: 2^31 + 1 rows");
+	MK_REPORT();
+	r.rows = 1U << 31;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), 0, "REPORT: 2^31 rows");
+	MK_REPORT();
+	r.error = 5;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: a positive error");
+	MK_REPORT();
+	r.error = -4096;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), EINVAL, "REPORT: error below -MAX_ERRNO");
+	MK_REPORT();
+	r.error = -ETIMEDOUT;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), 0, "REPORT: error -ETIMEDOUT");
+	MK_REPORT();
+	r.handle = 0;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), ENOENT, "REPORT: handle 0");
+	MK_REPORT();
+	r.handle = 4097;
+	expect(xio(dev_fd, ENGRAM_IOC_REPORT, &r), ENOENT, "REPORT: handle not open on this fd");
+	e = ioctl(dev_fd, ENGRAM_IOC_REPORT, NULL) < 0 ? errno : 0;
+	expect(e, EFAULT, "REPORT: NULL argument");
+#undef MK_REPORT
+}
+
 static void wait_cases(void)
 {
 	struct engram_ioc_fetch a;
@@ -1754,6 +1816,7 @@ int main(int argc, char **argv)
 	fetch_cases();
 	good_fetch("after the FETCH refusals");
 	wait_cases();
+	report_cases();
 	lifetime_cases();
 	good_fetch("at the end");
 	e = close(dev_fd) ? errno : 0;

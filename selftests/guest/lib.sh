@@ -46,8 +46,11 @@ dmesg_since() { dmesg | tail -n +"$((DMESG_MARK + 1))"; }
 
 module_loaded() { [ -d /sys/module/engram_rdma ]; }
 module_unload() { ! module_loaded || rmmod engram_rdma; }
-# module_load [PARAM=VALUE]...: insmod the module under test.
-module_load() { insmod "$MODULE" "$@"; }
+# module_load [PARAM=VALUE]...: insmod the module under test.  A TCG guest
+# on a loaded machine can leave a server's worker unscheduled for seconds:
+# tests allow 10 s of silence before a heartbeat breaks a link, unless they
+# pass their own heartbeat_timeout_ms (a later value wins).
+module_load() { insmod "$MODULE" heartbeat_timeout_ms=10000 "$@"; }
 
 # table_state NAME: ready, loading, ... or "absent".
 table_state() {

@@ -45,8 +45,16 @@ refuse "wildcard local address" remote=rdma://192.0.2.1:18515@0.0.0.0
 refuse "duplicates entry 1" \
 	remote=tcp://192.0.2.1:7@192.0.2.1,tcp://192.0.2.1:7@192.0.2.1
 refuse "a listen URL takes no '@LOCAL' part" listen=rdma://192.0.2.1:1@192.0.2.1
-refuse "TCP transport is not available yet" listen=tcp://192.0.2.1:18516
-refuse "cannot add link" remote=tcp://192.0.2.1:7@192.0.2.1
+refuse "tcp_frame_timeout_ms=99: want milliseconds in 100-600000" tcp_frame_timeout_ms=99
+refuse "tcp_hello_timeout_ms=600001: want milliseconds in 100-600000" tcp_hello_timeout_ms=600001
+refuse "tcp_max_conns=0: want 1-512" tcp_max_conns=0
+refuse "heartbeat_ms=60001: want milliseconds in 0-60000" heartbeat_ms=60001
+refuse "heartbeat_timeout_ms=9: want milliseconds in 10-600000" heartbeat_timeout_ms=9
+refuse "reconnect_min_ms=0: want milliseconds in 1-600000" reconnect_min_ms=0
+refuse "reconnect_max_ms=x: want milliseconds in 1-600000" reconnect_max_ms=x
+refuse "fault_delay_ms=60001: want 0-60000" fault_delay_ms=60001
+refuse "fault_drop_pct=101: want 0-100" fault_drop_pct=101
+refuse "statlog_s=86401: want seconds in 0-86400" statlog_s=86401
 refuse "timeout_ms=0: want milliseconds" timeout_ms=0
 refuse "timeout_ms=abc: want milliseconds" timeout_ms=abc
 check "no module left behind by the refused loads" sh -c '! test -d /sys/module/engram_rdma'

@@ -26,7 +26,7 @@ REFRESH=0
 [ "${1:-}" = "--refresh" ] && REFRESH=1
 
 BASE_PKGS=(
-	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev
+	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev libssl-dev
 	rdma-core ibverbs-utils rdmacm-utils perftest
 	qemu-system-x86 busybox-static kmod cpio xz-utils rsync dkms sparse
 	linux-source-6.1 clang gnuplot-nox python3 python3-numpy

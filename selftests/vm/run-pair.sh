@@ -55,7 +55,7 @@ for _ in $(seq 1 300); do
 done
 mapfile -t sl < <(logs_opt spark)
 "$here/run.sh" --kver "$KVER" --timeout "$TMO" "${sl[@]}" --net "connect:$port" \
-	--ip 192.0.2.2 --params "remote=rdma://192.0.2.1:18515@192.0.2.2" \
+	--ip 192.0.2.2 --params "remote=rdma://192.0.2.1:18515@192.0.2.2 heartbeat_timeout_ms=10000" \
 	-- selftests/guest/pair_spark.sh >"$work/spark.out" 2>&1
 src=$?
 wait $hpid

@@ -1,0 +1,109 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The host guest of the fault test (selftests/vm/run-faults.sh).
+#   fault_host.sh 1: serve the table while the Spark guest fetches in a
+#	loop, and break things one after the other: the network link, the
+#	module, the RDMA device, the table.  After each fault the Spark's link
+#	must come back on its own and its remote fetches resume (seen here as
+#	a connection and the table's lookups counter moving again).  Then kill
+#	this guest outright.
+#   fault_host.sh 2: the guest booted again: serve again until the Spark
+#	has seen remote fetches resume, load the "faults-done" table to tell
+#	it so, and wait for it to go.
+. "$(dirname "$0")/lib.sh"
+
+PHASE=${1:?phase}
+F=$SCRATCH/faults.safetensors
+IP=192.0.2.1
+make_table "$F" 300000 --seed 43 --pad-before 5 || bail "mktable"
+
+load_table() {
+	"$ENGRAMCTL" load "$F" --tensor $PREFIX --name faults >/dev/null 2>&1 &&
+		wait_state faults ready 120
+}
+lookups() {
+	"$ENGRAMCTL" -j stats 2>/dev/null |
+		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == 'faults')" 2>/dev/null ||
+		echo 0
+}
+# resumed SECONDS: a Spark connection is up and remote lookups are flowing.
+resumed() {
+	local i l0
+	l0=$(lookups)
+	for i in $(seq 1 "$1"); do
+		if [ "$(stat_global connections 2>/dev/null || echo 0)" -ge 1 ] &&
+		   [ "$(lookups)" -gt $((l0 + 5)) ]; then
+			return 0
+		fi
+		sleep 1
+	done
+	return 1
+}
+netdev=$(rdma link show | sed -n 's/^link rxe0\/.* netdev \([^ ]*\).*/\1/p')
+[ -n "$netdev" ] || bail "no netdev under rxe0"
+diag "rxe0 is on $netdev"
+
+check "the table loads" load_table
+check "the Spark guest connects and fetches" resumed 600
+
+if [ "$PHASE" = 1 ]; then
+	ip link set dev "$netdev" down
+	sleep 6
+	ip link set dev "$netdev" up
+	check "network link down 6 s and up: the Spark's link comes back, fetches resume" \
+		resumed 120
+
+	check "rmmod with the Spark connected" module_unload
+	sleep 2
+	check "modprobe again" module_load "listen=rdma://$IP:18515"
+	check "the table loads again" load_table
+	check "after rmmod/modprobe the Spark's link comes back, fetches resume" resumed 120
+
+	rdma link del rxe0
+	sleep 4
+	rdma link add rxe0 type rxe netdev "$netdev"
+	check "after rdma link del/add the Spark's link comes back, fetches resume" \
+		resumed 120
+
+	check "table unload under the Spark's fetches" "$ENGRAMCTL" unload faults
+	sleep 4
+	check "the table loads again" load_table
+	check "after the table reload the Spark reopens it, fetches resume" resumed 120
+
+	check "no WARN, BUG or refcount line in this guest's log" \
+		sh -c "! dmesg | grep -E 'WARNING:|BUG:|refcount|Oops|Call Trace:'"
+	echo "1..$T_NO"
+	# Killed outright: no FIN, no rdma_cm DREQ, nothing cleaned up.
+	echo ENGRAM-FAULT-KILL-HOST
+	sync
+	sleep 1
+	echo 1 >/proc/sys/kernel/sysrq
+	echo b >/proc/sysrq-trigger
+	sleep 30
+	exit 1
+fi
+
+# Phase 2: this guest was killed and booted again.
+"$ENGRAMCTL" mktable "$SCRATCH/done.safetensors" --rows 16 --seed 1 >/dev/null &&
+	"$ENGRAMCTL" load "$SCRATCH/done.safetensors" --tensor $PREFIX --name faults-done \
+	>/dev/null 2>&1
+check "the marker table for the Spark loads" wait_state faults-done ready 60
+# The Spark fetches from faults-done once it is through, then unloads its
+# module: only then is this guest done.
+done_lookups() {
+	"$ENGRAMCTL" -j stats 2>/dev/null |
+		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == 'faults-done')" \
+		2>/dev/null || echo 0
+}
+wait_done() {
+	local i
+	for i in $(seq 1 "$1"); do
+		[ "$(done_lookups)" -ge 1 ] && [ "$(stat_global connections)" -eq 0 ] && return 0
+		sleep 1
+	done
+	return 1
+}
+check "the Spark finishes (a fetch from faults-done) and disconnects" wait_done 900
+check "no WARN, BUG or refcount line in this guest's log" \
+	sh -c "! dmesg | grep -E 'WARNING:|BUG:|refcount|Oops|Call Trace:'"
+done_testing

@@ -1,0 +1,111 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The Spark guest of the fault test (selftests/vm/run-faults.sh): keeps
+# fetch loops running against the host guest while it breaks things
+# (fault_host.sh).  Every fetch must return exact rows or fail with a
+# transport error within its deadline plus a margin, and nothing may land
+# in a buffer after a call returned (fetch_check --tolerate).  Here a
+# fetching process is also killed mid-fetch.  The run ends when the host,
+# booted again after being killed, publishes the "faults-done" table and
+# remote fetches have resumed.
+# timeout: 1500
+. "$(dirname "$0")/lib.sh"
+
+F=$SCRATCH/faults.safetensors
+ROWS=300000
+make_table "$F" $ROWS --seed 43 --pad-before 5 || bail "mktable"
+sha=$(sha256sum "$F" | cut -d' ' -f1)
+read -r WOFF SOFF < <(python3 - "$F" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+base = 8 + n
+print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
+      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
+PY
+)
+DEADLINE=1000
+MARGIN=3000	# the break (disconnect, drain) in a TCG guest, stated in testing.rst
+FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
+	--scale-offset "$SOFF" --rows-total $ROWS)
+fetchable() {
+	local i
+	for i in $(seq 1 "$1"); do
+		"${FC[@]}" --count 1 --timeout-ms 10000 >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
+link_json() { "$ENGRAMCTL" -j link show 1 | jget "$1"; }
+fetches() { "$ENGRAMCTL" -j stats | jget "d['global']['fetches']"; }
+
+check "the link to the host guest comes up with the table" fetchable 600
+STOP=${ENGRAM_TEST_TMP:-$SCRATCH}/fault-stop
+rm -f "$STOP"
+"${FC[@]}" --tolerate --count 100000000 --batch 288,4096 --timeout-ms $DEADLINE \
+	--max-ms $((DEADLINE + MARGIN)) --settle-ms 3000 --stop-file "$STOP" --seed 1 \
+	>"$SCRATCH/loop1" 2>&1 &
+loop1=$!
+"${FC[@]}" --tolerate --count 100000000 --batch 49152 --timeout-ms 5000 \
+	--max-ms $((5000 + MARGIN)) --settle-ms 3000 --stop-file "$STOP" --seed 2 \
+	>"$SCRATCH/loop2" 2>&1 &
+loop2=$!
+
+# The host guest works through its faults meanwhile; its second boot
+# publishes faults-done.
+done_seen() {
+	local i
+	for i in $(seq 1 "$1"); do
+		link_json "d[0]['tables']" 2>/dev/null | grep -qx 2 && return 0
+		sleep 2
+	done
+	return 1
+}
+check "the host guest, killed and booted again, serves again (faults-done)" done_seen 700
+f0=$(fetches)
+sleep 10
+check "remote fetches resumed after the reboot" test "$(fetches)" -gt "$f0"
+
+# A fetching process killed mid-fetch, while the loops go on: the link
+# stays up and a new process fetches exact rows at once.
+"${FC[@]}" --count 100000000 --batch 49152 --timeout-ms 60000 --seed 3 >/dev/null 2>&1 &
+victim=$!
+sleep 5
+kill -9 $victim
+wait $victim 2>/dev/null
+check "a fetcher killed mid-fetch: the link stays up" \
+	test "$(link_json "d[0]['state']")" = up
+check "... and a new fetcher gets exact rows" \
+	"${FC[@]}" --count 20000 --batch 4096 --timeout-ms 60000 --seed 4
+touch "$STOP"
+wait $loop1; r1=$?
+wait $loop2; r2=$?
+sed 's/^/# loop 288,4096: /' "$SCRATCH/loop1" | tail -n 15
+sed 's/^/# loop 49152: /' "$SCRATCH/loop2" | tail -n 15
+check "loop 288/4096: every fetch exact or a clean error in bound, no late write" test $r1 -eq 0
+check "loop 49,152: every fetch exact or a clean error in bound, no late write" test $r2 -eq 0
+"$ENGRAMCTL" link show | sed 's/^/# /'
+check "the link reconnected through the faults" \
+	test "$(link_json "d[0].get('connects', 0)")" -ge 5
+check "no WARN, BUG or refcount line in this guest's log" \
+	sh -c "! dmesg | grep -E 'WARNING:|BUG:|refcount|Oops|Call Trace:'"
+# Tell the host guest it may go: one fetch from the marker table (the same
+# deterministic file on both sides), then the module goes.
+D=$SCRATCH/done.safetensors
+"$ENGRAMCTL" mktable "$D" --rows 16 --seed 1 >/dev/null || bail "mktable done"
+read -r DW DS < <(python3 - "$D" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+base = 8 + n
+print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
+      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
+PY
+)
+check "a fetch from faults-done tells the host guest" \
+	"$TOP/selftests/guest/fetch_check" --table faults-done --file "$D" --weight-offset "$DW" \
+	--scale-offset "$DS" --count 16 --batch 16 --timeout-ms 60000
+check "rmmod with the link up" module_unload
+done_testing
