@@ -51,6 +51,12 @@ loop1=$!
 	--max-ms $((5000 + MARGIN)) --settle-ms 3000 --stop-file "$STOP" --seed 2 \
 	>"$SCRATCH/loop2" 2>&1 &
 loop2=$!
+# The engine's way: libengram with a local copy.  Every fetch must return
+# exact rows (remote, or read from the copy) within the deadline + margin.
+"${FC[@]}" --local "$F" --local-tensor $PREFIX --count 100000000 --batch 288,4096 \
+	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN)) --expect-fallbacks 1 \
+	--stop-file "$STOP" --seed 5 >"$SCRATCH/loop3" 2>&1 &
+loop3=$!
 
 # The host guest works through its faults meanwhile; its second boot
 # publishes faults-done.
@@ -81,10 +87,14 @@ check "... and a new fetcher gets exact rows" \
 touch "$STOP"
 wait $loop1; r1=$?
 wait $loop2; r2=$?
+wait $loop3; r3=$?
 sed 's/^/# loop 288,4096: /' "$SCRATCH/loop1" | tail -n 15
 sed 's/^/# loop 49152: /' "$SCRATCH/loop2" | tail -n 15
+sed 's/^/# loop with fallback: /' "$SCRATCH/loop3" | tail -n 15
 check "loop 288/4096: every fetch exact or a clean error in bound, no late write" test $r1 -eq 0
 check "loop 49,152: every fetch exact or a clean error in bound, no late write" test $r2 -eq 0
+check "loop with libengram's fallback: every fetch exact in bound, some from the copy" \
+	test $r3 -eq 0
 "$ENGRAMCTL" link show | sed 's/^/# /'
 check "the link reconnected through the faults" \
 	test "$(link_json "d[0].get('connects', 0)")" -ge 5

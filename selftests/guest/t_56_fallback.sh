@@ -12,6 +12,7 @@
 # (ENGRAM_RDMA_LOCAL_<NAME>, ENGRAM_RDMA_LOCAL_DIR, ENGRAM_RDMA_TIMEOUT_MS),
 # the per-table log line (statlog_s) and the Python binding.
 # Bounds: a fetch that falls back returns within its deadline plus MARGIN.
+# kernels: 6.12
 # timeout: 900
 . "$(dirname "$0")/lib.sh"
 

@@ -100,4 +100,5 @@ wait $pid 2>/dev/null
 check "after a fetching process is killed, fetches still work" run --count 5000 --batch 288 --seed 8
 check "link del of the tcp link" "$ENGRAMCTL" link del 1
 check "rmmod with a tcp listener succeeds" module_unload
+check "the module loads again" module_load
 done_testing

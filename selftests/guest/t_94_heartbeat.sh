@@ -169,4 +169,5 @@ else
 fi
 check "link del of the tcp link" "$ENGRAMCTL" link del "$id2"
 check "rmmod" module_unload
+check "the module loads again" module_load
 done_testing
