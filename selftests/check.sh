@@ -18,7 +18,8 @@
 # Environment: KVERS (default "6.1 6.12"), CHECK_SKIP_VM=1 (no QEMU steps),
 # GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
 # for one guest run, default 1800; QEMU itself is killed 120 s later),
-# FAULT_KVERS (kernels of the two-guest fault run, default "6.12").
+# PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default "6.1"
+# and "6.12").
 set -uo pipefail
 export LC_ALL=C
 
@@ -27,7 +28,9 @@ cd "$root" || exit 1
 logs=$root/build/logs
 mkdir -p "$logs"
 KVERS=${KVERS:-6.1 6.12}
-# The fault run (two guests, one rebooted) takes minutes: one kernel.
+# Two-guest runs take minutes each: the plain one on 6.1, the fault run
+# (the same data path between two guests, and the faults) on 6.12.
+PAIR_KVERS=${PAIR_KVERS:-6.1}
 FAULT_KVERS=${FAULT_KVERS:-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-1800}
 SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|detected stall|Kernel panic|unreferenced object|Call Trace:)'
@@ -174,6 +177,32 @@ vm_wait() {
 	read -r rc <"$logs/vm-$1.rc" 2>/dev/null || rc=125
 	return "$rc"
 }
+# two_guests pair|faults K GUEST...: run-pair.sh or run-faults.sh on kernel
+# K, then check each guest's kernel log.  The first host boot of the fault
+# run is killed outright and never writes its kernel log (it checked dmesg
+# itself just before): its console stands in.
+two_guests() {
+	local what=$1 k=$2 g dlog t0=$SECONDS
+	shift 2
+	run_tap "$what-$k" "[$k $what]" "selftests/vm/run-$what.sh" --kver "$k" \
+		--timeout "$VM_TIMEOUT" --logs "$logs/$what-$k"
+	echo "# [$k] $what run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+	if [ $STEP_COMPLETE -ne 1 ]; then
+		tap not-ok "[$k $what] every guest ran to completion"
+	fi
+	for g in "$@"; do
+		dlog=$logs/$what-$k/$g/dmesg.log
+		[ -s "$dlog" ] || [ "$g" != host1 ] || dlog=$logs/$what-$k/$g/console.log
+		if [ ! -s "$dlog" ]; then
+			tap not-ok "[$k $what] $g guest's kernel log captured"
+		elif grep -Eq "$SPLAT" "$dlog"; then
+			tap not-ok "[$k $what] $g guest's kernel log free of warnings and oopses"
+			grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
+		else
+			tap ok "[$k $what] $g guest's kernel log free of warnings and oopses"
+		fi
+	done
+}
 if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	t0=$SECONDS
 	for k in $KVERS; do
@@ -216,48 +245,8 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	# Two guests at a time from here on, one kernel after the other.
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue
-		# The same data path between two guests: host and Spark.
-		t0=$SECONDS
-		run_tap "pair-$k" "[$k pair]" selftests/vm/run-pair.sh --kver "$k" \
-			--timeout "$VM_TIMEOUT" --logs "$logs/pair-$k"
-		echo "# [$k] two-guest run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
-		if [ $STEP_COMPLETE -ne 1 ]; then
-			tap not-ok "[$k pair] both guests ran to completion"
-		fi
-		for g in host spark; do
-			dlog=$logs/pair-$k/$g/dmesg.log
-			if [ ! -s "$dlog" ]; then
-				tap not-ok "[$k pair] $g guest's kernel log captured"
-			elif grep -Eq "$SPLAT" "$dlog"; then
-				tap not-ok "[$k pair] $g guest's kernel log free of warnings and oopses"
-				grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
-			else
-				tap ok "[$k pair] $g guest's kernel log free of warnings and oopses"
-			fi
-		done
-		# Faults between the two guests, with fetch loops running throughout.
-		case " $FAULT_KVERS " in *" $k "*) ;; *) continue ;; esac
-		t0=$SECONDS
-		run_tap "faults-$k" "[$k faults]" selftests/vm/run-faults.sh --kver "$k" \
-			--timeout "$VM_TIMEOUT" --logs "$logs/faults-$k"
-		echo "# [$k] fault run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
-		if [ $STEP_COMPLETE -ne 1 ]; then
-			tap not-ok "[$k faults] every guest ran to completion"
-		fi
-		for g in spark host1 host2; do
-			dlog=$logs/faults-$k/$g/dmesg.log
-			# Killed outright, the first host boot never writes its
-			# kernel log (it checked dmesg itself just before).
-			[ -s "$dlog" ] || [ $g != host1 ] || dlog=$logs/faults-$k/$g/console.log
-			if [ ! -s "$dlog" ]; then
-				tap not-ok "[$k faults] $g guest's kernel log captured"
-			elif grep -Eq "$SPLAT" "$dlog"; then
-				tap not-ok "[$k faults] $g guest's kernel log free of warnings and oopses"
-				grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
-			else
-				tap ok "[$k faults] $g guest's kernel log free of warnings and oopses"
-			fi
-		done
+		case " $PAIR_KVERS " in *" $k "*) two_guests pair "$k" host spark ;; esac
+		case " $FAULT_KVERS " in *" $k "*) two_guests faults "$k" spark host1 host2 ;; esac
 	done
 fi
 

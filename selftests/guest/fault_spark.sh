@@ -52,10 +52,13 @@ loop1=$!
 	>"$SCRATCH/loop2" 2>&1 &
 loop2=$!
 # The engine's way: libengram with a local copy.  Every fetch must return
-# exact rows (remote, or read from the copy) within the deadline + margin.
-"${FC[@]}" --local "$F" --local-tensor $PREFIX --count 100000000 --batch 288,4096 \
-	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN)) --expect-fallbacks 1 \
-	--stop-file "$STOP" --seed 5 >"$SCRATCH/loop3" 2>&1 &
+# exact rows (remote, or read from the copy) within the deadline + margin
+# + what reading 288 random rows with O_DIRECT takes in this guest (576
+# preads through an emulated disk, up to about 2 s beside the other loops).
+LOCAL_READ=2000
+"${FC[@]}" --local "$F" --local-tensor $PREFIX --count 100000000 --batch 288 \
+	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN + LOCAL_READ)) \
+	--expect-fallbacks 1 --stop-file "$STOP" --seed 5 >"$SCRATCH/loop3" 2>&1 &
 loop3=$!
 
 # The host guest works through its faults meanwhile; its second boot
@@ -73,16 +76,18 @@ f0=$(fetches)
 sleep 10
 check "remote fetches resumed after the reboot" test "$(fetches)" -gt "$f0"
 
-# A fetching process killed mid-fetch, while the loops go on: the link
-# stays up and a new process fetches exact rows at once.
+# A fetching process killed mid-fetch, while the loops go on.  Its fd's
+# close waits at most 2 s for the fetch on the wire and then breaks the
+# connection (so its pages can be unpinned); the link comes back by itself
+# and a new process fetches exact rows.
 "${FC[@]}" --count 100000000 --batch 49152 --timeout-ms 60000 --seed 3 >/dev/null 2>&1 &
 victim=$!
 sleep 5
 kill -9 $victim
 wait $victim 2>/dev/null
-check "a fetcher killed mid-fetch: the link stays up" \
-	test "$(link_json "d[0]['state']")" = up
-check "... and a new fetcher gets exact rows" \
+check "a fetcher killed mid-fetch: the link is up again and a new fetcher gets exact rows" \
+	fetchable 60
+check "... 20,000 rows of them" \
 	"${FC[@]}" --count 20000 --batch 4096 --timeout-ms 60000 --seed 4
 touch "$STOP"
 wait $loop1; r1=$?

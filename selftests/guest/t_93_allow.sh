@@ -6,7 +6,7 @@
 # denied at the rdma_cm connect request (CONNECTS_DENIED, a log line, the
 # link not up with an error), then let in by `allow add`, after which the
 # link comes up on its own and fetches exact rows.
-# kernels: 6.1
+# kernels: 6.12
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 
