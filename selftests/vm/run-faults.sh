@@ -79,7 +79,7 @@ sed 's/^\(not \)\{0,1\}ok [0-9]* - /&spark: /' "$work/spark.out"
 sed 's/^\(not \)\{0,1\}ok [0-9]* - /&host boot 1: /' "$work/host1.out"
 sed 's/^\(not \)\{0,1\}ok [0-9]* - /&host boot 2: /' "$work/host2.out"
 echo "# faults: spark exit $src, host boot 1 exit $h1rc (killed: $killed), host boot 2 exit $h2rc"
-h1fail=$(grep -c '^not ok' "$work/host1.out")
+h1fail=$(grep '^not ok' "$work/host1.out" | grep -vc '# TODO')
 if [ $killed -eq 1 ] && [ $src -ne 125 ] && [ $h2rc -ne 125 ]; then
 	echo ENGRAM-SELFTESTS-COMPLETE
 fi
