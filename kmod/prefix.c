@@ -31,6 +31,7 @@
 #include <linux/string.h>
 #endif
 
+#include "list.h"
 #include "prefix.h"
 
 #define pfx_err(err, errlen, ...) snprintf(err, errlen, __VA_ARGS__)
@@ -401,6 +402,28 @@ bool engram_prefix_match(const struct engram_prefix *p,
 	return !rest || !((a[full] ^ p->addr[full]) & (u8)(0xff00 >> rest));
 }
 
+static int engram_prefix_parse_entry(const void *ctx, const char *s, size_t len,
+				     void *item, char *why, size_t whylen)
+{
+	(void)ctx;
+	return engram_prefix_parse(s, len, item, why, whylen);
+}
+
+static bool engram_prefix_equal_entry(const void *a, const void *b)
+{
+	return engram_prefix_equal(a, b);
+}
+
+/*
+ * The parser's reasons quote the entry themselves, all but "longer than N
+ * bytes", where the position says enough.
+ */
+static const struct engram_list_ops engram_prefix_list_ops = {
+	.size	= sizeof(struct engram_prefix),
+	.parse	= engram_prefix_parse_entry,
+	.equal	= engram_prefix_equal_entry,
+};
+
 /**
  * engram_prefix_list_parse() - parse a comma-separated list of entries
  * @s: NUL-terminated list; NULL or "" is an empty list
@@ -416,43 +439,6 @@ int engram_prefix_list_parse(const char *s, struct engram_prefix *out,
 			     unsigned int max, unsigned int *count,
 			     char *err, size_t errlen)
 {
-	char why[160];
-	unsigned int n = 0, i;
-	const char *p = s, *comma;
-	size_t len;
-	int ret;
-
-	*count = 0;
-	if (!s || !*s)
-		return 0;
-	for (;;) {
-		comma = strchr(p, ',');
-		len = comma ? (size_t)(comma - p) : strlen(p);
-		if (!len) {
-			pfx_err(err, errlen, "entry %u is empty", n + 1);
-			return -EINVAL;
-		}
-		if (n == max) {
-			pfx_err(err, errlen, "more than %u entries", max);
-			return -EINVAL;
-		}
-		ret = engram_prefix_parse(p, len, &out[n], why, sizeof(why));
-		if (ret) {
-			pfx_err(err, errlen, "entry %u: %s", n + 1, why);
-			return ret;
-		}
-		for (i = 0; i < n; i++) {
-			if (engram_prefix_equal(&out[i], &out[n])) {
-				pfx_err(err, errlen, "entry %u '%.*s' duplicates entry %u",
-					n + 1, (int)(len < 64 ? len : 64), p, i + 1);
-				return -EINVAL;
-			}
-		}
-		n++;
-		if (!comma)
-			break;
-		p = comma + 1;
-	}
-	*count = n;
-	return 0;
+	return engram_list_parse(s, &engram_prefix_list_ops, NULL, out, max, count,
+				 err, errlen);
 }

@@ -25,6 +25,7 @@
 #endif
 
 #include <linux/engram_rdma.h>
+#include "list.h"
 #include "url.h"
 
 #define ENGRAM_HOST_MAX	64
@@ -360,6 +361,30 @@ bool engram_url_equal(const struct engram_url *a, const struct engram_url *b)
 	       engram_sockaddr_equal(&a->local, &b->local);
 }
 
+static int engram_url_parse_entry(const void *ctx, const char *s, size_t len,
+				  void *item, char *why, size_t whylen)
+{
+	return engram_url_parse(s, len, *(const enum engram_url_role *)ctx, item,
+				why, whylen);
+}
+
+static bool engram_url_equal_entry(const void *a, const void *b)
+{
+	return engram_url_equal(a, b);
+}
+
+/*
+ * The parser's reasons seldom quote the URL, and two different texts can be
+ * the same URL (a default port left out of one), so every message quotes.
+ */
+static const struct engram_list_ops engram_url_list_ops = {
+	.size		= sizeof(struct engram_url),
+	.parse		= engram_url_parse_entry,
+	.equal		= engram_url_equal_entry,
+	.quote_refused	= true,
+	.quote_first	= true,
+};
+
 /**
  * engram_url_list_parse() - parse a comma-separated list of URLs
  * @s: NUL-terminated list; NULL or "" is an empty list
@@ -376,47 +401,8 @@ int engram_url_list_parse(const char *s, enum engram_url_role role,
 			  struct engram_url *urls, unsigned int max,
 			  unsigned int *count, char *err, size_t errlen)
 {
-	char why[160];
-	unsigned int n = 0, i;
-	const char *p = s, *comma;
-	size_t len;
-	int ret;
-
-	*count = 0;
-	if (!s || !*s)
-		return 0;
-	for (;;) {
-		comma = strchr(p, ',');
-		len = comma ? (size_t)(comma - p) : strlen(p);
-		if (!len) {
-			url_err(err, errlen, "entry %u is empty", n + 1);
-			return -EINVAL;
-		}
-		if (n == max) {
-			url_err(err, errlen, "more than %u entries", max);
-			return -EINVAL;
-		}
-		ret = engram_url_parse(p, len, role, &urls[n], why, sizeof(why));
-		if (ret) {
-			url_err(err, errlen, "entry %u '%.*s': %s", n + 1,
-				(int)(len < 64 ? len : 64), p, why);
-			return ret;
-		}
-		for (i = 0; i < n; i++) {
-			if (engram_url_equal(&urls[i], &urls[n])) {
-				url_err(err, errlen,
-					"entry %u '%s' duplicates entry %u '%s'",
-					n + 1, urls[n].text, i + 1, urls[i].text);
-				return -EINVAL;
-			}
-		}
-		n++;
-		if (!comma)
-			break;
-		p = comma + 1;
-	}
-	*count = n;
-	return 0;
+	return engram_list_parse(s, &engram_url_list_ops, &role, urls, max, count,
+				 err, errlen);
 }
 
 /**

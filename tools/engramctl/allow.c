@@ -61,7 +61,6 @@ static int allow_change(int argc, char **argv, int add)
 {
 	const char *cmd = add ? "listen allow add" : "listen allow del", *entry;
 	struct engram_prefix p;
-	struct nl_msg *msg;
 	char why[200];
 	struct enl nl;
 	int ret;
@@ -72,17 +71,12 @@ static int allow_change(int argc, char **argv, int add)
 	entry = argv[optind];
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	msg = enl_msg(&nl, add ? ENGRAM_CMD_ALLOW_ADD : ENGRAM_CMD_ALLOW_DEL, 0);
-	if (!msg || nla_put_string(msg, ENGRAM_A_ALLOW, entry)) {
-		nlmsg_free(msg);
-		ret = -ENOMEM;
-	} else {
-		ret = enl_request(&nl, msg, NULL, NULL);
-	}
+	ret = enl_request_str(&nl, add ? ENGRAM_CMD_ALLOW_ADD : ENGRAM_CMD_ALLOW_DEL,
+			      ENGRAM_A_ALLOW, entry, NULL, NULL);
 	if (ret) {
 		enl_perror(&nl, ret, "%s %s", cmd, entry);
 		/* The kernel refused the text itself: say what its parser objects to. */
-		if (ret == -EINVAL && nl.bad_attr == ENGRAM_A_ALLOW &&
+		if (enl_refused_attr(&nl, ret, ENGRAM_A_ALLOW) &&
 		    engram_prefix_parse(entry, strlen(entry), &p, why, sizeof(why)))
 			err_msg("%s: %s", entry, why);
 	}
@@ -104,13 +98,10 @@ static int reply_allow(struct nl_msg *msg, void *arg)
 
 	if (enl_parse(msg, tb) || !tb[ENGRAM_A_ALLOW])
 		return -EPROTO;
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 8;
-		nv = realloc(l->v, l->cap * sizeof(*l->v));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
+	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
+	if (!nv)
+		return -ENOMEM;
+	l->v = nv;
 	s = strdup(nla_get_string(tb[ENGRAM_A_ALLOW]));
 	if (!s)
 		return -ENOMEM;
@@ -130,9 +121,7 @@ static void allow_list_free(struct allow_list *l)
 
 static int allow_fetch(struct enl *nl, struct allow_list *l)
 {
-	struct nl_msg *msg = enl_msg(nl, ENGRAM_CMD_ALLOW_GET, NLM_F_DUMP);
-
-	return msg ? enl_request(nl, msg, reply_allow, l) : -ENOMEM;
+	return enl_dump(nl, ENGRAM_CMD_ALLOW_GET, reply_allow, l);
 }
 
 /**

@@ -2,15 +2,19 @@
 /*
  * The engram_rdma family's attributes as this tool sees them: their names
  * (for error messages that point at one), the policy replies are checked
- * against, and the error line that puts strerror and the kernel's extended
- * ack together.  Kept apart from the socket code so tests can replace the
- * transport and keep these.
+ * against, the error line that puts strerror and the kernel's extended ack
+ * together, and the requests and replies every command builds the same way
+ * (one attribute in, a dump out, replies collected into an array).  Kept
+ * apart from the socket code so tests can replace the transport and keep
+ * these.
  */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include <netlink/attr.h>
 #include <netlink/genl/genl.h>
 
 #include "nl.h"
@@ -132,4 +136,48 @@ void enl_perror(const struct enl *nl, int err, const char *fmt, ...)
 	if (attr)
 		fprintf(stderr, " (missing attribute %s)", attr);
 	fputc('\n', stderr);
+}
+
+int enl_request_str(struct enl *nl, uint8_t cmd, int attr, const char *s,
+		    enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, 0);
+
+	if (!msg || nla_put_string(msg, attr, s)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return enl_request(nl, msg, cb, arg);
+}
+
+int enl_request_u32(struct enl *nl, uint8_t cmd, int attr, uint32_t v,
+		    enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, 0);
+
+	if (!msg || nla_put_u32(msg, attr, v)) {
+		nlmsg_free(msg);
+		return -ENOMEM;
+	}
+	return enl_request(nl, msg, cb, arg);
+}
+
+int enl_dump(struct enl *nl, uint8_t cmd, enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *msg = enl_msg(nl, cmd, NLM_F_DUMP);
+
+	return msg ? enl_request(nl, msg, cb, arg) : -ENOMEM;
+}
+
+void *enl_grow(void *v, size_t *cap, size_t n, size_t size)
+{
+	size_t ncap;
+
+	if (n < *cap)
+		return v;
+	ncap = *cap ? 2 * *cap : 8;
+	v = realloc(v, ncap * size);
+	if (v)
+		*cap = ncap;
+	return v;
 }

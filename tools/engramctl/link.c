@@ -13,8 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <netlink/attr.h>
-
 #include "engramctl.h"
 #include "fmt.h"
 #include "jsonout.h"
@@ -91,22 +89,10 @@ static void explain_url(const struct enl *nl, int ret, const char *url, enum eng
 	struct engram_url u;
 	char why[160];
 
-	if (ret != -EINVAL || nl->bad_attr != ENGRAM_A_URL)
+	if (!enl_refused_attr(nl, ret, ENGRAM_A_URL))
 		return;
 	if (engram_url_parse(url, strlen(url), role, &u, why, sizeof(why)))
 		err_msg("%s: %s", url, why);
-}
-
-/* A request with one URL and nothing to read back but, for LINK_ADD, the link. */
-static int url_request(struct enl *nl, uint8_t cmd, const char *url, enl_reply_cb cb, void *arg)
-{
-	struct nl_msg *msg = enl_msg(nl, cmd, 0);
-
-	if (!msg || nla_put_string(msg, ENGRAM_A_URL, url)) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	return enl_request(nl, msg, cb, arg);
 }
 
 static int listen_change(int argc, char **argv, int add)
@@ -121,8 +107,8 @@ static int listen_change(int argc, char **argv, int add)
 	url = argv[optind];
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	ret = url_request(&nl, add ? ENGRAM_CMD_LISTEN_ADD : ENGRAM_CMD_LISTEN_DEL, url, NULL,
-			  NULL);
+	ret = enl_request_str(&nl, add ? ENGRAM_CMD_LISTEN_ADD : ENGRAM_CMD_LISTEN_DEL,
+			      ENGRAM_A_URL, url, NULL, NULL);
 	if (ret) {
 		enl_perror(&nl, ret, "%s %s", cmd, url);
 		explain_url(&nl, ret, url, ENGRAM_URL_LISTEN);
@@ -142,13 +128,10 @@ static int reply_listen(struct nl_msg *msg, void *arg)
 	struct listen_list *l = arg;
 	struct listen_info *nv;
 
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 8;
-		nv = realloc(l->v, l->cap * sizeof(*l->v));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
+	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
+	if (!nv)
+		return -ENOMEM;
+	l->v = nv;
 	if (enl_parse(msg, tb) || listen_info_from_attrs(&l->v[l->n], tb))
 		return -EPROTO;
 	l->n++;
@@ -158,7 +141,6 @@ static int reply_listen(struct nl_msg *msg, void *arg)
 static int listen_show(int argc, char **argv)
 {
 	struct listen_list l = { 0 };
-	struct nl_msg *msg;
 	struct enl nl;
 	json_t *arr;
 	int ret, rc = EXIT_FAIL;
@@ -169,8 +151,7 @@ static int listen_show(int argc, char **argv)
 		return ret;
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	msg = enl_msg(&nl, ENGRAM_CMD_LISTEN_GET, NLM_F_DUMP);
-	ret = msg ? enl_request(&nl, msg, reply_listen, &l) : -ENOMEM;
+	ret = enl_dump(&nl, ENGRAM_CMD_LISTEN_GET, reply_listen, &l);
 	if (ret) {
 		enl_perror(&nl, ret, "list listeners");
 		goto out;
@@ -232,13 +213,10 @@ static int reply_link(struct nl_msg *msg, void *arg)
 	struct link_list *l = arg;
 	struct link_info *nv;
 
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 8;
-		nv = realloc(l->v, l->cap * sizeof(*l->v));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
+	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
+	if (!nv)
+		return -ENOMEM;
+	l->v = nv;
 	if (enl_parse(msg, tb) || link_info_from_attrs(&l->v[l->n], tb))
 		return -EPROTO;
 	l->n++;
@@ -292,7 +270,7 @@ static int link_add(int argc, char **argv)
 	url = argv[optind];
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	ret = url_request(&nl, ENGRAM_CMD_LINK_ADD, url, reply_link, &l);
+	ret = enl_request_str(&nl, ENGRAM_CMD_LINK_ADD, ENGRAM_A_URL, url, reply_link, &l);
 	if (ret) {
 		enl_perror(&nl, ret, "link add %s", url);
 		explain_url(&nl, ret, url, ENGRAM_URL_REMOTE);
@@ -316,17 +294,6 @@ out:
 	return rc;
 }
 
-static int link_id_request(struct enl *nl, uint8_t cmd, uint32_t id, enl_reply_cb cb, void *arg)
-{
-	struct nl_msg *msg = enl_msg(nl, cmd, 0);
-
-	if (!msg || nla_put_u32(msg, ENGRAM_A_LINK_ID, id)) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	return enl_request(nl, msg, cb, arg);
-}
-
 static int link_del(int argc, char **argv)
 {
 	struct enl nl;
@@ -340,7 +307,7 @@ static int link_del(int argc, char **argv)
 		return EXIT_USAGE;
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	ret = link_id_request(&nl, ENGRAM_CMD_LINK_DEL, id, NULL, NULL);
+	ret = enl_request_u32(&nl, ENGRAM_CMD_LINK_DEL, ENGRAM_A_LINK_ID, id, NULL, NULL);
 	if (ret)
 		enl_perror(&nl, ret, "link del %u", id);
 	enl_close(&nl);
@@ -351,7 +318,6 @@ static int link_show(int argc, char **argv, int detail)
 {
 	const char *cmd = detail ? "link show" : "link list";
 	struct link_list l = { 0 };
-	struct nl_msg *msg;
 	struct enl nl;
 	uint32_t id = 0;
 	int ret, rc = EXIT_FAIL;
@@ -364,12 +330,12 @@ static int link_show(int argc, char **argv, int detail)
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
 	if (id) {
-		ret = link_id_request(&nl, ENGRAM_CMD_LINK_GET, id, reply_link, &l);
+		ret = enl_request_u32(&nl, ENGRAM_CMD_LINK_GET, ENGRAM_A_LINK_ID, id, reply_link,
+				      &l);
 		if (ret)
 			enl_perror(&nl, ret, "link %u", id);
 	} else {
-		msg = enl_msg(&nl, ENGRAM_CMD_LINK_GET, NLM_F_DUMP);
-		ret = msg ? enl_request(&nl, msg, reply_link, &l) : -ENOMEM;
+		ret = enl_dump(&nl, ENGRAM_CMD_LINK_GET, reply_link, &l);
 		if (ret)
 			enl_perror(&nl, ret, "list links");
 	}

@@ -3,6 +3,8 @@
 #ifndef ENGRAMCTL_NL_H
 #define ENGRAMCTL_NL_H
 
+#include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <netlink/genl/genl.h>
 #include <linux/engram_rdma.h>
@@ -30,6 +32,32 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg);
 
 /* Parses a reply's attributes into @tb[ENGRAM_A_MAX + 1]. */
 int enl_parse(struct nl_msg *msg, struct nlattr **tb);
+
+/*
+ * enl_request() of @cmd carrying the one attribute @attr, a string or a u32;
+ * -ENOMEM when the request cannot be built.  These and enl_grow() live in
+ * attrs.c, over enl_msg() and enl_request(), so the unit tests' stand-in
+ * transport runs them too.
+ */
+int enl_request_str(struct enl *nl, uint8_t cmd, int attr, const char *s,
+		    enl_reply_cb cb, void *arg);
+int enl_request_u32(struct enl *nl, uint8_t cmd, int attr, uint32_t v,
+		    enl_reply_cb cb, void *arg);
+/* enl_request() of a dump of @cmd: @cb gets every object. */
+int enl_dump(struct enl *nl, uint8_t cmd, enl_reply_cb cb, void *arg);
+
+/*
+ * For reply callbacks that collect objects into an array: @v with room for
+ * element @n, grown (doubling its capacity @*cap, in elements of @size
+ * bytes) when full.  NULL when out of memory; @v and @*cap are then kept.
+ */
+void *enl_grow(void *v, size_t *cap, size_t n, size_t size);
+
+/* Was @err the kernel refusing the value of @attr itself, not the request? */
+static inline int enl_refused_attr(const struct enl *nl, int err, int attr)
+{
+	return err == -EINVAL && nl->bad_attr == attr;
+}
 
 /* "engramctl: <what>: <strerror>[ (needs CAP_NET_ADMIN)][: <extack>]" on stderr. */
 void enl_perror(const struct enl *nl, int err, const char *fmt, ...)
