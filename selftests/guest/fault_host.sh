@@ -58,6 +58,15 @@ bounded() {
 	kill -9 $pid 2>/dev/null
 	return 1
 }
+# nic_cycle: the host's NIC down for 6 s, then up (bounded).
+nic_cycle() {
+	bounded 30 ip link set dev "$netdev" down || return 1
+	sleep 6
+	bounded 30 ip link set dev "$netdev" up
+}
+# gsi_state: the state of rxe0's GSI QP (QP1), which carries every rdma_cm
+# message of the device.
+gsi_state() { rdma resource show qp | sed -n 's/.* lqpn 1 type GSI state \([A-Z]*\).*/\1/p'; }
 netdev=$(rdma link show | sed -n 's/^link rxe0\/.* netdev \([^ ]*\).*/\1/p')
 [ -n "$netdev" ] || bail "no netdev under rxe0"
 diag "rxe0 is on $netdev"
@@ -73,6 +82,10 @@ if [ "$PHASE" = 1 ]; then
 	check "after rmmod/modprobe the Spark's link comes back, fetches resume" \
 		bounded 150 resumed 120
 
+	check "network link down 6 s and up" nic_cycle
+	check "after the NIC came back the Spark's link comes back, fetches resume" \
+		bounded 150 resumed 120
+
 	check "rdma link del" bounded 60 rdma link del rxe0
 	sleep 4
 	check "rdma link add" bounded 60 rdma link add rxe0 type rxe netdev "$netdev"
@@ -85,23 +98,21 @@ if [ "$PHASE" = 1 ]; then
 	check "after the table reload the Spark reopens it, fetches resume" \
 		bounded 150 resumed 120
 
-	# Last before the kill: the case that may not heal (see the TODO below).
-	check "network link down" bounded 30 ip link set dev "$netdev" down
-	sleep 6
-	check "network link up" bounded 30 ip link set dev "$netdev" up
-	# Known failure, not understood yet: in most runs the Spark's reconnects
-	# time out (-110) for minutes after the host's interface came back,
-	# while the listener is active, the GIDs are in place and no connection
-	# request reaches this module.  Reported as TODO with what was seen.
-	if bounded 100 resumed 30; then
-		ok "network link down 6 s and up: the Spark's link comes back, fetches resume"
+	# Last before the kill: the same NIC cycle on the device that
+	# `rdma link del` / `add` re-created.  Known failure of Soft-RoCE, not
+	# of this module: in most runs the device's GSI QP (QP1) is left in
+	# the ERR state (the first MAD sent after the down completes with a
+	# flush error), so no rdma_cm message is sent or received on the
+	# device any more (a loopback ib_send_lat -R fails too) until it is
+	# re-created.  Reported as TODO with the QP's state.
+	if nic_cycle && bounded 100 resumed 30; then
+		ok "NIC down 6 s and up on the re-created device: the Spark's link comes back"
 	else
+		diag "rxe0 GSI QP state: $(gsi_state)"
 		diag "listen: $("$ENGRAMCTL" listen show 2>&1 | tr '\n' ' ')"
 		diag "rdma: $(rdma link show | tr '\n' ' ')"
-		diag "gids: $(cat /sys/class/infiniband/rxe0/ports/1/gids/[0-1] 2>&1 | tr '\n' ' ')"
-		diag "neigh: $(ip neigh show | tr '\n' ' ')"
 		T_NO=$((T_NO + 1))
-		echo "not ok $T_NO - network link down 6 s and up: the Spark's link comes back # TODO reconnects time out after the host's NIC came back"
+		echo "not ok $T_NO - NIC down 6 s and up on the re-created device: the Spark's link comes back # TODO Soft-RoCE leaves the GSI QP in ERR (state $(gsi_state))"
 	fi
 
 	check "no WARN, BUG or refcount line in this guest's log" \

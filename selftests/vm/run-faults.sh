@@ -18,6 +18,7 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/pair-lib.sh"
 KVER=6.1 TMO=1200 LOGS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -32,17 +33,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/engram-faults.XXXXXX")
 spid=""
 trap 'kill $spid 2>/dev/null; rm -rf "$work"' EXIT
 
-port=""
-for _ in $(seq 1 50); do
-	p=$((20000 + RANDOM % 20000))
-	if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
-		port=$p
-		break
-	fi
-done
-[ -n "$port" ] || { echo "not ok - run-faults: no free port on 127.0.0.1"; exit 1; }
+port=$(free_port) || { echo "not ok - run-faults: no free port on 127.0.0.1"; exit 1; }
 
-logs_opt() { [ -z "$LOGS" ] || printf -- '--logs\n%s\n' "$LOGS/$1"; }
 # Short heartbeats and reconnect backoff, so each fault heals in seconds.
 LINKP="heartbeat_ms=500 heartbeat_timeout_ms=4000 reconnect_max_ms=1000"
 
@@ -51,11 +43,7 @@ mapfile -t sl < <(logs_opt spark)
 	--ip 192.0.2.2 --params "remote=rdma://192.0.2.1:18515@192.0.2.2 $LINKP" \
 	-- selftests/guest/fault_spark.sh >"$work/spark.out" 2>&1 &
 spid=$!
-for _ in $(seq 1 300); do
-	ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-	kill -0 $spid 2>/dev/null || break
-	sleep 0.1
-done
+wait_listening "$port" $spid
 
 mapfile -t h1 < <(logs_opt host1)
 "$here/run.sh" --kver "$KVER" --timeout "$TMO" "${h1[@]}" --net "connect:$port" \

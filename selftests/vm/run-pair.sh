@@ -15,6 +15,7 @@
 set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/pair-lib.sh"
 top=$(cd "$here/../.." && pwd)
 KVER=6.1 TMO=900 LOGS=""
 while [ $# -gt 0 ]; do
@@ -30,17 +31,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/engram-pair.XXXXXX")
 trap 'kill $hpid 2>/dev/null; rm -rf "$work"' EXIT
 
 # A free port on 127.0.0.1, chosen at random so that parallel runs differ.
-port=""
-for _ in $(seq 1 50); do
-	p=$((20000 + RANDOM % 20000))
-	if ! ss -Hltn "sport = :$p" 2>/dev/null | grep -q .; then
-		port=$p
-		break
-	fi
-done
-[ -n "$port" ] || { echo "not ok - run-pair: no free port on 127.0.0.1"; exit 1; }
+port=$(free_port) || { echo "not ok - run-pair: no free port on 127.0.0.1"; exit 1; }
 
-logs_opt() { [ -z "$LOGS" ] || printf -- '--logs\n%s\n' "$LOGS/$1"; }
 
 mapfile -t hl < <(logs_opt host)
 "$here/run.sh" --kver "$KVER" --timeout "$TMO" "${hl[@]}" --net "listen:$port" \
@@ -48,11 +40,7 @@ mapfile -t hl < <(logs_opt host)
 	-- selftests/guest/pair_host.sh >"$work/host.out" 2>&1 &
 hpid=$!
 # QEMU must be listening before the other one connects.
-for _ in $(seq 1 300); do
-	ss -Hltn "sport = :$port" 2>/dev/null | grep -q . && break
-	kill -0 $hpid 2>/dev/null || break
-	sleep 0.1
-done
+wait_listening "$port" $hpid
 mapfile -t sl < <(logs_opt spark)
 "$here/run.sh" --kver "$KVER" --timeout "$TMO" "${sl[@]}" --net "connect:$port" \
 	--ip 192.0.2.2 --params "remote=rdma://192.0.2.1:18515@192.0.2.2 heartbeat_timeout_ms=10000" \
