@@ -19,7 +19,7 @@ KDIR	?= $(shell selftests/vm/kernels.sh kdir $(KVER))
 KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
-.PHONY: all module tools deps check unit style vm-run demo install krel \
+.PHONY: all module tools deps check bench unit style vm-run demo install krel \
 	install-module install-tools dkms-check clean
 
 all: module tools
@@ -31,12 +31,20 @@ module:
 
 tools:
 	$(MAKE) -C tools
+	$(MAKE) -C selftests/bench
 
 deps:
 	selftests/vm/deps.sh
 
 check:
 	selftests/check.sh
+
+# BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_OUT (build/bench); see
+# Documentation/performance.rst.
+bench: deps tools
+	selftests/bench/run.sh $(if $(BENCH_KVER),--kver $(BENCH_KVER)) \
+		$(if $(BENCH_ITERS),--iters $(BENCH_ITERS)) \
+		$(if $(BENCH_OUT),--out $(BENCH_OUT))
 
 unit: tools
 	$(MAKE) -C selftests/unit run
@@ -79,4 +87,5 @@ clean:
 	-$(MAKE) -C $(KDIR) M=$(CURDIR) clean 2>/dev/null
 	$(MAKE) -C tools clean
 	$(MAKE) -C selftests/unit clean
+	$(MAKE) -C selftests/bench clean
 	rm -rf build

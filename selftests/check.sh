@@ -124,6 +124,7 @@ run_build tools "build: tools" make -C tools
 if [ -f selftests/guest/Makefile ]; then
 	run_build guest-helpers "build: in-guest test helpers" make -C selftests/guest
 fi
+run_build bench-tool "build: the benchmark's engram_bench" make -C selftests/bench
 kdir=$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")
 kdir=${KDIR:-$kdir}
 build_default() {

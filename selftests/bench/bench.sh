@@ -1,0 +1,186 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The guest side of `make bench` (selftests/bench/run.sh), in one guest that
+# is host and GPU node at once (rxe loopback on rxe0, 192.0.2.1):
+#
+#   bench.sh [--smoke] [--iters N] [--rows N]
+#
+# Loads a generated table (4,194,304 rows, 1.1 GB; --smoke: 65,536 rows)
+# and measures, one after the other so they do not disturb each other:
+#   - load + verify against sha256sum of the same file, cold and warm;
+#   - perftest on the same rxe device: ib_send_lat at 64 B, ib_write_lat and
+#     ib_write_bw at the byte counts of 1, 288, 4,096 and 49,152 rows;
+#   - engram fetches of 1, 288, 4,096, 16,384 and 49,152 random rows over
+#     RDMA and over TCP, sleeping and busy-polling (engram_bench fetch);
+#   - throughput with 1, 2 and 4 fetching processes, with the guest's busy
+#     CPU time;
+#   - libengram's local reader (pread with O_DIRECT) on the same rows.
+# Every fetched row is compared with the file.  Each case prints one line
+# "BENCH {json}"; report.py turns them into the table, the ratios and the
+# plot.  --iters N (default 1000) is the timed iterations of every case
+# after its warm-up; --smoke runs each case briefly (make check asserts only
+# that every case ran and every row was exact, never a timing).
+set -uo pipefail
+. "$(dirname "$0")/../guest/lib.sh"
+
+SMOKE=0 ITERS="" ROWS=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--smoke) SMOKE=1; shift ;;
+	--iters) ITERS=${2:?}; shift 2 ;;
+	--rows) ROWS=${2:?}; shift 2 ;;
+	*) echo "bench.sh: unknown option '$1'" >&2; exit 2 ;;
+	esac
+done
+if [ $SMOKE = 1 ]; then
+	ITERS=${ITERS:-10} ROWS=${ROWS:-65536} WARMUP=(--warmup 2) LOCAL_SIZES="1 288"
+else
+	ITERS=${ITERS:-1000} ROWS=${ROWS:-4194304} WARMUP=() LOCAL_SIZES="1 288 4096 16384 49152"
+fi
+# The local reader makes two 4 KiB O_DIRECT reads per row through an
+# emulated disk, about 1 ms per row in a TCG guest (a 49,152-row read takes
+# close to a minute), so its cases read at most LOCAL_ROWS rows in all.
+LOCAL_ROWS=30000
+IP=192.0.2.1
+RPORT=18515		# rdma_cm port of the module's listener
+TPORT=18516		# TCP port of the module's listener
+PPORT=18600		# perftest's own TCP exchange port
+BENCH=$TOP/selftests/bench/engram_bench
+F=$SCRATCH/bench.safetensors
+SIZES="1 288 4096 16384 49152"
+ROW_BYTES=264
+
+emit() { echo "BENCH $*"; }
+now() { date +%s.%N; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
+
+# --- environment -------------------------------------------------------
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
+emit "{\"case\": \"env\", \"kernel\": \"$(uname -r)\", \"cpu_model\": \"${cpu//\"/}\"," \
+	"\"guest_cpus\": $(nproc), \"guest_mem_bytes\": $(meminfo MemTotal)," \
+	"\"perftest\": \"$(dpkg-query -W -f '${Version}' perftest 2>/dev/null)\"," \
+	"\"iters\": $ITERS, \"table_rows\": $ROWS, \"smoke\": $([ $SMOKE = 1 ] && echo true || echo false)}"
+
+# --- the table, load + verify -------------------------------------------
+module_unload || bail "rmmod"
+module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" \
+	"remote=rdma://$IP:$RPORT@$IP,tcp://$IP:$TPORT@$IP" || bail "insmod"
+"$ENGRAMCTL" mktable "$F" --rows "$ROWS" --seed 5 --pad-before 13 >/dev/null 2>&1 ||
+	bail "mktable $ROWS rows"
+bytes=$(stat -c %s "$F")
+for mode in cold warm; do
+	[ $mode = cold ] && drop_caches
+	s=$(now); sum=$(sha256sum "$F" | cut -d' ' -f1); e=$(now); tsha=$(secs "$s" "$e")
+	[ $mode = cold ] && drop_caches
+	s=$(now)
+	"$ENGRAMCTL" load "$F" --tensor "$PREFIX" --name bench --sha256 "$sum" --no-progress \
+		>/dev/null 2>&1 || bail "load ($mode)"
+	e=$(now); tload=$(secs "$s" "$e")
+	s=$(now); "$ENGRAMCTL" verify bench >/dev/null 2>&1 || bail "verify ($mode)"
+	e=$(now); tver=$(secs "$s" "$e")
+	emit "{\"case\": \"load\", \"label\": \"load_$mode\", \"mode\": \"$mode\"," \
+		"\"bytes\": $bytes, \"sha256sum_s\": $tsha, \"load_s\": $tload, \"verify_s\": $tver}"
+	[ $mode = cold ] && { "$ENGRAMCTL" unload bench >/dev/null 2>&1 || bail "unload"; }
+done
+WOFF=$(table_field bench weight_offset)
+SOFF=$(table_field bench scale_offset)
+
+# --- perftest on the same device ------------------------------------------
+# perftest FIELDS TOOL SIZE N: run TOOL's server and client on rxe0 and print
+# the figures row of its report (the line after "#bytes").
+perftest() {
+	local tool=$1 size=$2 n=$3 out
+	timeout 900 "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1 &
+	local srv=$!
+	sleep 1
+	out=$(timeout 900 "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" $IP 2>&1)
+	wait $srv
+	echo "$out" | awk '/#bytes/ { getline; print; exit }'
+}
+lat_case() {
+	local tool=$1 size=$2 n=$3 r
+	r=$(perftest "$tool" "$size" "$n")
+	set -- $r
+	if [ $# -lt 9 ]; then
+		emit "{\"case\": \"perftest\", \"label\": \"${tool}_$size\", \"tool\": \"$tool\"," \
+			"\"bytes\": $size, \"iters\": $n, \"error\": \"no report\"}"
+		return
+	fi
+	# t_typical is perftest's median one-way latency (half a round trip).
+	emit "{\"case\": \"perftest\", \"label\": \"${tool}_$size\", \"tool\": \"$tool\"," \
+		"\"bytes\": $1, \"iters\": $2, \"t_min_us\": $3, \"t_max_us\": $4," \
+		"\"t_typical_us\": $5, \"t_avg_us\": $6, \"p99_us\": $8, \"p999_us\": $9}"
+}
+bw_case() {
+	local size=$1 n=$2 r
+	r=$(perftest ib_write_bw "$size" "$n")
+	set -- $r
+	if [ $# -lt 4 ]; then
+		emit "{\"case\": \"perftest\", \"label\": \"ib_write_bw_$size\"," \
+			"\"tool\": \"ib_write_bw\", \"bytes\": $size, \"iters\": $n, \"error\": \"no report\"}"
+		return
+	fi
+	# perftest's MB is 2^20 bytes.
+	emit "{\"case\": \"perftest\", \"label\": \"ib_write_bw_$size\", \"tool\": \"ib_write_bw\"," \
+		"\"bytes\": $1, \"iters\": $2, \"bw_peak_mib_s\": $3, \"bw_avg_mib_s\": $4," \
+		"\"gbytes_per_s\": $(awk -v m="$4" 'BEGIN { printf "%.6f", m * 1048576 / 1e9 }')}"
+}
+lat_case ib_send_lat 64 "$ITERS"
+for r in 1 288 4096 49152; do
+	lat_case ib_write_lat $((r * ROW_BYTES)) "$ITERS"
+done
+for r in 1 288 4096 49152; do
+	bw_case $((r * ROW_BYTES)) "$ITERS"
+done
+
+# --- engram fetches --------------------------------------------------------
+link_of() {
+	"$ENGRAMCTL" -j link show | jget "[l['id'] for l in d if l['transport'] == '$1'][0]"
+}
+RLINK=$(link_of rdma) || bail "no rdma link"
+TLINK=$(link_of tcp) || bail "no tcp link"
+FB=("$BENCH" fetch --table bench --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
+	--rows-total "$ROWS" --timeout-ms 60000)
+# Both links up with the table before anything is timed.
+for l in $RLINK $TLINK; do
+	ok_link=0
+	for _ in $(seq 1 60); do
+		"${FB[@]}" --link "$l" --rows 1 --iters 1 --warmup 0 >/dev/null 2>&1 &&
+			{ ok_link=1; break; }
+		sleep 1
+	done
+	[ $ok_link = 1 ] || bail "link $l never served the table"
+done
+run_bench() { emit "$("$@" 2>/dev/null || true)"; }
+for t in rdma tcp; do
+	l=$RLINK
+	[ $t = tcp ] && l=$TLINK
+	for mode in sleep busy; do
+		bp=()
+		[ $mode = busy ] && bp=(--busy-poll)
+		for r in $SIZES; do
+			run_bench "${FB[@]}" --link "$l" --rows "$r" --iters "$ITERS" "${bp[@]}" \
+				"${WARMUP[@]}" --seed "$r" --label "fetch_${t}_${mode}_$r"
+		done
+	done
+	# Throughput: concurrent processes, 4,096 rows each fetch.
+	for p in 1 2 4; do
+		run_bench "${FB[@]}" --link "$l" --rows 4096 --iters "$ITERS" --procs "$p" \
+			"${WARMUP[@]}" --seed 7 --label "tput_${t}_${p}"
+	done
+done
+
+# --- the local reader ---------------------------------------------------
+for r in $LOCAL_SIZES; do
+	n=$((LOCAL_ROWS / r))
+	[ $n -gt "$ITERS" ] && n=$ITERS
+	[ $n -lt 3 ] && n=3
+	run_bench "$BENCH" local --file "$F" --tensor "$PREFIX" --weight-offset "$WOFF" \
+		--scale-offset "$SOFF" --rows-total "$ROWS" --rows "$r" --iters "$n" \
+		--warmup 1 --seed "$r" --label "local_$r"
+done
+"$ENGRAMCTL" -j stats | jget "json.dumps({'case': 'stats', 'global': d['global']})" |
+	sed 's/^/BENCH /'
+"$ENGRAMCTL" unload bench >/dev/null 2>&1
+emit '{"case": "end"}'

@@ -1,0 +1,374 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Turn the "BENCH {json}" lines of selftests/bench/bench.sh into results.
+
+    report.py --in LOG --json OUT.json [--png OUT.png] [--env KEY=VALUE]...
+              [--check]
+
+Writes one JSON file with every case, the environment and a top-level
+"ratios" object; prints a markdown table on stdout; draws the plot with
+gnuplot when --png is given.  --check (make check's smoke run): exit 1 unless
+every expected case is there, ran all its iterations, and every fetched row
+was exact.  Timings are never asserted.
+
+Every ratio is "this / that" of one measure, named in RATIO_DOC, so whether
+higher or lower is better is stated next to it in the JSON.
+"""
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+
+ROW_BYTES = 264
+SIZES = [1, 288, 4096, 16384, 49152]
+PERF_ROWS = [1, 288, 4096, 49152]
+
+RATIO_DOC = {
+    "bw_49152_vs_ib_write_bw":
+        "GB/s of 49,152-row RDMA fetches (one process, sleeping: bytes over the mean "
+        "round trip) / "
+        "ib_write_bw average at 12,976,128 B; higher is better, target >= 0.9",
+    "rtt_288_vs_perftest":
+        "p50 of a 288-row RDMA fetch (sleeping) / perftest's round trip for 76,032 B "
+        "(2 x ib_write_lat t_typical); lower is better, target <= 1.3",
+    "rtt_288_busy_vs_perftest":
+        "as rtt_288_vs_perftest, busy-polling",
+    "rtt_288_vs_send64_plus_write":
+        "p50 of a 288-row RDMA fetch / (ib_send_lat t_typical at 64 B + ib_write_lat "
+        "t_typical at 76,032 B): the same bytes each way as a fetch; lower is better",
+    "load_vs_sha256sum":
+        "speed of engramctl load (read, pin, SHA-256 in the kernel), cold cache / "
+        "speed of sha256sum of the same file, cold cache; higher is better, target >= 0.9",
+    "load_warm_vs_sha256sum": "as load_vs_sha256sum, both with the file cached",
+    "verify_vs_sha256sum":
+        "speed of engramctl verify (re-hash of the pinned pages) / sha256sum, file "
+        "cached; higher is better",
+    "tcp_vs_rdma_49152":
+        "p50 of a 49,152-row fetch over TCP / over RDMA (sleeping); lower is better "
+        "for TCP",
+    "tcp_vs_rdma_288": "as tcp_vs_rdma_49152 at 288 rows",
+    "remote_vs_local_288":
+        "p50 of a 288-row RDMA fetch / p50 of reading the same number of random rows "
+        "with pread + O_DIRECT from the guest's disk; lower is better for remote",
+    "remote_vs_local_49152": "as remote_vs_local_288 at 49,152 rows",
+}
+
+
+def load_cases(path):
+    cases = []
+    with open(path, "r", errors="replace") as f:
+        for line in f:
+            line = line.strip()
+            i = line.find("BENCH {")
+            if i < 0:
+                continue
+            try:
+                cases.append(json.loads(line[i + len("BENCH "):]))
+            except json.JSONDecodeError as e:
+                print(f"report.py: bad BENCH line ({e}): {line[:200]}", file=sys.stderr)
+                cases.append({"case": "bad", "line": line[:200]})
+    return cases
+
+
+def by_label(cases):
+    return {c["label"]: c for c in cases if "label" in c}
+
+
+def ratio(a, b):
+    if a is None or b is None or not b:
+        return None
+    return round(a / b, 4)
+
+
+def get(d, label, key):
+    c = d.get(label)
+    if not c or c.get(key) is None:
+        return None
+    return float(c[key])
+
+
+def bw(d, label):
+    """GB/s of one caller's fetches: bytes over the mean round trip.
+
+    engram_bench's own gbytes_per_s divides by wall time, which includes
+    its row checks between fetches; the round trips alone are the transfer.
+    """
+    c = d.get(label)
+    if not c or not c.get("mean_us"):
+        return None
+    return c["bytes"] / (c["mean_us"] * 1e-6) / 1e9
+
+
+def perftest_rtt_us(d, rows):
+    t = get(d, f"ib_write_lat_{rows * ROW_BYTES}", "t_typical_us")
+    return None if t is None else 2 * t
+
+
+def ratios(d):
+    r = {}
+    r["bw_49152_vs_ib_write_bw"] = ratio(bw(d, "fetch_rdma_sleep_49152"),
+                                         get(d, f"ib_write_bw_{49152 * ROW_BYTES}",
+                                             "gbytes_per_s"))
+    rtt = perftest_rtt_us(d, 288)
+    r["rtt_288_vs_perftest"] = ratio(get(d, "fetch_rdma_sleep_288", "p50_us"), rtt)
+    r["rtt_288_busy_vs_perftest"] = ratio(get(d, "fetch_rdma_busy_288", "p50_us"), rtt)
+    s64 = get(d, "ib_send_lat_64", "t_typical_us")
+    w288 = get(d, f"ib_write_lat_{288 * ROW_BYTES}", "t_typical_us")
+    r["rtt_288_vs_send64_plus_write"] = ratio(get(d, "fetch_rdma_sleep_288", "p50_us"),
+                                              None if s64 is None or w288 is None
+                                              else s64 + w288)
+
+    def speed(label, key, ref_key="sha256sum_s"):
+        c = d.get(label)
+        if not c or not c.get(key) or not c.get(ref_key):
+            return None
+        return round(float(c[ref_key]) / float(c[key]), 4)
+
+    r["load_vs_sha256sum"] = speed("load_cold", "load_s")
+    r["load_warm_vs_sha256sum"] = speed("load_warm", "load_s")
+    r["verify_vs_sha256sum"] = speed("load_warm", "verify_s")
+    for n in (49152, 288):
+        r[f"tcp_vs_rdma_{n}"] = ratio(get(d, f"fetch_tcp_sleep_{n}", "p50_us"),
+                                      get(d, f"fetch_rdma_sleep_{n}", "p50_us"))
+        r[f"remote_vs_local_{n}"] = ratio(get(d, f"fetch_rdma_sleep_{n}", "p50_us"),
+                                          get(d, f"local_{n}", "p50_us"))
+    return r
+
+
+def expected_labels(full):
+    labels = ["load_cold", "load_warm", "ib_send_lat_64"]
+    labels += [f"ib_write_lat_{n * ROW_BYTES}" for n in PERF_ROWS]
+    labels += [f"ib_write_bw_{n * ROW_BYTES}" for n in PERF_ROWS]
+    for t in ("rdma", "tcp"):
+        labels += [f"fetch_{t}_{m}_{n}" for m in ("sleep", "busy") for n in SIZES]
+        labels += [f"tput_{t}_{p}" for p in (1, 2, 4)]
+    labels += [f"local_{n}" for n in (SIZES if full else (1, 288))]
+    return labels
+
+
+def check(cases, d):
+    """Every case ran all its iterations, every row was exact."""
+    problems = []
+    kinds = [c.get("case") for c in cases]
+    for k in ("env", "end"):
+        if k not in kinds:
+            problems.append(f"no '{k}' line: the run did not finish")
+    problems += [f"unparsable line: {c['line']}" for c in cases if c.get("case") == "bad"]
+    env = next((c for c in cases if c.get("case") == "env"), {})
+    for label in expected_labels(not env.get("smoke")):
+        c = d.get(label)
+        if c is None:
+            problems.append(f"{label}: missing")
+            continue
+        if c.get("error"):
+            problems.append(f"{label}: {c['error']}")
+        if c.get("kind") in ("fetch", "local"):
+            want = c.get("iters", 0) * c.get("procs", 0)
+            if not want or c.get("fetches") != want:
+                problems.append(f"{label}: {c.get('fetches')} of {want} fetches succeeded"
+                                f" (first error {c.get('first_error')})")
+            if c.get("bad_rows") != 0 or c.get("errors") != 0:
+                problems.append(f"{label}: bad_rows {c.get('bad_rows')} errors "
+                                f"{c.get('errors')}")
+            if not c.get("rows_checked"):
+                problems.append(f"{label}: no row was checked")
+            if c.get("fallbacks"):
+                problems.append(f"{label}: {c['fallbacks']} fetches fell back")
+        elif c.get("case") == "perftest":
+            if c.get("iters") is None or float(c.get("iters", 0)) <= 0:
+                problems.append(f"{label}: perftest reported no iterations")
+        elif c.get("case") == "load":
+            for k in ("sha256sum_s", "load_s", "verify_s"):
+                if not c.get(k):
+                    problems.append(f"{label}: no {k}")
+    return problems
+
+
+def fmt(v, digits=1):
+    if v is None:
+        return "-"
+    if isinstance(v, float) and (abs(v) >= 1000 or v == int(v)) and digits <= 1:
+        return f"{v:,.0f}"
+    return f"{v:,.{digits}f}"
+
+
+def markdown(d, r, env):
+    out = []
+    out.append(f"engram-rdma bench: kernel {env.get('kernel', '?')}, "
+               f"QEMU {env.get('qemu', '?')}, {env.get('guest_cpus', '?')} vCPUs, "
+               f"commit {env.get('commit', '?')}, {env.get('iters', '?')} iterations per case")
+    out.append("")
+    out.append("| rows | bytes | RDMA p50 µs | RDMA p99 µs | RDMA p99.9 µs | RDMA busy p50 µs "
+               "| TCP p50 µs | TCP busy p50 µs | perftest RTT µs | local p50 µs "
+               "| RDMA GB/s | TCP GB/s | ib_write_bw GB/s |")
+    out.append("|---:" * 13 + "|")
+    for n in SIZES:
+        rs = d.get(f"fetch_rdma_sleep_{n}", {})
+        out.append("| " + " | ".join([
+            f"{n:,}", f"{n * ROW_BYTES:,}",
+            fmt(rs.get("p50_us")), fmt(rs.get("p99_us")), fmt(rs.get("p999_us")),
+            fmt(get(d, f"fetch_rdma_busy_{n}", "p50_us")),
+            fmt(get(d, f"fetch_tcp_sleep_{n}", "p50_us")),
+            fmt(get(d, f"fetch_tcp_busy_{n}", "p50_us")),
+            fmt(perftest_rtt_us(d, n)),
+            fmt(get(d, f"local_{n}", "p50_us")),
+            fmt(bw(d, f"fetch_rdma_sleep_{n}"), 3),
+            fmt(bw(d, f"fetch_tcp_sleep_{n}"), 3),
+            fmt(get(d, f"ib_write_bw_{n * ROW_BYTES}", "gbytes_per_s"), 3),
+        ]) + " |")
+    out.append("")
+    out.append("| throughput (4,096 rows per fetch; wall time, row checks included) "
+               "| processes | rows/s | GB/s "
+               "| guest CPU s per million rows |")
+    out.append("|---|---:|---:|---:|---:|")
+    for t in ("rdma", "tcp"):
+        for p in (1, 2, 4):
+            c = d.get(f"tput_{t}_{p}", {})
+            rows = c.get("rows_per_s", 0) * c.get("wall_s", 0)
+            cpu = (c["cpu_busy_s"] / (rows / 1e6)) if rows and c.get("cpu_busy_s") is not None \
+                else None
+            out.append(f"| {t.upper()} | {p} | {fmt(c.get('rows_per_s'))} | "
+                       f"{fmt(c.get('gbytes_per_s'), 3)} | {fmt(cpu, 2)} |")
+    out.append("")
+    out.append("| load (1 table) | bytes | sha256sum s | load s | verify s |")
+    out.append("|---|---:|---:|---:|---:|")
+    for m in ("cold", "warm"):
+        c = d.get(f"load_{m}", {})
+        out.append(f"| {m} | {fmt(c.get('bytes'))} | {fmt(c.get('sha256sum_s'), 3)} | "
+                   f"{fmt(c.get('load_s'), 3)} | {fmt(c.get('verify_s'), 3)} |")
+    out.append("")
+    out.append("| ratio | value | meaning |")
+    out.append("|---|---:|---|")
+    for k, v in r.items():
+        out.append(f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC[k]} |")
+    return "\n".join(out)
+
+
+def rst(md, png_name):
+    """The markdown tables as reStructuredText, for Documentation/."""
+    out = [".. Generated by selftests/bench/report.py --rst; do not edit.", ""]
+    lines = md.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.startswith("|"):
+            out.append(line.replace("`", "``"))
+            i += 1
+            continue
+        rows = []
+        while i < len(lines) and lines[i].startswith("|"):
+            if not set(lines[i]) <= set("|-: "):
+                rows.append([c.strip().replace("`", "``")
+                             for c in lines[i].strip("|").split("|")])
+            i += 1
+        out.append(".. list-table::")
+        out.append("   :header-rows: 1")
+        out.append("")
+        for r in rows:
+            for j, c in enumerate(r):
+                out.append(("   * - " if j == 0 else "     - ") + (c or "\\-"))
+        out.append("")
+    out += ["", f".. image:: {png_name}", "   :alt: round trip and bandwidth against rows", ""]
+    return "\n".join(out)
+
+
+def plot(d, png, env):
+    """RTT against rows (log-log) and bandwidth against rows, with gnuplot."""
+    series = {
+        "rdma": [(n, get(d, f"fetch_rdma_sleep_{n}", "p50_us"),
+                  bw(d, f"fetch_rdma_sleep_{n}")) for n in SIZES],
+        "rdma_busy": [(n, get(d, f"fetch_rdma_busy_{n}", "p50_us"),
+                       bw(d, f"fetch_rdma_busy_{n}")) for n in SIZES],
+        "tcp": [(n, get(d, f"fetch_tcp_sleep_{n}", "p50_us"),
+                 bw(d, f"fetch_tcp_sleep_{n}")) for n in SIZES],
+        "perftest": [(n, perftest_rtt_us(d, n),
+                      get(d, f"ib_write_bw_{n * ROW_BYTES}", "gbytes_per_s"))
+                     for n in PERF_ROWS],
+        "local": [(n, get(d, f"local_{n}", "p50_us"), bw(d, f"local_{n}")) for n in SIZES],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, pts in series.items():
+            with open(os.path.join(tmp, name + ".dat"), "w") as f:
+                for n, lat, gbs in pts:
+                    f.write(f"{n} {'NaN' if lat is None else lat} "
+                            f"{'NaN' if gbs is None else gbs}\n")
+        title = (f"engram-rdma, QEMU TCG + Soft-RoCE (software overhead, not a NIC); "
+                 f"kernel {env.get('kernel', '?')}, commit {env.get('commit', '?')}")
+        styles = [("rdma", "engram RDMA (sleep)", 1), ("rdma_busy", "engram RDMA (busy-poll)", 2),
+                  ("tcp", "engram TCP (sleep)", 3), ("perftest", "perftest (ib\\_write)", 4),
+                  ("local", "local pread O\\_DIRECT", 5)]
+        lat_plot = ", ".join(f"'{tmp}/{n}.dat' using 1:2 with linespoints lt {lt} pt {lt} "
+                             f"lw 2 title '{t}'" for n, t, lt in styles)
+        bw_plot = ", ".join(f"'{tmp}/{n}.dat' using 1:3 with linespoints lt {lt} pt {lt} "
+                            f"lw 2 title '{t}'" for n, t, lt in styles)
+        script = f"""
+set terminal pngcairo size 1400,600 font 'sans,10'
+set output '{png}'
+set multiplot layout 1,2 title "{title}"
+set logscale xy
+set grid
+set key top left
+set xlabel 'rows per fetch (264 B each)'
+set ylabel 'round trip p50 (microseconds)'
+set title 'Latency (perftest: 2 x ib\\_write\\_lat t\\_typical)'
+plot {lat_plot}
+unset logscale y
+set logscale x
+set ylabel 'GB/s (one caller: bytes / mean round trip)'
+set title 'Bandwidth (perftest: ib\\_write\\_bw average)'
+set key top left
+plot {bw_plot}
+unset multiplot
+"""
+        subprocess.run(["gnuplot"], input=script.encode(), check=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--in", dest="inp", required=True)
+    ap.add_argument("--json", required=True)
+    ap.add_argument("--png")
+    ap.add_argument("--rst", help="also write the tables as reStructuredText")
+    ap.add_argument("--env", action="append", default=[])
+    ap.add_argument("--check", action="store_true")
+    a = ap.parse_args()
+
+    cases = load_cases(a.inp)
+    d = by_label(cases)
+    env = next((dict(c) for c in cases if c.get("case") == "env"), {})
+    env.pop("case", None)
+    for kv in a.env:
+        k, _, v = kv.partition("=")
+        env[k] = v
+    r = ratios(d)
+    doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC,
+           "cases": [c for c in cases if c.get("case") not in ("env", "end")]}
+    with open(a.json, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=False)
+        f.write("\n")
+    md = markdown(d, r, env)
+    print(md)
+    if a.rst:
+        with open(a.rst, "w") as f:
+            f.write(rst(md, os.path.basename(a.png) if a.png else "bench.png"))
+    if a.png:
+        plot(d, a.png, env)
+    if a.check:
+        problems = check(cases, d)
+        for p in problems:
+            print(f"report.py: {p}", file=sys.stderr)
+        missing = [k for k in ("bw_49152_vs_ib_write_bw", "rtt_288_vs_perftest",
+                               "load_vs_sha256sum", "tcp_vs_rdma_49152", "remote_vs_local_288")
+                   if not isinstance(r.get(k), float) or math.isnan(r[k])]
+        for k in missing:
+            print(f"report.py: ratio {k} could not be computed", file=sys.stderr)
+        return 1 if problems or missing else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,36 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# make bench's smoke run (selftests/bench/bench.sh --smoke): every case of
+# the benchmark (load + verify against sha256sum, perftest on rxe0, engram
+# fetches of 1 to 49,152 rows over RDMA and TCP, sleeping and busy-polling,
+# 1, 2 and 4 processes, the local O_DIRECT reader) runs a few iterations on
+# a small table, every fetched row is compared with the file, and report.py
+# computes the JSON with its ratios and draws the plot.  No timing is
+# asserted: this guards the benchmark against rot, not the speed.
+# kernels: 6.12
+# timeout: 900
+. "$(dirname "$0")/lib.sh"
+
+OUT=$ENGRAM_TEST_TMP/bench
+mkdir -p "$OUT"
+"$TOP/selftests/bench/bench.sh" --smoke --iters 10 >"$OUT/bench.log" 2>&1
+rc=$?
+diag "$(grep -c '^BENCH ' "$OUT/bench.log") BENCH lines"
+grep -v '^BENCH ' "$OUT/bench.log" | tail -n 20 | sed 's/^/# bench.sh: /'
+grep '^BENCH ' "$OUT/bench.log" | sed 's/^/# /'
+check "bench.sh --smoke runs to its end (exit $rc)" test $rc -eq 0
+python3 "$TOP/selftests/bench/report.py" --in "$OUT/bench.log" --json "$OUT/bench.json" \
+	--png "$OUT/bench.png" --env commit=smoke --check >"$OUT/bench.md" 2>"$OUT/report.err"
+rc=$?
+sed 's/^/# /' "$OUT/report.err"
+check "every case ran all its iterations, every row exact, the ratios computed" test $rc -eq 0
+ratios_ok() {
+	jget "all(isinstance(d['ratios'][k], float) for k in ('bw_49152_vs_ib_write_bw',
+		'rtt_288_vs_perftest', 'load_vs_sha256sum', 'tcp_vs_rdma_49152',
+		'remote_vs_local_288'))" <"$OUT/bench.json" 2>/dev/null | grep -qx True
+}
+check "the JSON's ratios object holds the five named ratios as plain numbers" ratios_ok
+check "the markdown table lists all five sizes" \
+	test "$(grep -cE '^\| (1|288|4,096|16,384|49,152) \|' "$OUT/bench.md")" -eq 5
+check "the plot is a PNG" sh -c "head -c 8 '$OUT/bench.png' | od -An -c | grep -q 'P   N   G'"
+done_testing
