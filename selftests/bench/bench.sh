@@ -4,7 +4,14 @@
 # The guest side of `make bench` (selftests/bench/run.sh), in one guest that
 # is host and GPU node at once (rxe loopback on rxe0, 192.0.2.1):
 #
-#   bench.sh [--smoke] [--iters N] [--rows N]
+#   bench.sh [--smoke] [--iters N] [--rows N] [--role one|host|spark]
+#
+# --role one (the default): this guest is host and GPU node at once.  With
+# BENCH_TOPO=2 (selftests/bench/run.sh) the host guest (192.0.2.1) runs
+# --role host: the table, load + verify, the perftest servers, serving
+# until the Spark is done; the Spark guest (192.0.2.2) runs --role spark:
+# the perftest clients, the fetches and the local reader (on its own copy
+# of the same deterministic table).
 #
 # Loads a generated table (4,194,304 rows, 1.1 GB; --smoke: 65,536 rows)
 # and measures, one after the other so they do not disturb each other:
@@ -24,17 +31,18 @@
 set -uo pipefail
 . "$(dirname "$0")/../guest/lib.sh"
 
-SMOKE=0 ITERS="" ROWS=""
+SMOKE=0 ITERS="" ROWS="" ROLE=one
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) SMOKE=1; shift ;;
 	--iters) ITERS=${2:?}; shift 2 ;;
 	--rows) ROWS=${2:?}; shift 2 ;;
+	--role) ROLE=${2:?}; shift 2 ;;
 	*) echo "bench.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
 if [ $SMOKE = 1 ]; then
-	ITERS=${ITERS:-10} ROWS=${ROWS:-65536} WARMUP=(--warmup 2) LOCAL_SIZES="1 288"
+	ITERS=${ITERS:-10} ROWS=${ROWS:-65536} WARMUP=(--warmup 1) LOCAL_SIZES="1 288"
 else
 	ITERS=${ITERS:-1000} ROWS=${ROWS:-4194304} WARMUP=() LOCAL_SIZES="1 288 4096 16384 49152"
 fi
@@ -42,7 +50,13 @@ fi
 # emulated disk, about 1 ms per row in a TCG guest (a 49,152-row read takes
 # close to a minute), so its cases read at most LOCAL_ROWS rows in all.
 LOCAL_ROWS=30000
-IP=192.0.2.1
+case "$ROLE" in
+one|host|spark) ;;
+*) echo "bench.sh: --role takes one, host or spark" >&2; exit 2 ;;
+esac
+IP=192.0.2.1		# the host's address (the one guest's in --role one)
+ME=$IP
+[ "$ROLE" = spark ] && ME=192.0.2.2
 RPORT=18515		# rdma_cm port of the module's listener
 TPORT=18516		# TCP port of the module's listener
 PPORT=18600		# perftest's own TCP exchange port
@@ -64,12 +78,17 @@ emit "{\"case\": \"env\", \"kernel\": \"$(uname -r)\", \"cpu_model\": \"${cpu//\
 
 # --- the table, load + verify -------------------------------------------
 module_unload || bail "rmmod"
-module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" \
-	"remote=rdma://$IP:$RPORT@$IP,tcp://$IP:$TPORT@$IP" || bail "insmod"
+case "$ROLE" in
+one) module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" \
+	"remote=rdma://$IP:$RPORT@$IP,tcp://$IP:$TPORT@$IP" || bail "insmod" ;;
+host) module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" || bail "insmod" ;;
+spark) module_load "remote=rdma://$IP:$RPORT@$ME,tcp://$IP:$TPORT@$ME" || bail "insmod" ;;
+esac
+# The same seed on both guests: the Spark checks rows against its own copy.
 "$ENGRAMCTL" mktable "$F" --rows "$ROWS" --seed 5 --pad-before 13 >/dev/null 2>&1 ||
 	bail "mktable $ROWS rows"
 bytes=$(stat -c %s "$F")
-for mode in cold warm; do
+[ "$ROLE" = spark ] || for mode in cold warm; do
 	[ $mode = cold ] && drop_caches
 	s=$(now); sum=$(sha256sum "$F" | cut -d' ' -f1); e=$(now); tsha=$(secs "$s" "$e")
 	[ $mode = cold ] && drop_caches
@@ -83,24 +102,55 @@ for mode in cold warm; do
 		"\"bytes\": $bytes, \"sha256sum_s\": $tsha, \"load_s\": $tload, \"verify_s\": $tver}"
 	[ $mode = cold ] && { "$ENGRAMCTL" unload bench >/dev/null 2>&1 || bail "unload"; }
 done
-WOFF=$(table_field bench weight_offset)
-SOFF=$(table_field bench scale_offset)
+# The tensors' offsets in the file, from its header.
+read -r WOFF SOFF < <(python3 - "$F" "$PREFIX" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+base = 8 + n
+print(base + h[sys.argv[2] + ".weight"]["data_offsets"][0],
+      base + h[sys.argv[2] + ".scale"]["data_offsets"][0])
+PY
+)
+[ -n "$SOFF" ] || bail "no tensor offsets in $F"
 
 # --- perftest on the same device ------------------------------------------
-# perftest FIELDS TOOL SIZE N: run TOOL's server and client on rxe0 and print
-# the figures row of its report (the line after "#bytes").
+# perftest TOOL SIZE N: run TOOL's server and client on rxe0 and print the
+# figures row of its report (the line after "#bytes").
 perftest() {
-	local tool=$1 size=$2 n=$3 out
-	timeout 900 "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1 &
-	local srv=$!
-	sleep 1
-	out=$(timeout 900 "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" $IP 2>&1)
-	wait $srv
+	local tool=$1 size=$2 n=$3 out srv i
+	# Long enough for 1,000 round trips of 12,976,128 B under emulation.
+	local tmo=$((600 + n * (size / 65536 + 1) / 20))
+	if [ "$ROLE" = host ]; then
+		# The Spark's clients come in the same order; each server ends
+		# with its client.
+		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1
+		return
+	fi
+	if [ "$ROLE" = one ]; then
+		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1 &
+		srv=$!
+		sleep 1
+	fi
+	# The Spark retries until the host guest's server for this case listens
+	# (the first one only after the host's load, minutes for 1.1 GB).
+	for i in $(seq 1 600); do
+		out=$(timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" $IP 2>&1) && break
+		[ "$ROLE" = spark ] || break
+		sleep 1
+	done
+	if [ "$ROLE" = one ]; then
+		# A client that failed leaves its server waiting.
+		echo "$out" | grep -q '#bytes' || kill $srv 2>/dev/null
+		wait $srv
+	fi
 	echo "$out" | awk '/#bytes/ { getline; print; exit }'
 }
 lat_case() {
 	local tool=$1 size=$2 n=$3 r
 	r=$(perftest "$tool" "$size" "$n")
+	[ "$ROLE" = host ] && return
 	set -- $r
 	if [ $# -lt 9 ]; then
 		emit "{\"case\": \"perftest\", \"label\": \"${tool}_$size\", \"tool\": \"$tool\"," \
@@ -115,6 +165,7 @@ lat_case() {
 bw_case() {
 	local size=$1 n=$2 r
 	r=$(perftest ib_write_bw "$size" "$n")
+	[ "$ROLE" = host ] && return
 	set -- $r
 	if [ $# -lt 4 ]; then
 		emit "{\"case\": \"perftest\", \"label\": \"ib_write_bw_$size\"," \
@@ -133,6 +184,23 @@ done
 for r in 1 288 4096 49152; do
 	bw_case $((r * ROW_BYTES)) "$ITERS"
 done
+
+if [ "$ROLE" = host ]; then
+	# Serve until the Spark unloads its module (its links go away), at
+	# most 3 hours.
+	seen=0
+	for _ in $(seq 1 10800); do
+		c=$(stat_global connections)
+		[ "$c" -gt 0 ] && seen=1
+		[ $seen = 1 ] && [ "$c" -eq 0 ] && break
+		sleep 1
+	done
+	"$ENGRAMCTL" -j stats | jget "json.dumps({'case': 'stats_host', 'global': d['global']})" |
+		sed 's/^/BENCH /'
+	"$ENGRAMCTL" unload bench >/dev/null 2>&1
+	emit '{"case": "end_host"}'
+	exit 0
+fi
 
 # --- engram fetches --------------------------------------------------------
 link_of() {
@@ -182,5 +250,7 @@ for r in $LOCAL_SIZES; do
 done
 "$ENGRAMCTL" -j stats | jget "json.dumps({'case': 'stats', 'global': d['global']})" |
 	sed 's/^/BENCH /'
-"$ENGRAMCTL" unload bench >/dev/null 2>&1
+[ "$ROLE" = one ] && "$ENGRAMCTL" unload bench >/dev/null 2>&1
+# The host guest serves until this link goes away.
+[ "$ROLE" = spark ] && module_unload
 emit '{"case": "end"}'

@@ -8,9 +8,11 @@
 #
 # Results go to DIR (default build/bench): bench.json (every figure, the
 # environment and the "ratios" object), bench.md, bench.png and bench.log
-# (the guest's output).  BENCH_TOPO=1 (the default) is one guest that is
-# host and GPU node at once over rxe loopback.  Exits non-zero when a case
-# is missing, a fetch failed or a row was wrong; never on a timing.
+# (the guests' output).  BENCH_TOPO=1 (the default) is one guest that is
+# host and GPU node at once over rxe loopback; BENCH_TOPO=2 is two guests,
+# a host (192.0.2.1) and a Spark (192.0.2.2), joined by QEMU's socket
+# netdev on 127.0.0.1 as in selftests/vm/run-pair.sh.  Exits non-zero when
+# a case is missing, a fetch failed or a row was wrong; never on a timing.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,18 +27,39 @@ while [ $# -gt 0 ]; do
 	*) echo "run.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
-case "${BENCH_TOPO:-1}" in
-1) ;;
-*) echo "run.sh: BENCH_TOPO=${BENCH_TOPO} is not supported; only 1 (one guest, rxe loopback)" >&2
-   exit 2 ;;
-esac
+TOPO=${BENCH_TOPO:-1}
 mkdir -p "$OUT"
 log=$OUT/bench.log
-
 # A 1.1 GB table pinned in the page cache, its file on the scratch disk.
-"$top/selftests/vm/run.sh" --kver "$KVER" --mem 4G --disk-size 8G --timeout 10800 \
-	-- "selftests/bench/bench.sh ${ARGS[*]}" | tee "$log"
-rc=${PIPESTATUS[0]}
+VM=(--kver "$KVER" --mem 4G --disk-size 8G --timeout 10800)
+case "$TOPO" in
+1)
+	"$top/selftests/vm/run.sh" "${VM[@]}" -- "selftests/bench/bench.sh ${ARGS[*]}" |
+		tee "$log"
+	rc=${PIPESTATUS[0]}
+	topology="1 guest, rxe loopback"
+	;;
+2)
+	. "$top/selftests/vm/pair-lib.sh"
+	port=$(free_port) || { echo "run.sh: no free port on 127.0.0.1" >&2; exit 1; }
+	"$top/selftests/vm/run.sh" "${VM[@]}" --net "listen:$port" --ip 192.0.2.1 \
+		-- "selftests/bench/bench.sh --role host ${ARGS[*]}" >"$OUT/host.log" 2>&1 &
+	hpid=$!
+	wait_listening "$port" $hpid
+	"$top/selftests/vm/run.sh" "${VM[@]}" --net "connect:$port" --ip 192.0.2.2 \
+		-- "selftests/bench/bench.sh --role spark ${ARGS[*]}" | tee "$OUT/spark.log"
+	rc=${PIPESTATUS[0]}
+	wait $hpid
+	hrc=$?
+	[ "$hrc" -eq 0 ] || { echo "run.sh: the host guest failed (exit $hrc), see $OUT/host.log" >&2; rc=1; }
+	cat "$OUT/spark.log" "$OUT/host.log" >"$log"
+	topology="2 guests (host and Spark) over QEMU's socket netdev"
+	;;
+*)
+	echo "run.sh: BENCH_TOPO takes 1 or 2" >&2
+	exit 2
+	;;
+esac
 if [ "$rc" -ne 0 ]; then
 	echo "run.sh: the guest's bench failed (exit $rc); its output is in $log" >&2
 	exit 1
@@ -45,8 +68,9 @@ commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 qemu=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
 hostcpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 python3 "$here/report.py" --in "$log" --json "$OUT/bench.json" --png "$OUT/bench.png" \
+	--rst "$OUT/bench.rst" \
 	--env "commit=$commit" --env "qemu=$qemu" --env "host_cpu=$hostcpu" \
-	--env "host_cpus=$(nproc)" --env "topology=1 guest, rxe loopback" --check \
+	--env "host_cpus=$(nproc)" --env "topology=$topology" --check \
 	>"$OUT/bench.md"
 rc=$?
 cat "$OUT/bench.md"

@@ -13,7 +13,7 @@
 
 OUT=$ENGRAM_TEST_TMP/bench
 mkdir -p "$OUT"
-"$TOP/selftests/bench/bench.sh" --smoke --iters 10 >"$OUT/bench.log" 2>&1
+"$TOP/selftests/bench/bench.sh" --smoke --iters 5 >"$OUT/bench.log" 2>&1
 rc=$?
 diag "$(grep -c '^BENCH ' "$OUT/bench.log") BENCH lines"
 grep -v '^BENCH ' "$OUT/bench.log" | tail -n 20 | sed 's/^/# bench.sh: /'
