@@ -149,6 +149,8 @@ struct engram_ctrl {
  * @cm_owns_id: a DEVICE_REMOVAL handler lets the CM destroy @cm_id
  * @id_decided: the release work has decided who destroys @cm_id
  * @cat_sent: the first CATALOG is posted (work item only)
+ * @wr_mtu: the QP's path MTU in bytes; 0 until asked, U32_MAX if the
+ *	device would not say (work item only)
  * @rx_posted: receives were posted, so the QP needs draining
  * @sq_wait: credits, slots, buffer or @closing changed
  * @work: handles frames and catalog pushes
@@ -210,6 +212,7 @@ struct engram_conn {
 
 	bool cat_sent;
 	bool rx_posted;
+	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;
 	struct work_struct reap_work;
@@ -240,6 +243,14 @@ struct engram_wbuild {
 	u32 cap;			/* WRs this chain may hold (credits) */
 	u64 remote_end;			/* next remote byte of the last WR */
 	u32 wr_len;			/* bytes in the last WR */
+};
+
+/* The tail of a full WRITE that a cut moves to the next one. */
+struct engram_wb_carry {
+	struct ib_sge head;		/* the cut SGE's tail, first to move */
+	u32 from;			/* then the SGEs from here ... */
+	u32 to;				/* ... to before here, of the cut WR */
+	u32 bytes;			/* all of it; 0: nothing moves */
 };
 
 static void engram_conn_free(struct kref *ref)
@@ -795,33 +806,78 @@ static int engram_wb_flush(struct engram_conn *conn, struct engram_wbuild *b)
 }
 
 /*
+ * Cut a full WRITE back to whole packets of the path MTU when its last
+ * packet would be short; the tail is to open the next WRITE.  Rows gather
+ * from two tensors (256 + 8 bytes), so a WRITE of 32 SGEs holds 16 rows,
+ * 4,224 bytes: uncut that is two packets at 4096 MTU and five at 1024, the
+ * last of 128 bytes, and a packet costs the NIC (or Soft-RoCE's CPU) about
+ * the same whatever its size.  A long tail stays: moved, it would fill
+ * most of the next WRITE's SGEs and leave that one short, which costs a
+ * WRITE (and its ACK) more than the packet saved.
+ */
+static void engram_wb_cut(struct engram_conn *conn, struct engram_wbuild *b,
+			  struct ib_rdma_wr *wr, struct engram_wb_carry *c)
+{
+	struct ib_sge *sge;
+	u32 left, k;
+
+	c->bytes = 0;
+	if (b->wr_len <= conn->wr_mtu)
+		return;
+	left = b->wr_len % conn->wr_mtu;
+	if (!left || left > conn->wr_mtu / 4)
+		return;
+	c->bytes = left;
+	/* The SGEs hold wr_len > bytes in all, so this stops at k >= 0. */
+	k = wr->wr.num_sge - 1;
+	while (wr->wr.sg_list[k].length < left)
+		left -= wr->wr.sg_list[k--].length;
+	sge = &wr->wr.sg_list[k];
+	c->head = *sge;
+	c->head.addr += sge->length - left;
+	c->head.length = left;
+	c->from = k + 1;
+	c->to = wr->wr.num_sge;
+	sge->length -= left;
+	wr->wr.num_sge = sge->length ? k + 1 : k;
+	b->wr_len -= c->bytes;
+}
+
+/*
  * Add @len bytes at local DMA address @addr, to land at @remote.  They
  * extend the last WRITE when the remote side is contiguous (and the last
- * SGE too when the local side is), else start a new WRITE.
+ * SGE too when the local side is), else start a new WRITE.  A WRITE that
+ * is full is cut at a packet boundary first (engram_wb_cut()).
  */
 static int engram_wb_add(struct engram_conn *conn, struct engram_wbuild *b,
 			 u64 remote, u32 rkey, u64 addr, u32 len)
 {
+	struct engram_wb_carry c = {};
+	struct ib_sge *sge, *cut_sgl = NULL;
 	struct ib_rdma_wr *wr;
-	struct ib_sge *sge;
 	int ret;
 
+again:
 	if (b->nwr) {
 		wr = &conn->wrs[b->nwr - 1];
-		if (wr->rkey == rkey && b->remote_end == remote &&
-		    b->wr_len + len <= conn->wr_max_bytes) {
+		if (wr->rkey == rkey && b->remote_end == remote) {
 			sge = &wr->wr.sg_list[wr->wr.num_sge - 1];
-			if (sge->addr + sge->length == addr) {
-				sge->length += len;
-				goto grown;
+			if (b->wr_len + len <= conn->wr_max_bytes) {
+				if (sge->addr + sge->length == addr) {
+					sge->length += len;
+					goto grown;
+				}
+				if (wr->wr.num_sge < conn->max_sge) {
+					sge++;
+					wr->wr.num_sge++;
+					goto fill;
+				}
 			}
-			if (wr->wr.num_sge < conn->max_sge) {
-				sge++;
-				wr->wr.num_sge++;
-				goto fill;
-			}
+			engram_wb_cut(conn, b, wr, &c);
+			cut_sgl = wr->wr.sg_list;
 		}
 	}
+	/* Posting the cut WR leaves its list to us: ib_post_send() copied it. */
 	if (b->nwr == b->cap) {
 		ret = engram_wb_flush(conn, b);
 		if (!ret)
@@ -835,14 +891,22 @@ static int engram_wb_add(struct engram_conn *conn, struct engram_wbuild *b,
 	wr->wr.opcode = IB_WR_RDMA_WRITE;
 	wr->wr.sg_list = &conn->sges[b->nwr * conn->max_sge];
 	wr->wr.num_sge = 1;
-	wr->remote_addr = remote;
+	wr->remote_addr = remote - c.bytes;
 	wr->rkey = rkey;
 	if (b->nwr)
 		conn->wrs[b->nwr - 1].wr.next = &wr->wr;
 	b->nwr++;
-	b->wr_len = 0;
+	b->wr_len = c.bytes;
 	b->remote_end = remote;
 	sge = &wr->wr.sg_list[0];
+	if (c.bytes) {
+		/* The same list after a flush with cap 1: memmove, head last. */
+		memmove(sge + 1, cut_sgl + c.from, (c.to - c.from) * sizeof(*sge));
+		*sge = c.head;
+		wr->wr.num_sge += c.to - c.from;
+		c.bytes = 0;
+		goto again;
+	}
 fill:
 	sge->addr = addr;
 	sge->length = len;
@@ -851,6 +915,19 @@ grown:
 	b->wr_len += len;
 	b->remote_end += len;
 	return 0;
+}
+
+/* The QP's path MTU once connected; U32_MAX (never cut) if unknown. */
+static noinline u32 engram_conn_path_mtu(struct engram_conn *conn)
+{
+	struct ib_qp_init_attr init;
+	struct ib_qp_attr attr;
+	int mtu;
+
+	if (ib_query_qp(conn->qp, &attr, IB_QP_PATH_MTU, &init))
+		return U32_MAX;
+	mtu = ib_mtu_enum_to_int(attr.path_mtu);
+	return mtu > 0 ? mtu : U32_MAX;
 }
 
 /* Post the WRITEs of every row of @req, straight from the table's pages. */
@@ -864,6 +941,8 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 	u64 remote;
 	int ret;
 
+	if (!conn->wr_mtu)
+		conn->wr_mtu = engram_conn_path_mtu(conn);
 	for (i = 0; i < req->nr_rows; i++) {
 		engram_table_row_src(t, engram_wire_req_row(req, i), &src);
 		if (WARN_ON_ONCE(!src.n || src.n > ARRAY_SIZE(src.seg))) {

@@ -164,6 +164,24 @@ check "after rdma link del/add the server listens again and the link reconnects"
 	wait_fetchable 60
 check "and fetches are exact again" run --count 20000 --batch 4096 --seed 10
 
+# Jumbo frames, as RoCE is deployed: 4096-byte packets, where the server
+# cuts full WRITEs back to whole packets (kmod/server.c, engram_wb_cut()).
+set_mtu() {
+	rdma link del rxe0 && ip link set er0 mtu "$1" && ip link set er1 mtu "$1" &&
+		rdma link add rxe0 type rxe netdev er0
+}
+check "rxe0 re-created on er0 at 9000 bytes MTU" set_mtu 9000
+check "... whose active MTU is 4096" sh -c "ibv_devinfo -d rxe0 | grep -q 'active_mtu:.*4096'"
+check "the link reconnects at 4096 MTU" wait_fetchable 60
+check "at 4096 MTU, 200,000 rows in batches of 1, 288 and 49,152 are exact" \
+	run --count 200000 --batch 1,288,49152 --seed 13
+check "at 4096 MTU, stride 512 with an offset, exact" \
+	run --count 40000 --batch 20000 --stride 512 --offset 100 --seed 14
+check "at 4096 MTU, destination as 5 ranges, exact" \
+	run --count 98304 --batch 49152 --ranges 5 --seed 15
+check "rxe0 re-created at 1500 bytes MTU" set_mtu 1500
+check "the link reconnects at 1024 MTU" wait_fetchable 60
+
 "${FC[@]}" --count 5000000 --batch 4096 --seed 11 >/dev/null 2>&1 &
 pid=$!
 sleep 2
