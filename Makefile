@@ -39,11 +39,12 @@ deps:
 check:
 	selftests/check.sh
 
-# BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_OUT (build/bench); see
-# Documentation/performance.rst.
+# BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
+# (build/bench); see Documentation/performance.rst.
 bench: deps tools
 	selftests/bench/run.sh $(if $(BENCH_KVER),--kver $(BENCH_KVER)) \
 		$(if $(BENCH_ITERS),--iters $(BENCH_ITERS)) \
+		$(if $(BENCH_MTU),--mtu $(BENCH_MTU)) \
 		$(if $(BENCH_OUT),--out $(BENCH_OUT))
 
 unit: tools

@@ -5,6 +5,7 @@
 # is host and GPU node at once (rxe loopback on rxe0, 192.0.2.1):
 #
 #   bench.sh [--smoke] [--iters N] [--rows N] [--role one|host|spark]
+#            [--mtu BYTES]
 #
 # --role one (the default): this guest is host and GPU node at once.  With
 # BENCH_TOPO=2 (selftests/bench/run.sh) the host guest (192.0.2.1) runs
@@ -27,17 +28,21 @@
 # "BENCH {json}"; report.py turns them into the table, the ratios and the
 # plot.  --iters N (default 1000) is the timed iterations of every case
 # after its warm-up; --smoke runs each case briefly (make check asserts only
-# that every case ran and every row was exact, never a timing).
+# that every case ran and every row was exact, never a timing).  --mtu sets
+# the MTU of rxe0's netdev (and its veth peer) first: 1500, the default,
+# gives rxe an RDMA MTU of 1024; 9000 gives 4096, as RoCE is deployed.
+# With two guests both must be given the same.
 set -uo pipefail
 . "$(dirname "$0")/../guest/lib.sh"
 
-SMOKE=0 ITERS="" ROWS="" ROLE=one
+SMOKE=0 ITERS="" ROWS="" ROLE=one MTU=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) SMOKE=1; shift ;;
 	--iters) ITERS=${2:?}; shift 2 ;;
 	--rows) ROWS=${2:?}; shift 2 ;;
 	--role) ROLE=${2:?}; shift 2 ;;
+	--mtu) MTU=${2:?}; shift 2 ;;
 	*) echo "bench.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -69,11 +74,23 @@ emit() { echo "BENCH $*"; }
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.6f", b - a }'; }
 
+# --- the link's MTU ------------------------------------------------------
+NETDEV=$(rdma link show rxe0/1 | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+[ -n "$NETDEV" ] || bail "rxe0 has no netdev"
+if [ -n "$MTU" ]; then
+	ip link set "$NETDEV" mtu "$MTU" || bail "MTU $MTU on $NETDEV"
+	[ "$NETDEV" = er0 ] && { ip link set er1 mtu "$MTU" || bail "MTU $MTU on er1"; }
+fi
+# rxe follows its netdev's MTU at once (NETDEV_CHANGEMTU): 1500 gives 1024.
+RDMA_MTU=$(ibv_devinfo -d rxe0 | sed -n 's/.*active_mtu:[[:space:]]*\([0-9]*\).*/\1/p')
+[ -n "$RDMA_MTU" ] || bail "no active_mtu for rxe0"
+
 # --- environment -------------------------------------------------------
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 emit "{\"case\": \"env\", \"kernel\": \"$(uname -r)\", \"cpu_model\": \"${cpu//\"/}\"," \
 	"\"guest_cpus\": $(nproc), \"guest_mem_bytes\": $(meminfo MemTotal)," \
 	"\"perftest\": \"$(dpkg-query -W -f '${Version}' perftest 2>/dev/null)\"," \
+	"\"netdev_mtu\": $(cat "/sys/class/net/$NETDEV/mtu"), \"rdma_mtu\": $RDMA_MTU," \
 	"\"iters\": $ITERS, \"table_rows\": $ROWS, \"smoke\": $([ $SMOKE = 1 ] && echo true || echo false)}"
 
 # --- the table, load + verify -------------------------------------------

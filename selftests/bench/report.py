@@ -200,7 +200,8 @@ def markdown(d, r, env):
     out = []
     out.append(f"engram-rdma bench: kernel {env.get('kernel', '?')}, "
                f"QEMU {env.get('qemu', '?')}, {env.get('guest_cpus', '?')} vCPUs, "
-               f"commit {env.get('commit', '?')}, {env.get('iters', '?')} iterations per case")
+               f"commit {env.get('commit', '?')}, {env.get('iters', '?')} iterations per case, "
+               f"RDMA MTU {env.get('rdma_mtu', '?')}")
     out.append("")
     out.append("| rows | bytes | RDMA p50 µs | RDMA p99 µs | RDMA p99.9 µs | RDMA busy p50 µs "
                "| TCP p50 µs | TCP busy p50 µs | perftest RTT µs | local p50 µs "
@@ -297,7 +298,8 @@ def plot(d, png, env):
                     f.write(f"{n} {'NaN' if lat is None else lat} "
                             f"{'NaN' if gbs is None else gbs}\n")
         title = (f"engram-rdma, QEMU TCG + Soft-RoCE (software overhead, not a NIC); "
-                 f"kernel {env.get('kernel', '?')}, commit {env.get('commit', '?')}")
+                 f"kernel {env.get('kernel', '?')}, MTU {env.get('rdma_mtu', '?')}, "
+                 f"commit {env.get('commit', '?')}")
         styles = [("rdma", "engram RDMA (sleep)", 1), ("rdma_busy", "engram RDMA (busy-poll)", 2),
                   ("tcp", "engram TCP (sleep)", 3), ("perftest", "perftest (ib\\_write)", 4),
                   ("local", "local pread O\\_DIRECT", 5)]

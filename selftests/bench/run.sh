@@ -4,7 +4,8 @@
 # make bench: boot a guest, run selftests/bench/bench.sh in it, and turn its
 # figures into a markdown table (stdout), a JSON file and a PNG plot:
 #
-#   run.sh [--kver 6.1|6.12] [--iters N] [--rows N] [--smoke] [--out DIR]
+#   run.sh [--kver 6.1|6.12] [--iters N] [--rows N] [--mtu BYTES] [--smoke]
+#          [--out DIR]
 #
 # Results go to DIR (default build/bench): bench.json (every figure, the
 # environment and the "ratios" object), bench.md, bench.png and bench.log
@@ -21,7 +22,7 @@ KVER=${BENCH_KVER:-6.12} OUT=$top/build/bench ARGS=()
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--kver) KVER=${2:?}; shift 2 ;;
-	--iters|--rows) ARGS+=("$1" "${2:?}"); shift 2 ;;
+	--iters|--rows|--mtu) ARGS+=("$1" "${2:?}"); shift 2 ;;
 	--smoke) ARGS+=(--smoke); shift ;;
 	--out) OUT=${2:?}; shift 2 ;;
 	*) echo "run.sh: unknown option '$1'" >&2; exit 2 ;;

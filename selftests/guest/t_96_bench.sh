@@ -7,7 +7,7 @@
 # a small table, every fetched row is compared with the file, and report.py
 # computes the JSON with its ratios and draws the plot.  No timing is
 # asserted: this guards the benchmark against rot, not the speed.
-# kernels: 6.12
+# kernels: 6.1
 # timeout: 900
 . "$(dirname "$0")/lib.sh"
 
