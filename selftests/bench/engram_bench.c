@@ -71,13 +71,13 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
 #include "libengram.h"
 #include "local.h"
+#include "test_util.h"
 
 #define PROG		"engram_bench"
 #define ROW		LIBENGRAM_ROW_BYTES
@@ -192,16 +192,9 @@ static void diag(struct job *j, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (j->diags++ >= MAX_DIAG) {
-		if (j->diags == MAX_DIAG + 1)
-			fprintf(stderr, PROG ": [%u] (more diagnostics suppressed)\n", j->procno);
-		return;
-	}
-	fprintf(stderr, PROG ": [%u] ", j->procno);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vdiag(PROG, &j->diags, MAX_DIAG, j->procno, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 /* Decimal only: "010" is ten, and no sign, space or suffix gets through. */
@@ -371,28 +364,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		o->label = o->kind == KIND_FETCH ? "fetch" : "local";
 }
 
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-/* splitmix64 */
-static inline uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	return mix64(*s);
-}
-
-static inline uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 /* Uniform over [0, rows_total): the high half of a 64 x 64-bit product, no modulo bias. */
 static void make_rows(struct job *j)
 {
@@ -449,14 +420,10 @@ static uint64_t check_rows(struct job *j, bool timed, uint64_t k)
 		got = j->buf + (size_t)i * ROW;
 		w = j->map + o->weight_offset + (uint64_t)j->rows[i] * WBYTES;
 		s = j->map + o->scale_offset + (uint64_t)j->rows[i] * SBYTES;
-		if (!memcmp(got, w, WBYTES) && !memcmp(got + WBYTES, s, SBYTES))
+		b = row_mismatch(got, w, s);
+		if (b == ROW)
 			continue;
 		bad++;
-		for (b = 0; b < WBYTES && got[b] == w[b]; b++)
-			;
-		if (b == WBYTES)
-			for (; b < ROW && got[b] == s[b - WBYTES]; b++)
-				;
 		diag(j, "%s fetch %" PRIu64 ", position %" PRIu32 ": row %" PRIu32
 		     " differs from the file at byte %zu", timed ? "timed" : "warm-up", k, i,
 		     j->rows[i], b);
@@ -702,13 +669,6 @@ static int cpu_busy_ticks(uint64_t *out)
 		return -EPROTO;
 	*out = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
 	return 0;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 /* Nearest rank: the smallest sample with at least @permille / 1000 of them at or below it. */

@@ -97,6 +97,7 @@
 #include <unistd.h>
 
 #include "libengram.h"
+#include "test_util.h"
 
 #define ROW	LIBENGRAM_ROW_BYTES
 #define WBYTES	LIBENGRAM_WEIGHT_BYTES
@@ -240,17 +241,10 @@ static void diag(struct job *j, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (j->diags++ >= MAX_DIAG) {
-		if (j->diags == MAX_DIAG + 1)
-			fprintf(stderr, "fetch_check: [%d] (more diagnostics suppressed)\n",
-				j->procno);
-		return;
-	}
-	fprintf(stderr, "fetch_check: [%d] ", j->procno);
+	/* procno is 0 .. 1023 (--procs): "%u" prints it as "%d" did. */
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	vdiag("fetch_check", &j->diags, MAX_DIAG, (unsigned int)j->procno, fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 static uint64_t parse_u64(const char *opt, const char *s)
@@ -525,27 +519,6 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		usage_error("--stride below %d only makes sense with --expect-errno", ROW);
 }
 
-static inline uint64_t mix64(uint64_t z)
-{
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
-}
-
-static inline uint64_t rnd(uint64_t *s)
-{
-	*s += 0x9e3779b97f4a7c15ULL;
-	return mix64(*s);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static uint32_t max_batch(const struct opts *o)
 {
 	uint32_t m = 0;
@@ -680,9 +653,8 @@ static uint64_t check_batch(struct job *j, uint64_t b, uint32_t n)
 			bad++;
 			continue;
 		}
-		if (memcmp(got, ref, ROW)) {
-			for (k = 0; k < ROW && got[k] == ref[k]; k++)
-				;
+		k = row_mismatch(got, ref, ref + WBYTES);
+		if (k < ROW) {
 			diag(j, "batch %" PRIu64 " position %" PRIu32 ": row %" PRIu32
 			     " differs from the file at byte %zu (got 0x%02x, want 0x%02x)%s",
 			     b, i, j->rows[i], k, got[k], ref[k],
@@ -1146,13 +1118,6 @@ out:
 	free(j.ranges);
 	r->status = status;
 	return status;
-}
-
-static int cmp_u64(const void *a, const void *b)
-{
-	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-
-	return x < y ? -1 : x > y;
 }
 
 int main(int argc, char **argv)
