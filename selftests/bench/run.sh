@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
 	esac
 done
 TOPO=${BENCH_TOPO:-1}
+# What was built, before the run: the tree may move on while it runs.
+commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 mkdir -p "$OUT"
 log=$OUT/bench.log
 # A 1.1 GB table pinned in the page cache, its file on the scratch disk.
@@ -65,7 +67,6 @@ if [ "$rc" -ne 0 ]; then
 	echo "run.sh: the guest's bench failed (exit $rc); its output is in $log" >&2
 	exit 1
 fi
-commit=$(git -C "$top" describe --always --dirty 2>/dev/null || echo unknown)
 qemu=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
 hostcpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 python3 "$here/report.py" --in "$log" --json "$OUT/bench.json" --png "$OUT/bench.png" \
