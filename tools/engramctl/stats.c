@@ -63,13 +63,10 @@ static int reply_link(struct stats_list *l, struct nlattr **tb)
 {
 	struct link_info *nv;
 
-	if (l->nlinks == l->lcap) {
-		l->lcap = l->lcap ? 2 * l->lcap : 8;
-		nv = realloc(l->links, l->lcap * sizeof(*l->links));
-		if (!nv)
-			return -ENOMEM;
-		l->links = nv;
-	}
+	nv = enl_grow(l->links, &l->lcap, l->nlinks, sizeof(*l->links));
+	if (!nv)
+		return -ENOMEM;
+	l->links = nv;
 	if (link_info_from_attrs(&l->links[l->nlinks], tb))
 		return -EPROTO;
 	l->nlinks++;
@@ -90,13 +87,10 @@ static int reply_table(struct nl_msg *msg, void *arg)
 	/* Both: a table opened through that link. */
 	if (!tb[ENGRAM_A_TABLE_NAME])
 		return -EPROTO;
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 16;
-		nv = realloc(l->v, l->cap * sizeof(*l->v));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
+	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
+	if (!nv)
+		return -ENOMEM;
+	l->v = nv;
 	ts = &l->v[l->n++];
 	memset(ts, 0, sizeof(*ts));
 	snprintf(ts->name, sizeof(ts->name), "%s", nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
@@ -319,8 +313,7 @@ int cmd_stats(int argc, char **argv)
 		enl_perror(&nl, ret, "module stats");
 		goto out;
 	}
-	msg = enl_msg(&nl, ENGRAM_CMD_STATS_GET, NLM_F_DUMP);
-	ret = msg ? enl_request(&nl, msg, reply_table, &l) : -ENOMEM;
+	ret = enl_dump(&nl, ENGRAM_CMD_STATS_GET, reply_table, &l);
 	if (ret) {
 		enl_perror(&nl, ret, "table stats");
 		goto out;

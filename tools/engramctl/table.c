@@ -84,15 +84,10 @@ static int reply_table(struct nl_msg *msg, void *arg)
 
 static int table_get(struct enl *nl, const char *name, struct table_info *ti)
 {
-	struct nl_msg *msg = enl_msg(nl, ENGRAM_CMD_TABLE_GET, 0);
 	int ret;
 
-	if (!msg || nla_put_string(msg, ENGRAM_A_TABLE_NAME, name)) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
 	memset(ti, 0, sizeof(*ti));
-	ret = enl_request(nl, msg, reply_table, ti);
+	ret = enl_request_str(nl, ENGRAM_CMD_TABLE_GET, ENGRAM_A_TABLE_NAME, name, reply_table, ti);
 	if (!ret && (!ti->name[0] || !TI_HAS(ti, ENGRAM_A_TABLE_STATE)))
 		ret = -EPROTO;
 	return ret;
@@ -101,13 +96,7 @@ static int table_get(struct enl *nl, const char *name, struct table_info *ti)
 /* UNLOAD and VERIFY: a name in, nothing we need back. */
 static int table_cmd_name(struct enl *nl, uint8_t cmd, const char *name)
 {
-	struct nl_msg *msg = enl_msg(nl, cmd, 0);
-
-	if (!msg || nla_put_string(msg, ENGRAM_A_TABLE_NAME, name)) {
-		nlmsg_free(msg);
-		return -ENOMEM;
-	}
-	return enl_request(nl, msg, NULL, NULL);
+	return enl_request_str(nl, cmd, ENGRAM_A_TABLE_NAME, name, NULL, NULL);
 }
 
 /* Follows a job until the table leaves state @busy; -EINTR when interrupted. */
@@ -515,13 +504,10 @@ static int reply_list(struct nl_msg *msg, void *arg)
 	struct table_list *l = arg;
 	struct table_info *nv;
 
-	if (l->n == l->cap) {
-		l->cap = l->cap ? 2 * l->cap : 16;
-		nv = realloc(l->v, l->cap * sizeof(*l->v));
-		if (!nv)
-			return -ENOMEM;
-		l->v = nv;
-	}
+	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
+	if (!nv)
+		return -ENOMEM;
+	l->v = nv;
 	if (reply_table(msg, &l->v[l->n]))
 		return -EPROTO;
 	l->n++;
