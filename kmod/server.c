@@ -900,7 +900,7 @@ again:
 	b->remote_end = remote;
 	sge = &wr->wr.sg_list[0];
 	if (c.bytes) {
-		/* The same list after a flush with cap 1: memmove, head last. */
+		/* memmove, head last: were a chain one WR, the lists would be one. */
 		memmove(sge + 1, cut_sgl + c.from, (c.to - c.from) * sizeof(*sge));
 		*sge = c.head;
 		wr->wr.num_sge += c.to - c.from;
