@@ -50,6 +50,7 @@
 #include "engram.h"
 #include "server.h"
 #include "tcp_server.h"
+#include "wbuild.h"
 #include "wire.h"
 
 /* What this server offers in its hello; the client may ask for less. */
@@ -235,22 +236,6 @@ struct engram_conn {
 	struct ib_rdma_wr *wrs;
 	struct ib_sge *sges;
 	struct engram_wire_req req;
-};
-
-/* A chain of WRITEs being built. */
-struct engram_wbuild {
-	u32 nwr;			/* WRs built */
-	u32 cap;			/* WRs this chain may hold (credits) */
-	u64 remote_end;			/* next remote byte of the last WR */
-	u32 wr_len;			/* bytes in the last WR */
-};
-
-/* The tail of a full WRITE that a cut moves to the next one. */
-struct engram_wb_carry {
-	struct ib_sge head;		/* the cut SGE's tail, first to move */
-	u32 from;			/* then the SGEs from here ... */
-	u32 to;				/* ... to before here, of the cut WR */
-	u32 bytes;			/* all of it; 0: nothing moves */
 };
 
 static void engram_conn_free(struct kref *ref)
@@ -777,145 +762,35 @@ static void engram_refuse(struct engram_conn *conn, struct engram_ctrl *c,
 }
 
 /* Start a chain: wait for enough credits that chains do not trickle. */
-static int engram_wb_reserve(struct engram_conn *conn, struct engram_wbuild *b)
+static int engram_wb_conn_reserve(void *ctx, u32 *cap)
 {
+	struct engram_conn *conn = ctx;
 	u32 want = min_t(u32, ENGRAM_SRV_CHAIN_MAX, conn->sq_depth / 2);
 	int ret;
 
 	ret = engram_conn_credits(conn, max_t(u32, want, 1));
 	if (ret)
 		return ret;
-	b->cap = min_t(u32, READ_ONCE(conn->sq_free), ENGRAM_SRV_CHAIN_MAX);
+	*cap = min_t(u32, READ_ONCE(conn->sq_free), ENGRAM_SRV_CHAIN_MAX);
 	return 0;
 }
 
-static int engram_wb_flush(struct engram_conn *conn, struct engram_wbuild *b)
+/* The last WRITE of a chain is the one that completes, for all of them. */
+static int engram_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
 {
-	struct ib_rdma_wr *last;
-	u32 nr = b->nwr;
+	struct engram_conn *conn = ctx;
+	struct ib_rdma_wr *last = &wrs[nr - 1];
 
-	if (!nr)
-		return 0;
-	last = &conn->wrs[nr - 1];
 	last->wr.send_flags = IB_SEND_SIGNALED;
 	last->wr.wr_cqe = &conn->chain_cqe;
-	b->nwr = 0;
-	b->cap = 0;
 	engram_count_add(&engram_global_stats, ENGRAM_STAT_RDMA_WRITES, nr);
-	return engram_conn_post(conn, &conn->wrs[0].wr, nr);
+	return engram_conn_post(conn, &wrs[0].wr, nr);
 }
 
-/*
- * Cut a full WRITE back to whole packets of the path MTU when its last
- * packet would be short; the tail is to open the next WRITE.  Rows gather
- * from two tensors (256 + 8 bytes), so a WRITE of 32 SGEs holds 16 rows,
- * 4,224 bytes: uncut that is two packets at 4096 MTU and five at 1024, the
- * last of 128 bytes, and a packet costs the NIC (or Soft-RoCE's CPU) about
- * the same whatever its size.  A long tail stays: moved, it would fill
- * most of the next WRITE's SGEs and leave that one short, which costs a
- * WRITE (and its ACK) more than the packet saved.
- */
-static void engram_wb_cut(struct engram_conn *conn, struct engram_wbuild *b,
-			  struct ib_rdma_wr *wr, struct engram_wb_carry *c)
-{
-	struct ib_sge *sge;
-	u32 left, k;
-
-	c->bytes = 0;
-	if (b->wr_len <= conn->wr_mtu)
-		return;
-	left = b->wr_len % conn->wr_mtu;
-	if (!left || left > conn->wr_mtu / 4)
-		return;
-	c->bytes = left;
-	/* The SGEs hold wr_len > bytes in all, so this stops at k >= 0. */
-	k = wr->wr.num_sge - 1;
-	while (wr->wr.sg_list[k].length < left)
-		left -= wr->wr.sg_list[k--].length;
-	sge = &wr->wr.sg_list[k];
-	c->head = *sge;
-	c->head.addr += sge->length - left;
-	c->head.length = left;
-	c->from = k + 1;
-	c->to = wr->wr.num_sge;
-	sge->length -= left;
-	wr->wr.num_sge = sge->length ? k + 1 : k;
-	b->wr_len -= c->bytes;
-}
-
-/*
- * Add @len bytes at local DMA address @addr, to land at @remote.  They
- * extend the last WRITE when the remote side is contiguous (and the last
- * SGE too when the local side is), else start a new WRITE.  A WRITE that
- * is full is cut at a packet boundary first (engram_wb_cut()).
- */
-static int engram_wb_add(struct engram_conn *conn, struct engram_wbuild *b,
-			 u64 remote, u32 rkey, u64 addr, u32 len)
-{
-	struct engram_wb_carry c = {};
-	struct ib_sge *sge, *cut_sgl = NULL;
-	struct ib_rdma_wr *wr;
-	int ret;
-
-again:
-	if (b->nwr) {
-		wr = &conn->wrs[b->nwr - 1];
-		if (wr->rkey == rkey && b->remote_end == remote) {
-			sge = &wr->wr.sg_list[wr->wr.num_sge - 1];
-			if (b->wr_len + len <= conn->wr_max_bytes) {
-				if (sge->addr + sge->length == addr) {
-					sge->length += len;
-					goto grown;
-				}
-				if (wr->wr.num_sge < conn->max_sge) {
-					sge++;
-					wr->wr.num_sge++;
-					goto fill;
-				}
-			}
-			engram_wb_cut(conn, b, wr, &c);
-			cut_sgl = wr->wr.sg_list;
-		}
-	}
-	/* Posting the cut WR leaves its list to us: ib_post_send() copied it. */
-	if (b->nwr == b->cap) {
-		ret = engram_wb_flush(conn, b);
-		if (!ret)
-			ret = engram_wb_reserve(conn, b);
-		if (ret)
-			return ret;
-	}
-	wr = &conn->wrs[b->nwr];
-	memset(wr, 0, sizeof(*wr));
-	wr->wr.wr_cqe = &conn->write_cqe;
-	wr->wr.opcode = IB_WR_RDMA_WRITE;
-	wr->wr.sg_list = &conn->sges[b->nwr * conn->max_sge];
-	wr->wr.num_sge = 1;
-	wr->remote_addr = remote - c.bytes;
-	wr->rkey = rkey;
-	if (b->nwr)
-		conn->wrs[b->nwr - 1].wr.next = &wr->wr;
-	b->nwr++;
-	b->wr_len = c.bytes;
-	b->remote_end = remote;
-	sge = &wr->wr.sg_list[0];
-	if (c.bytes) {
-		/* memmove, head last: were a chain one WR, the lists would be one. */
-		memmove(sge + 1, cut_sgl + c.from, (c.to - c.from) * sizeof(*sge));
-		*sge = c.head;
-		wr->wr.num_sge += c.to - c.from;
-		c.bytes = 0;
-		goto again;
-	}
-fill:
-	sge->addr = addr;
-	sge->length = len;
-	sge->lkey = conn->lkey;
-grown:
-	b->wr_len += len;
-	b->remote_end += len;
-	return 0;
-}
+static const struct engram_wb_ops engram_wb_conn_ops = {
+	.flush = engram_wb_conn_flush,
+	.reserve = engram_wb_conn_reserve,
+};
 
 /* The QP's path MTU once connected; U32_MAX (never cut) if unknown. */
 static noinline u32 engram_conn_path_mtu(struct engram_conn *conn)
@@ -934,7 +809,8 @@ static noinline u32 engram_conn_path_mtu(struct engram_conn *conn)
 static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 			     const dma_addr_t *dma, const struct engram_wire_req *req)
 {
-	struct engram_wbuild b = {};
+	struct engram_wb_cfg cfg;
+	struct engram_wb b;
 	struct engram_wire_place pl;
 	struct engram_row_src src;
 	u32 i, j;
@@ -943,6 +819,18 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 
 	if (!conn->wr_mtu)
 		conn->wr_mtu = engram_conn_path_mtu(conn);
+	cfg = (struct engram_wb_cfg){
+		.wrs = conn->wrs,
+		.sges = conn->sges,
+		.max_sge = conn->max_sge,
+		.max_bytes = conn->wr_max_bytes,
+		.mtu = conn->wr_mtu,
+		.lkey = conn->lkey,
+		.cqe = &conn->write_cqe,
+		.ops = &engram_wb_conn_ops,
+		.ctx = conn,
+	};
+	engram_wb_init(&b, &cfg);
 	for (i = 0; i < req->nr_rows; i++) {
 		engram_table_row_src(t, engram_wire_req_row(req, i), &src);
 		if (WARN_ON_ONCE(!src.n || src.n > ARRAY_SIZE(src.seg))) {
@@ -953,7 +841,7 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 		engram_wire_req_place(req, i, &pl);
 		remote = pl.addr;
 		for (j = 0; j < src.n; j++) {
-			ret = engram_wb_add(conn, &b, remote, pl.rkey,
+			ret = engram_wb_add(&b, remote, pl.rkey,
 					    dma[src.seg[j].page] + src.seg[j].off,
 					    src.seg[j].len);
 			if (ret)
@@ -963,7 +851,7 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
-	return engram_wb_flush(conn, &b);
+	return engram_wb_flush(&b);
 }
 
 static void engram_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
