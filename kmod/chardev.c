@@ -379,7 +379,7 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	f->stride = a->stride;
 	timeout = a->timeout_ns ? a->timeout_ns :
 		  (u64)engram_timeout_ms() * NSEC_PER_MSEC;
-	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, 3600ULL * NSEC_PER_SEC));
+	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, ENGRAM_FETCH_MAX_TIMEOUT_NS));
 
 	mutex_lock(&ef->mutex);
 	ret = -ENOENT;
@@ -585,8 +585,8 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 		return -ENOENT;
 	if (pending) {
 		until = ktime_add_ns(ktime_get(), a.timeout_ns ?
-				     min_t(u64, a.timeout_ns, 3600ULL * NSEC_PER_SEC) :
-				     3600ULL * NSEC_PER_SEC);
+				     min_t(u64, a.timeout_ns, ENGRAM_FETCH_MAX_TIMEOUT_NS) :
+				     ENGRAM_FETCH_MAX_TIMEOUT_NS);
 		ret = engram_wait_any(ef, f, until, busy);
 		engram_fetch_put(f);
 		if (ret)

@@ -1605,7 +1605,7 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 	bool own_deadline = true;
 	long left;
 
-	timeout_ns = min_t(u64, timeout_ns, 3600ULL * NSEC_PER_SEC);
+	timeout_ns = min_t(u64, timeout_ns, ENGRAM_FETCH_MAX_TIMEOUT_NS);
 	if (timeout_ns && ktime_before(ktime_add_ns(ktime_get(), timeout_ns), until)) {
 		until = ktime_add_ns(ktime_get(), timeout_ns);
 		own_deadline = false;
