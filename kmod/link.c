@@ -1802,6 +1802,8 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
 	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
+	INIT_LIST_HEAD(&l->tx_queue);
+	INIT_WORK(&l->tx_work, engram_tcp_link_tx_work);
 	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
 	l->state = ENGRAM_LINK_CONNECTING;
 	l->since = ktime_get();
