@@ -220,8 +220,37 @@ static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
 	return ret;
 }
 
+static bool engram_fetch_targets(const struct engram_fetch *f, const struct engram_ubuf *b)
+{
+	unsigned int i;
+
+	for (i = 0; i < f->nr_pieces; i++)
+		if (f->pieces[i].buf == b)
+			return true;
+	return false;
+}
+
+/* A fetch of the fd that has not ended and writes into @b, held; or NULL. */
+static struct engram_fetch *engram_buf_writer(struct engram_file *ef,
+					      const struct engram_ubuf *b)
+{
+	struct engram_fetch *f, *found = NULL;
+
+	mutex_lock(&ef->mutex);
+	list_for_each_entry(f, &ef->fetches, fd_node) {
+		if (!engram_fetch_done(f) && engram_fetch_targets(f, b)) {
+			kref_get(&f->ref);
+			found = f;
+			break;
+		}
+	}
+	mutex_unlock(&ef->mutex);
+	return found;
+}
+
 static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
 {
+	struct engram_fetch *f;
 	struct engram_ioc_unreg a;
 	struct engram_ubuf *b;
 	u32 usize;
@@ -239,7 +268,19 @@ static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
 	mutex_unlock(&ef->mutex);
 	if (!b)
 		return -ENOENT;
-	/* Fetches in flight hold the buffer: its pages stay pinned until they end. */
+	/*
+	 * A barrier: once this returns, nothing writes the buffer again.  No
+	 * new fetch can name it now, and a fetch is on the list by the time
+	 * its submit has let go of ef->mutex.  Each one still running gets the
+	 * time a closing fd gives it, then its connection is broken; one break
+	 * ends every fetch of that connection, so this takes about 2 s per
+	 * link at worst.  The fetches keep their reference (the pages stay
+	 * pinned) until they are reaped.
+	 */
+	while ((f = engram_buf_writer(ef, b))) {
+		engram_link_fetch_end(f);
+		engram_fetch_put(f);
+	}
 	engram_ubuf_put(b);
 	return 0;
 }
@@ -379,7 +420,7 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	f->stride = a->stride;
 	timeout = a->timeout_ns ? a->timeout_ns :
 		  (u64)engram_timeout_ms() * NSEC_PER_MSEC;
-	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, 3600ULL * NSEC_PER_SEC));
+	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, ENGRAM_FETCH_MAX_TIMEOUT_NS));
 
 	mutex_lock(&ef->mutex);
 	ret = -ENOENT;
@@ -585,8 +626,8 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 		return -ENOENT;
 	if (pending) {
 		until = ktime_add_ns(ktime_get(), a.timeout_ns ?
-				     min_t(u64, a.timeout_ns, 3600ULL * NSEC_PER_SEC) :
-				     3600ULL * NSEC_PER_SEC);
+				     min_t(u64, a.timeout_ns, ENGRAM_FETCH_MAX_TIMEOUT_NS) :
+				     ENGRAM_FETCH_MAX_TIMEOUT_NS);
 		ret = engram_wait_any(ef, f, until, busy);
 		engram_fetch_put(f);
 		if (ret)

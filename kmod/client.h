@@ -8,6 +8,7 @@
 
 #include <linux/completion.h>
 #include <linux/kref.h>
+#include <linux/ktime.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
@@ -15,6 +16,13 @@
 
 #include "engram.h"
 #include "wire.h"
+
+/*
+ * The longest a fetch's deadline, and a WAIT's timeout, may be: larger
+ * values are cut to it (Documentation/ioctl.rst).  A bound, so that a
+ * caller's typo cannot pin a buffer and a request slot for days.
+ */
+#define ENGRAM_FETCH_MAX_TIMEOUT_NS	(3600ULL * NSEC_PER_SEC)
 
 /* A registered user buffer: pinned pages, charged to RLIMIT_MEMLOCK. */
 struct engram_ubuf {

@@ -1605,7 +1605,7 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 	bool own_deadline = true;
 	long left;
 
-	timeout_ns = min_t(u64, timeout_ns, 3600ULL * NSEC_PER_SEC);
+	timeout_ns = min_t(u64, timeout_ns, ENGRAM_FETCH_MAX_TIMEOUT_NS);
 	if (timeout_ns && ktime_before(ktime_add_ns(ktime_get(), timeout_ns), until)) {
 		until = ktime_add_ns(ktime_get(), timeout_ns);
 		own_deadline = false;
@@ -1802,6 +1802,8 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
 	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
+	INIT_LIST_HEAD(&l->tx_queue);
+	INIT_WORK(&l->tx_work, engram_tcp_link_tx_work);
 	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
 	l->state = ENGRAM_LINK_CONNECTING;
 	l->since = ktime_get();

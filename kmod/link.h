@@ -27,8 +27,8 @@ struct engram_link;
  * @connect: set up a connection, negotiate into l->neg, and call
  *	engram_link_went_live() once frames can be read; l->mutex held.  On
  *	failure the generic part calls @teardown.
- * @stop: unblock whatever may wait on the connection (senders holding
- *	conn_sem for reading, the receiver); l->mutex held, conn_sem not;
+ * @stop: unblock whatever may wait on the connection (a TCP sender
+ *	blocked on a full socket, the receiver); l->mutex held, conn_sem not;
  *	may be NULL
  * @teardown: quiesce the connection so that nothing of it can touch a
  *	fetch's buffer any more, end every fetch with engram_link_end_all(),
@@ -130,7 +130,8 @@ struct engram_link {
 	struct socket *sock;
 	struct work_struct rx_work;	/* the receiver, on its own workqueue */
 	struct mutex tx_mutex;		/* one frame at a time into the stream */
-	void *tx_buf;			/* max_request_bytes */
+	struct list_head tx_queue;	/* requests for the sender, under lock */
+	struct work_struct tx_work;	/* the sender: callers never wait on the socket */
 	void *rx_buf;			/* ENGRAM_WIRE_MAX_CATALOG_BYTES */
 
 	struct engram_wire_table *catalog;
@@ -165,6 +166,7 @@ void engram_link_set_error(struct engram_link *l, struct engram_fetch *f, int er
 
 /* tcp_link.c */
 void engram_tcp_link_rx_work(struct work_struct *work);
+void engram_tcp_link_tx_work(struct work_struct *work);
 int engram_tcp_links_init(void);
 void engram_tcp_links_exit(void);
 

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The TCP transport of client links: a kernel socket bound to the link's
- * local address, HELLO each way, then the frames of protocol.rst.  Requests
- * are written whole, one at a time, under tx_mutex.  A receiver work item
+ * local address, HELLO each way, then the frames of protocol.rst.  A
+ * request is built when it is submitted and queued; a sender work item
+ * writes the queued requests whole, one at a time, under tx_mutex, so no
+ * system call ever waits for room in the socket (a server that stopped
+ * reading holds up the sender only, until the first deadline of the
+ * fetches it holds breaks the connection).  A receiver work item
  * reads the stream: a header first, checked before anything after it is
  * trusted, then the rest of the frame; the rows of a RESPONSE go straight
  * from the socket into the pinned pages of the fetch's registered buffer,
@@ -17,6 +21,7 @@
 
 #include <linux/bvec.h>
 #include <linux/net.h>
+#include <linux/overflow.h>
 #include <linux/slab.h>
 #include <linux/uio.h>
 #include <linux/tcp.h>
@@ -27,6 +32,13 @@
 
 /* Pieces of rows received with one recvmsg(): a row spans at most 2 pages. */
 #define ENGRAM_TCP_BVECS	64
+
+/* A request waiting for the sender, its frame built at submit. */
+struct engram_tcp_req {
+	struct list_head node;		/* on engram_link.tx_queue */
+	size_t len;
+	u8 frame[];
+};
 
 static struct workqueue_struct *engram_tcp_rx_wq;
 
@@ -67,12 +79,17 @@ static int engram_tcp_recv(struct socket *sock, void *buf, size_t len)
 
 static void engram_tcp_free(struct engram_link *l)
 {
+	struct engram_tcp_req *r, *tmp;
+
 	if (l->sock) {
 		sock_release(l->sock);
 		l->sock = NULL;
 	}
-	kvfree(l->tx_buf);
-	l->tx_buf = NULL;
+	/* The sender is flushed and conn_sem keeps submitters out: no lock needed. */
+	list_for_each_entry_safe(r, tmp, &l->tx_queue, node) {
+		list_del(&r->node);
+		kvfree(r);
+	}
 	kfree(l->rx_buf);
 	l->rx_buf = NULL;
 	kfree(l->slots);
@@ -126,9 +143,8 @@ static int engram_tcp_connect(struct engram_link *l)
 	}
 	l->neg = answer;
 	l->slots = kcalloc(answer.max_inflight, sizeof(*l->slots), GFP_KERNEL);
-	l->tx_buf = kvmalloc(answer.max_request_bytes, GFP_KERNEL);
 	l->rx_buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
-	if (!l->slots || !l->tx_buf || !l->rx_buf)
+	if (!l->slots || !l->rx_buf)
 		return -ENOMEM;
 	l->nr_slots = answer.max_inflight;
 	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
@@ -150,14 +166,23 @@ static void engram_tcp_teardown(struct engram_link *l, int error)
 	engram_tcp_stop(l);
 	/* From here on nothing reads the socket, so no byte lands anywhere. */
 	flush_work(&l->rx_work);
+	/* The shutdown ended a send blocked on a full socket; none starts again. */
+	flush_work(&l->tx_work);
 	engram_link_end_all(l, error);
 	engram_tcp_free(l);
 }
 
+/*
+ * Queue the request and return: the sender writes it.  The frame is built
+ * here, into its own buffer, so the fetch's rows are not read afterwards.
+ */
 static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 {
 	struct engram_wire_req req = {};
+	struct engram_tcp_req *r;
+	unsigned long flags;
 	unsigned int i;
+	u64 size;
 	int len, ret;
 
 	req.ticket = f->ticket;
@@ -170,32 +195,63 @@ static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	for (i = 0; i < f->nr_pieces; i++)
 		req.ranges[i].length = f->pieces[i].len;
 
-	/*
-	 * The sender before us may block on a full socket until its own
-	 * deadline breaks the connection: wait killably, and give up untracked
-	 * (nothing of ours is on the wire) once our deadline has passed.
-	 */
-	if (mutex_lock_killable(&l->tx_mutex))
-		return -EINTR;
-	if (!ktime_before(ktime_get(), f->deadline)) {
-		mutex_unlock(&l->tx_mutex);
-		return -ETIMEDOUT;
-	}
-	len = engram_wire_req_build(l->tx_buf, l->neg.max_request_bytes, &l->neg, &req,
-				    f->rows);
+	/* Checked before allocating; the builder checks the rest. */
+	size = engram_wire_request_size(f->nr_rows, f->nr_pieces);
+	if (size > l->neg.max_request_bytes)
+		return -E2BIG;
+	r = kvmalloc(struct_size(r, frame, size), GFP_KERNEL);
+	if (!r)
+		return -ENOMEM;
+	len = engram_wire_req_build(r->frame, size, &l->neg, &req, f->rows);
 	ret = len < 0 ? len : engram_link_track(l, f);
 	if (ret) {
-		mutex_unlock(&l->tx_mutex);
+		kvfree(r);
 		return ret;
 	}
-	ret = engram_tcp_send(l->sock, l->tx_buf, len, 0);
-	mutex_unlock(&l->tx_mutex);
+	r->len = len;
+	spin_lock_irqsave(&l->lock, flags);
+	list_add_tail(&r->node, &l->tx_queue);
+	spin_unlock_irqrestore(&l->lock, flags);
+	queue_work(engram_tcp_rx_wq, &l->tx_work);
+	return 0;		/* tracked: the fetch completes, with its error if any */
+}
+
+/**
+ * engram_tcp_link_tx_work() - a TCP link's sender
+ * @work: the link's tx_work
+ *
+ * Writes the queued requests in order.  A send that fails, or is cut short
+ * by teardown's shutdown, breaks the connection (part of a frame may be in
+ * the stream); the requests after it are dropped, as their fetches end
+ * with the connection.
+ */
+void engram_tcp_link_tx_work(struct work_struct *work)
+{
+	struct engram_link *l = container_of(work, struct engram_link, tx_work);
+	struct engram_tcp_req *r;
+	unsigned long flags;
+	int ret = 0;
+
+	for (;;) {
+		spin_lock_irqsave(&l->lock, flags);
+		r = list_first_entry_or_null(&l->tx_queue, struct engram_tcp_req, node);
+		if (r)
+			list_del(&r->node);
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (!r)
+			break;
+		if (!ret) {
+			mutex_lock(&l->tx_mutex);
+			ret = engram_tcp_send(l->sock, r->frame, r->len, 0);
+			mutex_unlock(&l->tx_mutex);
+		}
+		kvfree(r);
+	}
 	if (ret) {
-		/* Part of it may be in the stream: only a new connection is clean. */
-		engram_link_set_error(l, f, -EIO);
+		/* No later run may put a frame after the broken one. */
+		kernel_sock_shutdown(l->sock, SHUT_RDWR);
 		engram_link_fail(l, -ECONNRESET);
 	}
-	return 0;		/* tracked: the fetch completes, with its error if any */
 }
 
 /*
@@ -364,10 +420,10 @@ const struct engram_link_ops engram_tcp_link_ops = {
 };
 
 /**
- * engram_tcp_links_init() - the receivers' workqueue
+ * engram_tcp_links_init() - the workqueue of the receivers and senders
  *
  * Its own, reclaim-safe one: link teardown, itself on a reclaim workqueue,
- * waits for a receiver.
+ * waits for a receiver and a sender.
  *
  * Return: 0 or -ENOMEM.
  */

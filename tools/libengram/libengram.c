@@ -794,6 +794,38 @@ static int local_only(struct engram *e, const struct table_ref *tr, struct engra
 	return ret;
 }
 
+/*
+ * A FETCH that a signal interrupted goes on in the kernel and may write the
+ * destination until it ends (Documentation/ioctl.rst): wait for its ticket,
+ * again after each signal (its deadline bounds this), so that the caller
+ * never gets the buffer back while the fetch can still write it.  -ENOENT:
+ * a wait for any fetch, on another thread, reaped it; it has ended, but
+ * its result went there, so the call reports the interruption.
+ */
+static int fetch_finish(struct engram *e, struct engram_ioc_fetch *f,
+			struct engram_result *res)
+{
+	struct engram_ioc_wait w;
+	int ret;
+
+	do {
+		memset(&w, 0, sizeof(w));
+		w.size = sizeof(w);
+		w.ticket = f->ticket;
+		w.flags = f->flags & ENGRAM_FETCH_BUSY_POLL;
+		ret = xioctl(e, ENGRAM_IOC_WAIT, &w);
+	} while (ret == -EINTR);
+	if (ret == -ENOENT)
+		ret = -EINTR;
+	else if (ret >= 0)
+		ret = w.error > 0 ? -EIO : w.error;	/* a positive error is not in the ABI */
+	f->wire_status = w.wire_status;
+	f->bad_index = w.bad_index;
+	f->rtt_ns = w.rtt_ns;
+	result_from_fetch(res, f, ret);
+	return ret;
+}
+
 static int fetch_sync(struct engram *e, struct engram_ioc_fetch *f, struct engram_result *res)
 {
 	struct table_ref tr;
@@ -803,6 +835,8 @@ static int fetch_sync(struct engram *e, struct engram_ioc_fetch *f, struct engra
 	if (tr.found && !tr.remote)
 		return local_only(e, &tr, f, res);
 	ret = (int)fetch_run(e, ENGRAM_IOC_FETCH, f, res);
+	if (ret == -EINTR && f->ticket)
+		ret = fetch_finish(e, f, res);
 	if (ret < 0)
 		ret = try_fallback(e, &tr, f, ret, res);
 	return ret;

@@ -305,6 +305,10 @@ int engram_buf_register(struct engram *e, void *addr, size_t len, uint32_t *buf_
  * @e: context
  * @buf_id: from engram_buf_register()
  *
+ * Fetches still writing into the buffer are waited for (about 2 s at
+ * most), then their connection is broken: once this returns nothing writes
+ * the buffer again, and the memory may be reused or freed.
+ *
  * Return: 0, or the kernel's negative errno (such as -EINVAL for an id
  * that names no buffer of this context).
  */
@@ -326,8 +330,13 @@ int engram_buf_unregister(struct engram *e, uint32_t buf_id);
  *
  * Row @rows[i] lands at @offset + i * @stride of the buffer.
  *
+ * A signal does not cut the call short: the kernel's fetch goes on after
+ * one, and may write the buffer until it ends, so this waits for it (until
+ * its deadline at most) and returns its result.
+ *
  * Return: 0 once every row is in place, or a negative errno (see the top
- * of this file); on failure the destination content is undefined.
+ * of this file); on failure the destination content is undefined, but
+ * nothing writes it any more once the call has returned.
  */
 int engram_fetch(struct engram *e, uint32_t handle, const uint32_t *rows, uint32_t nr_rows,
 		 uint32_t buf_id, uint64_t offset, uint32_t stride, uint64_t timeout_ns,
@@ -388,7 +397,8 @@ int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uint32_t *
  * negative errno when it failed (res->ticket names it); or the wait's own
  * negative errno, with res->ticket 0 (-ETIMEDOUT: nothing completed within
  * @timeout_ns and the fetch stays in flight; -EINVAL for a ticket that is
- * not in flight on this context; -EINTR).
+ * not in flight on this context; -EINTR: a signal, the fetch goes on and
+ * may still write its buffer until a later wait reports it).
  */
 int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, uint32_t flags,
 		struct engram_result *res);
