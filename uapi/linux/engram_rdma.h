@@ -320,6 +320,10 @@ enum engram_stat {
 	ENGRAM_STAT_FALLBACK_ROWS,
 	ENGRAM_STAT_RECONNECTS,		/* connection attempts after a loss */
 	ENGRAM_STAT_HEARTBEATS_MISSED,	/* links marked down by the heartbeat */
+	/* TCP server, module-wide */
+	ENGRAM_STAT_TCP_HELLO_TIMEOUTS,	/* no whole HELLO in tcp_hello_timeout_ms */
+	ENGRAM_STAT_TCP_FRAME_TIMEOUTS,	/* a frame not whole in tcp_frame_timeout_ms */
+	ENGRAM_STAT_TCP_IDLE_CLOSES,	/* silent for tcp_idle_timeout_ms */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
