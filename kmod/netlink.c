@@ -243,7 +243,8 @@ static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_inf
 {
 	if (nla_put_string(skb, ENGRAM_A_URL, li->url) ||
 	    nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, li->state) ||
-	    nla_put_u32(skb, ENGRAM_A_CONNECTIONS, li->connections))
+	    nla_put_u32(skb, ENGRAM_A_CONNECTIONS, li->connections) ||
+	    nla_put_u8(skb, ENGRAM_A_ALLOW_MODE, li->allow_mode))
 		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
@@ -892,22 +893,34 @@ static int engram_nl_allow_del(struct sk_buff *skb, struct genl_info *info)
 	return engram_nl_allow_change(skb, info, false);
 }
 
+/*
+ * Each entry with the mode; without entries one message with the mode
+ * alone, so that "any peer" and "no peer" read differently.  The mode is
+ * read per message: a dump that spans a change shows both, like any dump.
+ */
 static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	char text[ENGRAM_PREFIX_TEXT_MAX];
 	unsigned long idx = cb->args[0];
 	struct engram_prefix p;
+	bool entry;
 	void *hdr;
 	int ret = 0;
 
-	for (; !engram_allow_nth(idx, &p); idx++) {
+	for (;; idx++) {
+		entry = !engram_allow_nth(idx, &p);
+		/* Past the end, or past the mode-only message at 0. */
+		if (!entry && idx)
+			break;
 		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_ALLOW_GET);
 		if (!hdr) {
 			ret = -EMSGSIZE;
 			break;
 		}
-		engram_prefix_format(&p, text, sizeof(text));
-		if (nla_put_string(skb, ENGRAM_A_ALLOW, text)) {
+		if (entry)
+			engram_prefix_format(&p, text, sizeof(text));
+		if ((entry && nla_put_string(skb, ENGRAM_A_ALLOW, text)) ||
+		    nla_put_u8(skb, ENGRAM_A_ALLOW_MODE, engram_allow_mode())) {
 			genlmsg_cancel(skb, hdr);
 			ret = -EMSGSIZE;
 			break;
