@@ -1,9 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The client allow-list: which peer addresses a server accepts connections
- * from.  Empty (the default) means any peer that can reach a listening
+ * from.  Never set (the default) means any peer that can reach a listening
  * address, as before the list existed; it is not authentication, only a
  * filter on the source address the transport reports.
+ *
+ * Once set, the list only ever narrows by deletion: deleting its last
+ * entry leaves it empty and every peer refused, never open.  An
+ * administrator who deletes entries is revoking access, and revoking the
+ * last peer (say, a compromised one) must not let the whole network in;
+ * refusing the delete instead would keep that peer in.  Opening up again
+ * takes an explicit 0.0.0.0/0 and ::/0, which the list then shows.
  *
  * The list is read at every rdma_cm connect request and TCP accept, so
  * readers take only rcu_read_lock(); writers (allow= at load, netlink)
@@ -30,6 +37,7 @@ module_param_named(allow, engram_allow_param, charp, 0444);
 MODULE_PARM_DESC(allow,
 		 "comma-separated client addresses or prefixes (IP or IP/LEN, IPv6 without brackets) a server accepts; empty: any peer");
 
+/* An empty set (n == 0) is a list whose entries were all deleted: no peer. */
 struct engram_allow_set {
 	struct rcu_head rcu;
 	unsigned int n;
@@ -52,7 +60,7 @@ static struct engram_allow_set *engram_allow_locked(void)
 }
 
 /*
- * Publish @set (NULL: the list is empty) in place of the current one.
+ * Publish @set (NULL: no list, any peer) in place of the current one.
  * Readers still walking the old copy finish with it.  Mutex held.
  */
 static void engram_allow_publish(struct engram_allow_set *set)
@@ -95,18 +103,19 @@ static int engram_allow_find(const struct engram_allow_set *set,
  * one rate-limited line naming the peer and @listener; the caller then
  * rejects the connection without counting or logging it again.
  *
- * Return: true when the list is empty or an entry matches @peer.
+ * Return: true when no list was ever set or an entry matches @peer.
  */
 bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener)
 {
 	const struct engram_allow_set *set;
-	bool ok = true;
+	bool ok = true, empty = false;
 	unsigned int i;
 
 	rcu_read_lock();
 	set = rcu_dereference(engram_allow_cur);
 	if (set) {
 		ok = false;
+		empty = !set->n;
 		for (i = 0; i < set->n && !ok; i++)
 			ok = engram_prefix_match(&set->e[i], peer);
 	}
@@ -116,11 +125,13 @@ bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener)
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_DENIED);
 	if (__ratelimit(&engram_allow_rs)) {
 		if (peer && (peer->sa_family == AF_INET || peer->sa_family == AF_INET6))
-			pr_info("connection from %pISc to %s denied: not on the allow-list\n",
-				peer, listener ? listener : "a listener");
+			pr_info("connection from %pISc to %s denied: %s\n",
+				peer, listener ? listener : "a listener",
+				empty ? "the allow-list is empty" : "not on the allow-list");
 		else
-			pr_info("connection from an address of family %d to %s denied: not on the allow-list\n",
-				peer ? peer->sa_family : -1, listener ? listener : "a listener");
+			pr_info("connection from an address of family %d to %s denied: %s\n",
+				peer ? peer->sa_family : -1, listener ? listener : "a listener",
+				empty ? "the allow-list is empty" : "not on the allow-list");
 	}
 	return false;
 }
@@ -131,7 +142,7 @@ bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener)
  *
  * engram_allow_peer_on() without naming the listener.
  *
- * Return: true when the list is empty or an entry matches @peer.
+ * Return: true when no list was ever set or an entry matches @peer.
  */
 bool engram_allow_peer(const struct sockaddr *peer)
 {
@@ -188,13 +199,14 @@ out:
  * @p: the entry, from engram_prefix_parse(); must equal one on the list
  * @extack: for the reason of a refusal
  *
- * Taking the last entry off makes the list empty: any peer may connect.
+ * Taking the last entry off leaves the list empty: no peer may connect
+ * until an entry is added (see the top of the file for why).
  *
  * Return: 0, -ENOENT for an entry that is not there, -ENOMEM.
  */
 int engram_allow_del(const struct engram_prefix *p, struct netlink_ext_ack *extack)
 {
-	struct engram_allow_set *set, *new = NULL;
+	struct engram_allow_set *set, *new;
 	char text[ENGRAM_PREFIX_TEXT_MAX];
 	unsigned int n;
 	int i, ret = 0;
@@ -208,22 +220,20 @@ int engram_allow_del(const struct engram_prefix *p, struct netlink_ext_ack *exta
 		goto out;
 	}
 	n = set->n - 1;
-	if (n) {
-		new = engram_allow_alloc(n);
-		if (!new) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		memcpy(new->e, set->e, i * sizeof(new->e[0]));
-		memcpy(new->e + i, set->e + i + 1, (n - i) * sizeof(new->e[0]));
+	new = engram_allow_alloc(n);
+	if (!new) {
+		ret = -ENOMEM;
+		goto out;
 	}
+	memcpy(new->e, set->e, i * sizeof(new->e[0]));
+	memcpy(new->e + i, set->e + i + 1, (n - i) * sizeof(new->e[0]));
 	engram_allow_publish(new);
 	engram_prefix_format(p, text, sizeof(text));
 	if (n)
 		pr_info("allow %s removed (%u entr%s)\n", text, n, n == 1 ? "y" : "ies");
 	else
-		pr_info("allow %s removed: the allow-list is empty, any peer may connect\n",
-			text);
+		pr_notice("allow %s removed: the allow-list is empty, no peer may connect until an entry is added\n",
+			  text);
 out:
 	mutex_unlock(&engram_allow_mutex);
 	return ret;
@@ -249,6 +259,24 @@ int engram_allow_nth(unsigned long n, struct engram_prefix *out)
 	}
 	rcu_read_unlock();
 	return ret;
+}
+
+/**
+ * engram_allow_mode() - whom the listeners accept now
+ *
+ * Return: ENGRAM_ALLOW_ANY while no list was ever set, ENGRAM_ALLOW_NONE
+ * once its last entry was deleted, else ENGRAM_ALLOW_LIST.
+ */
+enum engram_allow_mode engram_allow_mode(void)
+{
+	const struct engram_allow_set *set;
+	enum engram_allow_mode mode;
+
+	rcu_read_lock();
+	set = rcu_dereference(engram_allow_cur);
+	mode = !set ? ENGRAM_ALLOW_ANY : set->n ? ENGRAM_ALLOW_LIST : ENGRAM_ALLOW_NONE;
+	rcu_read_unlock();
+	return mode;
 }
 
 /**

@@ -206,6 +206,7 @@ struct engram_listen_info {
 	u8 state;			/* enum engram_listen_state */
 	int error;			/* last failure while WAITING */
 	u32 connections;
+	u8 allow_mode;			/* enum engram_allow_mode */
 };
 
 int engram_server_init(void);
@@ -248,8 +249,9 @@ int engram_chardev_init(void);
 void engram_chardev_exit(void);
 
 /*
- * allow.c: the client allow-list (prefix.h has the entries).  Empty means
- * any peer that can reach a listening address.  engram_allow_peer() is
+ * allow.c: the client allow-list (prefix.h has the entries).  Never set
+ * means any peer that can reach a listening address; emptied means none
+ * (enum engram_allow_mode).  engram_allow_peer() is
  * called at every rdma_cm connect request and TCP accept, may run in any
  * context that can take rcu_read_lock(), and on a refusal counts
  * CONNECTS_DENIED and logs a rate-limited line itself.
@@ -264,6 +266,7 @@ bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener);
 int engram_allow_add(const struct engram_prefix *p, struct netlink_ext_ack *extack);
 int engram_allow_del(const struct engram_prefix *p, struct netlink_ext_ack *extack);
 int engram_allow_nth(unsigned long n, struct engram_prefix *out);
+enum engram_allow_mode engram_allow_mode(void);
 
 /* statlog.c: the per-table log line every statlog_s seconds. */
 void engram_statlog_init(void);

@@ -86,6 +86,26 @@ static void engram_listener_wait(struct engram_listener *l, int error)
 }
 
 /*
+ * An active listener open to every peer, or to none, says so: neither is
+ * what an administrator who forgot the allow-list would guess.
+ */
+static void engram_listener_note_allow(struct engram_listener *l)
+{
+	switch (engram_allow_mode()) {
+	case ENGRAM_ALLOW_ANY:
+		pr_notice("listen %s: no allow-list: any peer that reaches it may connect\n",
+			  l->url.text);
+		break;
+	case ENGRAM_ALLOW_NONE:
+		pr_notice("listen %s: the allow-list is empty: every peer is refused\n",
+			  l->url.text);
+		break;
+	default:
+		break;
+	}
+}
+
+/*
  * Try to bind and listen.  On failure the listener is WAITING with the
  * reason; the caller schedules the retry.
  */
@@ -107,6 +127,7 @@ static int engram_listener_start(struct engram_listener *l)
 		l->device[0] = '\0';
 		spin_unlock(&l->lock);
 		pr_info("listen %s: active\n", l->url.text);
+		engram_listener_note_allow(l);
 		return 0;
 	}
 	id = rdma_create_id(&init_net, engram_cm_handler, &l->ctx, RDMA_PS_TCP,
@@ -150,6 +171,7 @@ static int engram_listener_start(struct engram_listener *l)
 		return ret;
 	}
 	pr_info("listen %s: active on %s\n", l->url.text, l->device);
+	engram_listener_note_allow(l);
 	return 0;
 }
 
@@ -372,6 +394,7 @@ int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info)
 		info->error = l->error;
 		spin_unlock(&l->lock);
 		info->connections = atomic_read(&l->nconns);
+		info->allow_mode = engram_allow_mode();
 		ret = 0;
 		break;
 	}

@@ -78,6 +78,20 @@ static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
 				   KBUILD_MODNAME ": changing tables needs CAP_NET_ADMIN");
 }
 
+/*
+ * What a local user without CAP_NET_ADMIN may read, as iproute2's view of
+ * routes and links but not of xfrm state: names, states, sizes, digests,
+ * listeners (this host's own bound addresses, which ss(8) shows anyone)
+ * and every counter.  Not: where a table's file lives (TABLE_PATH), which
+ * servers this node fetches from (a link's URL), and which peers the host
+ * trusts (ALLOW_GET); those need CAP_NET_ADMIN, like changing them.
+ * @skb is the request.
+ */
+static bool engram_nl_sees_all(const struct sk_buff *skb)
+{
+	return netlink_capable(skb, CAP_NET_ADMIN);
+}
+
 /* Extack messages must be static strings; these name what is missing. */
 static const char * const engram_missing_msg[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_NAME]		= KBUILD_MODNAME ": missing TABLE_NAME",
@@ -155,8 +169,9 @@ static int engram_put_latency(struct sk_buff *skb, const u64 *lat)
 
 static int engram_put_table(struct sk_buff *skb, const struct engram_table_info *ti)
 {
+	/* An empty path was withheld (engram_nl_sees_all()). */
 	if (nla_put_string(skb, ENGRAM_A_TABLE_NAME, ti->name) ||
-	    nla_put_string(skb, ENGRAM_A_TABLE_PATH, ti->path) ||
+	    (ti->path[0] && nla_put_string(skb, ENGRAM_A_TABLE_PATH, ti->path)) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ti->generation, ENGRAM_A_PAD) ||
 	    nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ti->state) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ROWS, ti->rows, ENGRAM_A_PAD) ||
@@ -190,11 +205,14 @@ static int engram_put_table_stats(struct sk_buff *skb, const struct engram_table
 	return engram_put_latency(skb, ti->lat);
 }
 
-/* A link's counters, as STATS_GET reports them: identity, STATS, LATENCY. */
+/*
+ * A link's counters, as STATS_GET reports them: identity, STATS, LATENCY.
+ * An empty URL was withheld (engram_nl_sees_all()).
+ */
 static int engram_put_link_stats(struct sk_buff *skb, const struct engram_link_info *li)
 {
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
-	    nla_put_string(skb, ENGRAM_A_URL, li->url) ||
+	    (li->url[0] && nla_put_string(skb, ENGRAM_A_URL, li->url)) ||
 	    engram_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
 		return -EMSGSIZE;
 	return engram_put_latency(skb, li->lat);
@@ -213,11 +231,11 @@ static int engram_put_link_table_stats(struct sk_buff *skb,
 	return engram_put_latency(skb, lt->lat);
 }
 
-/* Everything about a link, as LINK_GET reports it. */
+/* Everything about a link, as LINK_GET reports it (URL: as above). */
 static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *li)
 {
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
-	    nla_put_string(skb, ENGRAM_A_URL, li->url) ||
+	    (li->url[0] && nla_put_string(skb, ENGRAM_A_URL, li->url)) ||
 	    nla_put_u8(skb, ENGRAM_A_LINK_STATE, li->state) ||
 	    nla_put_u32(skb, ENGRAM_A_LINK_TABLES, li->tables) ||
 	    nla_put_u32(skb, ENGRAM_A_LINK_MAX_ROWS, li->max_rows) ||
@@ -243,7 +261,8 @@ static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_inf
 {
 	if (nla_put_string(skb, ENGRAM_A_URL, li->url) ||
 	    nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, li->state) ||
-	    nla_put_u32(skb, ENGRAM_A_CONNECTIONS, li->connections))
+	    nla_put_u32(skb, ENGRAM_A_CONNECTIONS, li->connections) ||
+	    nla_put_u8(skb, ENGRAM_A_ALLOW_MODE, li->allow_mode))
 		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
@@ -253,8 +272,9 @@ static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_inf
 	return 0;
 }
 
-/* Reply to a do request with one table's attributes. */
-static int engram_reply_table(struct genl_info *info, const char *name, u8 cmd, bool stats)
+/* Reply to a do request with one table's attributes; @all: engram_nl_sees_all(). */
+static int engram_reply_table(struct genl_info *info, const char *name, u8 cmd, bool stats,
+			      bool all)
 {
 	struct engram_table_info *ti;
 	struct sk_buff *msg;
@@ -270,6 +290,8 @@ static int engram_reply_table(struct genl_info *info, const char *name, u8 cmd, 
 		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_TABLE_NAME]);
 		goto out;
 	}
+	if (!all)
+		ti->path[0] = '\0';
 	ret = -ENOMEM;
 	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!msg)
@@ -327,7 +349,7 @@ static int engram_nl_table_load(struct sk_buff *skb, struct genl_info *info)
 	 * reply cannot be built or the table is already gone again (a racing
 	 * unload); the caller then gets a plain ack.
 	 */
-	engram_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false);
+	engram_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false, true);
 	return 0;
 }
 
@@ -356,7 +378,7 @@ static int engram_nl_table_verify(struct sk_buff *skb, struct genl_info *info)
 	ret = engram_table_verify(name, info->extack);
 	if (ret)
 		return engram_nl_refused(ret);
-	ret = engram_reply_table(info, name, ENGRAM_CMD_TABLE_VERIFY, false);
+	ret = engram_reply_table(info, name, ENGRAM_CMD_TABLE_VERIFY, false, true);
 	return ret == -ENOENT ? 0 : ret;
 }
 
@@ -366,11 +388,15 @@ static int engram_nl_table_get(struct sk_buff *skb, struct genl_info *info)
 		return engram_nl_refused(-EINVAL);
 	return engram_nl_refused(engram_reply_table(info,
 						    nla_data(info->attrs[ENGRAM_A_TABLE_NAME]),
-						    ENGRAM_CMD_TABLE_GET, false));
+						    ENGRAM_CMD_TABLE_GET, false,
+						    engram_nl_sees_all(skb)));
 }
 
-/* One link's message for a do request: LINK_GET, STATS_GET, or LINK_ADD's reply. */
-static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd)
+/*
+ * One link's message for a do request: LINK_GET, STATS_GET, or LINK_ADD's
+ * reply; @all: engram_nl_sees_all().
+ */
+static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd, bool all)
 {
 	struct engram_link_info *li;
 	struct sk_buff *msg;
@@ -384,6 +410,8 @@ static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd)
 	found = !engram_link_info_by_id(id, li);
 	if (found)
 		engram_link_tables_fold(id, li->stats);
+	if (!all)
+		li->url[0] = '\0';
 	if (!found && cmd != ENGRAM_CMD_LINK_ADD) {
 		NL_SET_ERR_MSG_MOD(info->extack, "no link with that id");
 		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_LINK_ID]);
@@ -443,6 +471,7 @@ static int engram_dump_end(struct sk_buff *skb, int ret)
 static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
 				   u8 cmd, const struct nlattr *filter, unsigned long *idx)
 {
+	bool all = engram_nl_sees_all(cb->skb);
 	struct engram_table_info *ti;
 	void *hdr;
 	int ret = 0;
@@ -453,6 +482,8 @@ static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback 
 	for (; !engram_table_info_nth(*idx, ti); (*idx)++) {
 		if (filter && strcmp(ti->name, nla_data(filter)))
 			continue;
+		if (!all)
+			ti->path[0] = '\0';
 		hdr = engram_dump_hdr(skb, cb, cmd);
 		if (!hdr) {
 			ret = -EMSGSIZE;
@@ -473,6 +504,7 @@ static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback 
 static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
 				  u8 cmd, const struct nlattr *filter, unsigned long *idx)
 {
+	bool all = engram_nl_sees_all(cb->skb);
 	struct engram_link_info *li;
 	void *hdr;
 	int ret = 0;
@@ -483,6 +515,8 @@ static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *
 	for (; !engram_link_info_nth(*idx, li); (*idx)++) {
 		if (filter && li->id != nla_get_u32(filter))
 			continue;
+		if (!all)
+			li->url[0] = '\0';
 		engram_link_tables_fold(li->id, li->stats);
 		hdr = engram_dump_hdr(skb, cb, cmd);
 		if (!hdr) {
@@ -583,12 +617,14 @@ static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 		const char *name = nla_data(info->attrs[ENGRAM_A_TABLE_NAME]);
 
 		return engram_nl_refused(engram_reply_table(info, name,
-							    ENGRAM_CMD_STATS_GET, true));
+							    ENGRAM_CMD_STATS_GET, true,
+							    engram_nl_sees_all(skb)));
 	}
 	if (info->attrs[ENGRAM_A_LINK_ID]) {
 		u32 id = nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]);
 
-		return engram_nl_refused(engram_reply_link(info, id, ENGRAM_CMD_STATS_GET));
+		return engram_nl_refused(engram_reply_link(info, id, ENGRAM_CMD_STATS_GET,
+							   engram_nl_sees_all(skb)));
 	}
 	engram_counters_snapshot(&engram_global_stats, vals);
 	engram_tables_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
@@ -795,7 +831,7 @@ static int engram_nl_link_add(struct sk_buff *skb, struct genl_info *info)
 	 * if the reply cannot be built; the caller then gets a plain ack and
 	 * finds the link with LINK_GET.
 	 */
-	engram_reply_link(info, id, ENGRAM_CMD_LINK_ADD);
+	engram_reply_link(info, id, ENGRAM_CMD_LINK_ADD, true);
 	return 0;
 }
 
@@ -821,7 +857,7 @@ static int engram_nl_link_get(struct sk_buff *skb, struct genl_info *info)
 		return engram_nl_refused(-EINVAL);
 	return engram_nl_refused(engram_reply_link(info,
 						   nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
-						   ENGRAM_CMD_LINK_GET));
+						   ENGRAM_CMD_LINK_GET, engram_nl_sees_all(skb)));
 }
 
 static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
@@ -892,22 +928,38 @@ static int engram_nl_allow_del(struct sk_buff *skb, struct genl_info *info)
 	return engram_nl_allow_change(skb, info, false);
 }
 
+/*
+ * Each entry with the mode; without entries one message with the mode
+ * alone, so that "any peer" and "no peer" read differently.  The mode is
+ * read per message: a dump that spans a change shows both, like any dump.
+ */
 static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	char text[ENGRAM_PREFIX_TEXT_MAX];
 	unsigned long idx = cb->args[0];
 	struct engram_prefix p;
+	bool entry;
 	void *hdr;
 	int ret = 0;
 
-	for (; !engram_allow_nth(idx, &p); idx++) {
+	if (!engram_nl_sees_all(cb->skb)) {
+		NL_SET_ERR_MSG_MOD(cb->extack, "reading the allow-list needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+	for (;; idx++) {
+		entry = !engram_allow_nth(idx, &p);
+		/* Past the end, or past the mode-only message at 0. */
+		if (!entry && idx)
+			break;
 		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_ALLOW_GET);
 		if (!hdr) {
 			ret = -EMSGSIZE;
 			break;
 		}
-		engram_prefix_format(&p, text, sizeof(text));
-		if (nla_put_string(skb, ENGRAM_A_ALLOW, text)) {
+		if (entry)
+			engram_prefix_format(&p, text, sizeof(text));
+		if ((entry && nla_put_string(skb, ENGRAM_A_ALLOW, text)) ||
+		    nla_put_u8(skb, ENGRAM_A_ALLOW_MODE, engram_allow_mode())) {
 			genlmsg_cancel(skb, hdr);
 			ret = -EMSGSIZE;
 			break;

@@ -59,6 +59,9 @@ const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_HEARTBEATS_MISSED,
 	ENGRAM_STAT_FALLBACKS,
 	ENGRAM_STAT_FALLBACK_ROWS,
+	ENGRAM_STAT_TCP_HELLO_TIMEOUTS,
+	ENGRAM_STAT_TCP_FRAME_TIMEOUTS,
+	ENGRAM_STAT_TCP_IDLE_CLOSES,
 };
 
 const unsigned int engram_global_stat_count = ARRAY_SIZE(engram_global_stat_ids);

@@ -15,7 +15,7 @@
  * at a time (header, checked, then body), answers it, and reads the next.
  * Blocking calls keep each stream a straight sequence (no partial-frame
  * state machine), the socket timeouts (set before each call from the
- * frame's deadline) give the hello and stall timeouts, and a response can
+ * frame's deadline) give the hello, stall and idle timeouts, and a response can
  * sleep holding its table (the socket is the only thing it waits for).
  * The items run on an unbound workqueue, as nbd's receive work does: an
  * unbound pool starts another worker whenever one blocks, the queue's
@@ -93,9 +93,18 @@
 
 #define ENGRAM_TCP_TIMEOUT_MIN	100
 #define ENGRAM_TCP_TIMEOUT_MAX	600000
+/*
+ * Silence between frames.  A client sends a heartbeat at least every
+ * heartbeat_ms (at most 60 s, default 1 s), so the default outlasts any
+ * heartbeat interval a client can be given; the minimum stays well above
+ * the default interval.
+ */
+#define ENGRAM_TCP_IDLE_MIN	1000
+#define ENGRAM_TCP_IDLE_MAX	3600000
 
 static unsigned int engram_tcp_hello_ms = 5000;
 static unsigned int engram_tcp_frame_ms = 10000;
+static unsigned int engram_tcp_idle_ms = 90000;
 static unsigned int engram_tcp_max_conns = 64;
 
 static int engram_tcp_ms_set(const char *val, const struct kernel_param *kp)
@@ -106,6 +115,19 @@ static int engram_tcp_ms_set(const char *val, const struct kernel_param *kp)
 	    v > ENGRAM_TCP_TIMEOUT_MAX) {
 		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val,
 		       ENGRAM_TCP_TIMEOUT_MIN, ENGRAM_TCP_TIMEOUT_MAX);
+		return -EINVAL;
+	}
+	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	return 0;
+}
+
+static int engram_tcp_idle_set(const char *val, const struct kernel_param *kp)
+{
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || v < ENGRAM_TCP_IDLE_MIN || v > ENGRAM_TCP_IDLE_MAX) {
+		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val,
+		       ENGRAM_TCP_IDLE_MIN, ENGRAM_TCP_IDLE_MAX);
 		return -EINVAL;
 	}
 	WRITE_ONCE(*(unsigned int *)kp->arg, v);
@@ -129,6 +151,11 @@ static const struct kernel_param_ops engram_tcp_ms_ops = {
 	.get = param_get_uint,
 };
 
+static const struct kernel_param_ops engram_tcp_idle_ops = {
+	.set = engram_tcp_idle_set,
+	.get = param_get_uint,
+};
+
 static const struct kernel_param_ops engram_tcp_conns_ops = {
 	.set = engram_tcp_conns_set,
 	.get = param_get_uint,
@@ -140,6 +167,9 @@ MODULE_PARM_DESC(tcp_hello_timeout_ms,
 module_param_cb(tcp_frame_timeout_ms, &engram_tcp_ms_ops, &engram_tcp_frame_ms, 0644);
 MODULE_PARM_DESC(tcp_frame_timeout_ms,
 		 "TCP server: a frame, once begun, must be received (or sent) within this many ms (100-600000, default 10000)");
+module_param_cb(tcp_idle_timeout_ms, &engram_tcp_idle_ops, &engram_tcp_idle_ms, 0644);
+MODULE_PARM_DESC(tcp_idle_timeout_ms,
+		 "TCP server: a connection that sends no frame (not even a heartbeat) for this many ms is closed (1000-3600000, default 90000)");
 module_param_cb(tcp_max_conns, &engram_tcp_conns_ops, &engram_tcp_max_conns, 0644);
 MODULE_PARM_DESC(tcp_max_conns,
 		 "TCP server: connections per listener (1-512, default 64)");
@@ -205,10 +235,14 @@ struct engram_tcp_conn {
  * struct engram_tcp_frame - a frame being received
  * @deadline: jiffies by which it must be whole; 0 until its first byte
  *	(the hello's is set from the accept)
+ * @idle: jiffies by which its first byte must arrive, if @has_idle
+ * @has_idle: @idle applies (jiffies can be 0, so no value means "none")
  * @started: a byte of it has arrived
  */
 struct engram_tcp_frame {
 	unsigned long deadline;
+	unsigned long idle;
+	bool has_idle;
 	bool started;
 };
 
@@ -241,14 +275,17 @@ static bool engram_tcp_dead(struct engram_tcp_conn *conn)
 /*
  * Mark a connection dead; the first caller counts why (a stalled peer, or
  * a broken stream) unless @err is 0 (a clean close or one we asked for).
+ * A timeout counts in peer_timeouts and in @stat, the kind of timeout.
  * Counting comes before the socket is shut down, so a peer that sees the
  * close also sees the counter.
  */
-static void engram_tcp_note(struct engram_tcp_conn *conn, int err, const char *what)
+static void engram_tcp_note_stat(struct engram_tcp_conn *conn, int err, const char *what,
+				 unsigned int stat)
 {
 	if (!test_and_set_bit(ENGRAM_TCP_DEAD, &conn->flags) && err) {
 		if (err == -ETIMEDOUT) {
 			engram_count(&engram_global_stats, ENGRAM_STAT_PEER_TIMEOUTS);
+			engram_count(&engram_global_stats, stat);
 			pr_info_ratelimited("tcp connection from %pISpc: %s timed out, dropped\n",
 					    &conn->peer, what);
 		} else {
@@ -257,6 +294,12 @@ static void engram_tcp_note(struct engram_tcp_conn *conn, int err, const char *w
 					    &conn->peer, what, err);
 		}
 	}
+}
+
+/* A timeout here is a frame's, received or sent. */
+static void engram_tcp_note(struct engram_tcp_conn *conn, int err, const char *what)
+{
+	engram_tcp_note_stat(conn, err, what, ENGRAM_STAT_TCP_FRAME_TIMEOUTS);
 }
 
 /*
@@ -272,11 +315,12 @@ static void engram_tcp_kill(struct engram_tcp_conn *conn, int err, const char *w
 
 /*
  * Read exactly @len bytes of the frame @f.  Without a deadline the wait
- * for the first byte has no limit (an idle connection is fine); the first
- * byte starts the frame's deadline.
+ * for the first byte lasts until @f's idle time (if any); the first byte
+ * starts the frame's deadline.
  *
  * Return: 0; -ENOTCONN when the peer closed before the frame began;
- * -EPIPE when it closed inside it; -ETIMEDOUT; another socket error.
+ * -EPIPE when it closed inside it; -ETIMEDOUT (idle when !@f->started);
+ * another socket error.
  */
 static int engram_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame *f,
 			   void *buf, size_t len)
@@ -292,6 +336,10 @@ static int engram_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame
 
 		if (f->deadline) {
 			timeo = (long)(f->deadline - jiffies);
+			if (timeo <= 0)
+				return -ETIMEDOUT;
+		} else if (f->has_idle) {
+			timeo = (long)(f->idle - jiffies);
 			if (timeo <= 0)
 				return -ETIMEDOUT;
 		} else {
@@ -558,9 +606,9 @@ static int engram_tcp_reject(struct engram_tcp_conn *conn, int err, const char *
  */
 static int engram_tcp_hello(struct engram_tcp_conn *conn)
 {
-	struct engram_tcp_frame f = {
-		.deadline = conn->accepted + engram_tcp_ms(&engram_tcp_hello_ms),
-	};
+	unsigned long end = conn->accepted + engram_tcp_ms(&engram_tcp_hello_ms);
+	/* The idle bound too: the deadline alone would mean none if it were 0. */
+	struct engram_tcp_frame f = { .deadline = end, .idle = end, .has_idle = true };
 	struct engram_wire_params local, peer;
 	struct engram_wire_hdr_info h;
 	char why[160];
@@ -581,7 +629,7 @@ static int engram_tcp_hello(struct engram_tcp_conn *conn)
 		if (engram_tcp_dead(conn))
 			return ret;	/* closed by us: listen del, unload */
 		if (ret != -ENOTCONN)
-			engram_tcp_note(conn, ret, "hello");
+			engram_tcp_note_stat(conn, ret, "hello", ENGRAM_STAT_TCP_HELLO_TIMEOUTS);
 		return engram_tcp_reject(conn, ret, ret == -ETIMEDOUT ? "no hello in time" :
 					 "closed before its hello");
 	}
@@ -630,6 +678,21 @@ static int engram_tcp_hello(struct engram_tcp_conn *conn)
 }
 
 /*
+ * A connection that sent no frame for tcp_idle_timeout_ms: a live client
+ * sends heartbeats, so this one is gone or holding a slot.  Closed and
+ * counted once, not as an error (it broke no rule of the protocol).
+ */
+static void engram_tcp_idle_close(struct engram_tcp_conn *conn, unsigned int ms)
+{
+	if (test_and_set_bit(ENGRAM_TCP_DEAD, &conn->flags))
+		return;
+	engram_count(&engram_global_stats, ENGRAM_STAT_TCP_IDLE_CLOSES);
+	pr_info_ratelimited("tcp connection from %pISpc: no frame for %u ms, closed\n",
+			    &conn->peer, ms);
+	kernel_sock_shutdown(conn->sock, SHUT_RDWR);
+}
+
+/*
  * Frames until the connection ends.  A refused header leaves the stream
  * position unknown: it is answered and the connection closed.
  */
@@ -638,14 +701,23 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 	struct engram_wire_hdr_info h;
 	struct engram_tcp_frame f;
 	const char *what = "receiving a frame";
+	unsigned int idle_ms;
 	char why[128];
 	u64 ticket;
 	int ret, st;
 
 	for (;;) {
+		/* Silence counts from the end of our answer to the last frame. */
+		idle_ms = READ_ONCE(engram_tcp_idle_ms);
 		f.deadline = 0;
+		f.idle = jiffies + msecs_to_jiffies(idle_ms);
+		f.has_idle = true;
 		f.started = false;
 		ret = engram_tcp_recv(conn, &f, conn->rx, ENGRAM_WIRE_HDR_BYTES);
+		if (ret == -ETIMEDOUT && !f.started && !engram_tcp_dead(conn)) {
+			engram_tcp_idle_close(conn, idle_ms);
+			return;
+		}
 		if (ret)
 			break;
 		st = engram_wire_hdr_check(conn->rx, ENGRAM_WIRE_HDR_BYTES, &conn->neg,

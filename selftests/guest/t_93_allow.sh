@@ -5,7 +5,9 @@
 # this one guest a link from a local address that is not on the list:
 # denied at the rdma_cm connect request (CONNECTS_DENIED, a log line, the
 # link not up with an error), then let in by `allow add`, after which the
-# link comes up on its own and fetches exact rows.
+# link comes up on its own and fetches exact rows.  Deleting the last entry
+# closes the listeners to everyone (RDMA and TCP: denied and counted) until
+# an entry is added; listen show says whom the listeners accept.
 # kernels: 6.12
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
@@ -97,9 +99,9 @@ module_unload
 check "loads without allow=" module_load
 
 # --- engramctl listen allow --------------------------------------------------------
-check "empty list: listen allow show says any" test "$(allow_list)" = any
-check "empty list: listen show says allow: any" sh -c \
-	"'$ENGRAMCTL' listen show | grep -qx 'allow: any'"
+check "no list: listen allow show says any" test "$(allow_list)" = any
+check "no list: listen show says allow: any" sh -c \
+	"'$ENGRAMCTL' listen show | grep -qx 'allow: any (no allow-list: any peer may connect)'"
 check "empty list: -j is []" test "$("$ENGRAMCTL" -j listen allow show)" = "[]"
 out=$("$ENGRAMCTL" listen allow add 192.0.2.0/24 2>&1)
 check "allow add 192.0.2.0/24: exit 0, quiet ($out)" test $? -eq 0 -a -z "$out"
@@ -143,7 +145,8 @@ out=$(as_nobody "$ENGRAMCTL" listen allow add 10.0.0.0/8 2>&1)
 check "unprivileged allow add is refused ($out)" grep -q "Operation not permitted.*CAP_NET_ADMIN" <<<"$out"
 out=$(as_nobody "$ENGRAMCTL" listen allow del 192.0.2.0/24 2>&1)
 check "unprivileged allow del is refused ($out)" grep -q "Operation not permitted.*CAP_NET_ADMIN" <<<"$out"
-check "unprivileged allow show works" test "$(as_nobody "$ENGRAMCTL" listen allow show)" = 192.0.2.0/24
+out=$(as_nobody "$ENGRAMCTL" listen allow show 2>&1)
+check "unprivileged allow show is refused ($out)" grep -q "Operation not permitted.*CAP_NET_ADMIN" <<<"$out"
 check "the list is unchanged" test "$(allow_list)" = 192.0.2.0/24
 
 # --- a peer not on the list --------------------------------------------------------
@@ -162,7 +165,14 @@ run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; r
 fetchable() { fc --link "$1" --count 1 >/dev/null 2>&1; }
 denied_since() { test "$(stat_global connects_denied)" -gt "$1"; }
 
+dmesg_mark
 check "listen add IPv4" "$ENGRAMCTL" listen add "rdma://$IP:$PORT"
+check "the listener's log does not say it is open to any peer" sh -c \
+	"! dmesg | tail -n +$((DMESG_MARK + 1)) | grep -q 'no allow-list'"
+check "listen show: the listener accepts the list" sh -c \
+	"'$ENGRAMCTL' listen show | grep -q '^rdma://$IP:$PORT: .* allow list\$'"
+check "listen show -j: allow is list" test \
+	"$("$ENGRAMCTL" -j listen show | jget "d[0]['allow']")" = list
 check "listen add IPv6" "$ENGRAMCTL" listen add "rdma://[$IP6]:$PORT"
 d0=$(stat_global connects_denied)
 r0=$(stat_global connects_rejected)
@@ -193,8 +203,6 @@ check "the server holds both connections" test "$(stat_global connections)" = 2
 check "allow del $IP6" "$ENGRAMCTL" listen allow del "$IP6"
 check "the IPv6 link keeps fetching, exact" run --link "$id6" --count 5000 --batch 1000 --seed 3
 check "nothing more was denied" test "$(stat_global connects_denied)" = "$d1"
-check "allow del 192.0.2.0/24 empties the list" "$ENGRAMCTL" listen allow del 192.0.2.0/24
-check "which is any again" test "$(allow_list)" = any
 
 # Every denial is counted, the log lines are rate-limited: never more of them.
 nd=$(( $(stat_global connects_denied) - d0 ))
@@ -202,6 +210,47 @@ nl=$(dmesg_since | grep -c "denied: not on the allow-list")
 check "log lines ($nl) never outnumber denials ($nd)" test "$nl" -ge 1 -a "$nl" -le "$nd"
 
 check "link del of the IPv6 link" "$ENGRAMCTL" link del "$id6"
+dmesg_mark
+check "allow del 192.0.2.0/24 empties the list" "$ENGRAMCTL" listen allow del 192.0.2.0/24
+check "which is none, not any ($(allow_list))" test "$(allow_list)" = none
+check "the log says no peer may connect" sh -c \
+	"dmesg | tail -n +$((DMESG_MARK + 1)) | grep -q 'allow 192.0.2.0/24 removed: the allow-list is empty, no peer may connect until an entry is added'"
+check "listen show says none" sh -c \
+	"'$ENGRAMCTL' listen show | grep -qx 'allow: none (the allow-list is empty: every peer is refused)'"
+check "listen show -j: allow is none" test \
+	"$("$ENGRAMCTL" -j listen show | jget "d[0]['allow']")" = none
+check "the connections that exist are kept" run --link "$id4" --count 2000 --batch 1000 --seed 5
+
+# Emptied: a new connection, RDMA or TCP, from an address that was allowed.
+# The IPv4 link is deleted so that the same link can be added anew.
+"$ENGRAMCTL" link del "$id4"
+d4=$(stat_global connects_denied)
+a4=$(stat_global connects_accepted)
+dmesg_mark
+TE=tcp://$IP:$PORT
+check "listen add $TE while the list is empty" "$ENGRAMCTL" listen add "$TE"
+check "its log says every peer is refused" sh -c \
+	"dmesg | tail -n +$((DMESG_MARK + 1)) | grep -qF 'listen $TE: the allow-list is empty: every peer is refused'"
+idr=$("$ENGRAMCTL" link add "rdma://$IP:$PORT@$IP")
+idt=$("$ENGRAMCTL" link add "$TE@$IP")
+check "two more links from $IP ($idr rdma, $idt tcp)" test -n "$idr" -a -n "$idt"
+denied_by() { test "$(stat_global connects_denied)" -ge $(($1 + $2)); }
+check "both are denied: connects_denied moves by 2 or more" wait_for 60 denied_by "$d4" 2
+check "the RDMA link is not up ($(link_field "$idr" state))" test "$(link_field "$idr" state)" != up
+check "the TCP link is not up ($(link_field "$idt" state))" test "$(link_field "$idt" state)" != up
+check "the log says why, for RDMA" sh -c \
+	"dmesg | tail -n +$((DMESG_MARK + 1)) | grep -qF 'connection from $IP to rdma://$IP:$PORT denied: the allow-list is empty'"
+check "and for TCP" sh -c \
+	"dmesg | tail -n +$((DMESG_MARK + 1)) | grep -qF 'connection from $IP to $TE denied: the allow-list is empty'"
+check "none was accepted" test "$(stat_global connects_accepted)" = "$a4"
+check "allow add 192.0.2.0/24 opens it again" "$ENGRAMCTL" listen allow add 192.0.2.0/24
+check "the RDMA link comes up on its own and fetches" wait_for 60 fetchable "$idr"
+check "the TCP link comes up on its own and fetches" wait_for 60 fetchable "$idt"
+"$ENGRAMCTL" link del "$idt"
+"$ENGRAMCTL" listen del "$TE"
+id4=$idr	# the IPv4 link from here on
+check "allow del 192.0.2.0/24 again" "$ENGRAMCTL" listen allow del 192.0.2.0/24
+
 
 # The same at the TCP accept, where the transport has it.
 T=tcp://[$IP6]:$PORT

@@ -10,6 +10,8 @@
  *         --weight-offset --scale-offset --count
  * hold    --n good connections, kept open --hold-ms (or until the server
  *         closes them); exit 0 when every one was set up
+ * idle    --n connections that finish the hello and then send nothing:
+ *         each must be closed --idle-ms after it (tcp_idle_timeout_ms)
  * garbage, hdr, trunc-hello, trunc-hdr, trunc-body, not-hello, bad-hello,
  * req, slow, flood
  *         --n malformed, truncated or stalled cases of one class (see
@@ -54,11 +56,12 @@ static struct {
 	unsigned int wait_ms;
 	unsigned int hold_ms;
 	unsigned int frame_ms;
+	unsigned int idle_ms;
 	unsigned int max_conns;
 	unsigned int seed;
 } o = {
 	.port = "18515", .n = 100, .count = 4096, .wait_ms = 5000,
-	.frame_ms = 1000, .max_conns = 64, .seed = 1,
+	.frame_ms = 1000, .idle_ms = 3000, .max_conns = 64, .seed = 1,
 };
 
 static int failures;
@@ -70,11 +73,13 @@ static const char *const counter_names[] = {
 	"refused_table_not_ready", "refused_row_out_of_range", "refused_too_many_rows",
 	"refused_too_many_ranges", "refused_dest_too_small", "connects_accepted",
 	"connects_rejected", "transport_errors", "peer_timeouts", "lookups",
+	"tcp_hello_timeouts", "tcp_frame_timeouts", "tcp_idle_closes",
 };
 
 enum { C_BAD_VERSION, C_MALFORMED, C_UNKNOWN_TABLE, C_NOT_READY, C_ROW_RANGE,
 	C_TOO_MANY_ROWS, C_TOO_MANY_RANGES, C_DEST_SMALL, C_ACCEPTED, C_REJECTED,
-	C_TRANSPORT, C_TIMEOUTS, C_LOOKUPS, C_MAX };
+	C_TRANSPORT, C_TIMEOUTS, C_LOOKUPS, C_HELLO_TIMEOUTS, C_FRAME_TIMEOUTS,
+	C_IDLE_CLOSES, C_MAX };
 
 static uint64_t expect[C_MAX];
 
@@ -913,6 +918,7 @@ static int mode_slow(void)
 			engram_wire_hello_frame_encode(s[k].b, sizeof(s[k].b), &local);
 			send_all(s[k].fd, s[k].b, rnd() % 64);
 			expect[C_REJECTED]++;
+			expect[C_HELLO_TIMEOUTS]++;
 			break;
 		default:
 			if (conn_open(&c))
@@ -922,6 +928,7 @@ static int mode_slow(void)
 			expect[C_ACCEPTED]++;
 			hdr(s[k].b, 1, ENGRAM_WIRE_REQUEST, 0, 100, 1 + k);
 			s[k].len = 100;
+			expect[C_FRAME_TIMEOUTS]++;
 			if (k % 5 == 1) {
 				send_all(s[k].fd, s[k].b, 1 + rnd() % 15);
 			} else if (k % 5 == 2) {
@@ -974,6 +981,65 @@ static int mode_slow(void)
 	return 0;
 }
 
+/*
+ * Silent peers: the hello done, then nothing at all, not even a heartbeat.
+ * Each must be closed at the server's idle timeout (--idle-ms), not before
+ * and not much after, with nothing but pushed CATALOGs sent to it.
+ */
+static int mode_idle(void)
+{
+	static struct { int fd; uint64_t t0; } s[MAX_CONNS];
+	unsigned int k, n = o.n < MAX_CONNS ? o.n : MAX_CONNS, open = 0;
+	uint64_t end, t, lo = UINT64_MAX, hi = 0, early = 0;
+
+	for (k = 0; k < n; k++) {
+		struct conn c;
+
+		if (conn_open(&c))
+			return 1;
+		s[k].fd = c.fd;
+		s[k].t0 = now_ms();
+		free(c.buf);
+		expect[C_ACCEPTED]++;
+		expect[C_IDLE_CLOSES]++;
+		open++;
+	}
+	end = now_ms() + o.idle_ms + o.wait_ms;
+	while (open && now_ms() < end) {
+		for (k = 0; k < n; k++) {
+			uint8_t b[4096];
+			ssize_t r;
+
+			if (s[k].fd < 0)
+				continue;
+			r = recv(s[k].fd, b, sizeof(b), MSG_DONTWAIT);
+			if (r > 0 || (r < 0 && errno == EAGAIN))
+				continue;	/* a pushed CATALOG, or nothing yet */
+			t = now_ms() - s[k].t0;
+			/* The server's clock starts a little before ours. */
+			if (t + 200 < o.idle_ms)
+				early++;
+			lo = t < lo ? t : lo;
+			hi = t > hi ? t : hi;
+			close(s[k].fd);
+			s[k].fd = -1;
+			open--;
+		}
+		sleep_ms(20);
+	}
+	if (open)
+		fail("%u silent peers still connected %u ms after the idle time", open, o.wait_ms);
+	if (early)
+		fail("%llu silent peers closed before the idle time", (unsigned long long)early);
+	for (k = 0; k < n; k++)
+		if (s[k].fd >= 0)
+			close(s[k].fd);
+	printf("# idle: %u silent peers closed after %llu-%llu ms (idle time %u ms)\n",
+	       n - open, (unsigned long long)(n - open ? lo : 0), (unsigned long long)hi,
+	       o.idle_ms);
+	return 0;
+}
+
 /* More connections than the listener takes: the extra ones are closed at once. */
 static int mode_flood(void)
 {
@@ -1014,9 +1080,9 @@ static void usage(void)
 		"usage: tcp_bad --addr IP [--port P] [--n N] [--table NAME --file F\n"
 		"               --weight-offset W --scale-offset S] [--count ROWS]\n"
 		"               [--wait-ms MS] [--frame-ms MS] [--max-conns N] [--hold-ms MS]\n"
-		"               [--seed N] MODE\n"
+		"               [--idle-ms MS] [--seed N] MODE\n"
 		"modes: good hold garbage hdr trunc-hello trunc-hdr trunc-body not-hello\n"
-		"       bad-hello req slow flood\n");
+		"       bad-hello req slow flood idle\n");
 	exit(2);
 }
 
@@ -1028,7 +1094,8 @@ int main(int argc, char **argv)
 		{ "weight-offset", 1, NULL, 'W' }, { "scale-offset", 1, NULL, 'S' },
 		{ "count", 1, NULL, 'c' }, { "wait-ms", 1, NULL, 'w' },
 		{ "frame-ms", 1, NULL, 'F' }, { "max-conns", 1, NULL, 'm' },
-		{ "hold-ms", 1, NULL, 'h' }, { "seed", 1, NULL, 's' }, { NULL, 0, NULL, 0 },
+		{ "hold-ms", 1, NULL, 'h' }, { "seed", 1, NULL, 's' },
+		{ "idle-ms", 1, NULL, 'I' }, { NULL, 0, NULL, 0 },
 	};
 	const char *mode;
 	int c, ret;
@@ -1049,6 +1116,7 @@ int main(int argc, char **argv)
 		case 'm': o.max_conns = strtoul(optarg, NULL, 0); break;
 		case 'h': o.hold_ms = strtoul(optarg, NULL, 0); break;
 		case 's': o.seed = strtoul(optarg, NULL, 0); break;
+		case 'I': o.idle_ms = strtoul(optarg, NULL, 0); break;
 		default: usage();
 		}
 	}
@@ -1090,6 +1158,8 @@ int main(int argc, char **argv)
 		ret = mode_slow();
 	else if (!strcmp(mode, "flood"))
 		ret = mode_flood();
+	else if (!strcmp(mode, "idle"))
+		ret = mode_idle();
 	else
 		usage();
 	for (i = 0; i < C_MAX; i++)

@@ -402,7 +402,7 @@ static void test_listen(void)
 	tap_ok(rc == 0 && !strcmp(out, "rdma://192.0.2.1: state active device mlx5_0 connections 2\n"
 				       "tcp://[2001:db8::1]:9000: state waiting connections 0 "
 				       "error \"Cannot assign requested address\"\n"
-				       "allow: any\n"),
+				       "allow: any (no allow-list: any peer may connect)\n"),
 	       "listen (show): one line each, in the kernel's order, error as text, allow: any") ||
 		(show_output(), 0);
 	rc = run("-j", "listen", "list", NULL);

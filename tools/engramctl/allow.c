@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * engramctl listen allow add|del|show: the client addresses a host accepts
- * connections from.  An empty list means any peer that can reach a
- * listening address.
+ * connections from.  No list at all means any peer that can reach a
+ * listening address; a list whose last entry was deleted, no peer.
  *
  * Entries are parsed by the kernel, which can only log why it refused one;
  * the same parser (kmod/prefix.c, built here in its userspace mode) is run
@@ -28,11 +28,13 @@ void usage_listen_allow(FILE *f)
 	      "add      accept connections from PREFIX: IP or IP/LEN (IPv6 without brackets,\n"
 	      "         no address bits past LEN; 0.0.0.0/0 is every IPv4 peer, ::/0 every IPv6 one)\n"
 	      "del      remove PREFIX; connections already open are kept\n"
-	      "show     one entry per line, or \"any\" when the list is empty (also: list)\n"
+	      "show     one entry per line; \"any\" while there is no list, \"none\" when its\n"
+	      "         last entry was deleted (also: list); needs CAP_NET_ADMIN\n"
 	      "\n"
-	      "While the list is empty, any peer that can reach a listening address may\n"
-	      "connect; once it has an entry, every other peer is refused.  This is a filter\n"
-	      "on source addresses, not authentication.\n", f);
+	      "Until the list is given an entry, any peer that can reach a listening address\n"
+	      "may connect; from then on, every other peer is refused.  Deleting the last\n"
+	      "entry refuses every peer until one is added (0.0.0.0/0 and ::/0 let all in).\n"
+	      "This is a filter on source addresses, not authentication.\n", f);
 }
 
 static int parse_args(int argc, char **argv, const char *cmd, int n, const char *what)
@@ -88,6 +90,7 @@ static int allow_change(int argc, char **argv, int add)
 struct allow_list {
 	char **v;
 	size_t n, cap;
+	int mode;	/* enum engram_allow_mode, -1 when the kernel did not say */
 };
 
 static int reply_allow(struct nl_msg *msg, void *arg)
@@ -96,8 +99,12 @@ static int reply_allow(struct nl_msg *msg, void *arg)
 	struct allow_list *l = arg;
 	char **nv, *s;
 
-	if (enl_parse(msg, tb) || !tb[ENGRAM_A_ALLOW])
+	if (enl_parse(msg, tb))
 		return -EPROTO;
+	if (tb[ENGRAM_A_ALLOW_MODE])
+		l->mode = nla_get_u8(tb[ENGRAM_A_ALLOW_MODE]);
+	if (!tb[ENGRAM_A_ALLOW])	/* no entry: the mode alone */
+		return tb[ENGRAM_A_ALLOW_MODE] ? 0 : -EPROTO;
 	nv = enl_grow(l->v, &l->cap, l->n, sizeof(*l->v));
 	if (!nv)
 		return -ENOMEM;
@@ -121,13 +128,24 @@ static void allow_list_free(struct allow_list *l)
 
 static int allow_fetch(struct enl *nl, struct allow_list *l)
 {
+	l->mode = -1;
 	return enl_dump(nl, ENGRAM_CMD_ALLOW_GET, reply_allow, l);
 }
 
+/* Without entries: what an empty answer means (older modules: any). */
+static const char *allow_empty_word(const struct allow_list *l)
+{
+	return l->mode == ENGRAM_ALLOW_NONE ? "none" : "any";
+}
+
 /**
- * allow_print_line() - "allow: ENTRY ENTRY ..." or "allow: any", for listen show
+ * allow_print_line() - the allow-list's line of listen show
  * @nl: an open family
  * @f: where to print
+ *
+ * "allow: ENTRY ENTRY ...", "allow: any (no allow-list: any peer may
+ * connect)" or "allow: none (the allow-list is empty: every peer is
+ * refused)"; without CAP_NET_ADMIN, a line saying the list is not shown.
  *
  * Return: 0, or a negative errno after explaining it on stderr.
  */
@@ -138,6 +156,11 @@ int allow_print_line(struct enl *nl, FILE *f)
 	int ret;
 
 	ret = allow_fetch(nl, &l);
+	if (ret == -EPERM) {
+		fputs("allow: not shown (reading it needs CAP_NET_ADMIN)\n", f);
+		allow_list_free(&l);
+		return 0;
+	}
 	if (ret) {
 		enl_perror(nl, ret, "read the allow-list");
 		allow_list_free(&l);
@@ -145,7 +168,9 @@ int allow_print_line(struct enl *nl, FILE *f)
 	}
 	fputs("allow:", f);
 	if (!l.n)
-		fputs(" any", f);
+		fprintf(f, " %s", l.mode == ENGRAM_ALLOW_NONE ?
+			"none (the allow-list is empty: every peer is refused)" :
+			"any (no allow-list: any peer may connect)");
 	for (i = 0; i < l.n; i++)
 		fprintf(f, " %s", l.v[i]);
 	fputc('\n', f);
@@ -202,7 +227,7 @@ static int allow_show(int argc, char **argv)
 		rc = json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
 	} else {
 		if (!l.n)
-			puts("any");
+			puts(allow_empty_word(&l));
 		for (i = 0; i < l.n; i++)
 			puts(l.v[i]);
 		rc = EXIT_OK;

@@ -35,6 +35,16 @@ const char *link_state_name(uint8_t state)
 	}
 }
 
+const char *allow_mode_name(uint8_t mode)
+{
+	switch (mode) {
+	case ENGRAM_ALLOW_ANY:		return "any";
+	case ENGRAM_ALLOW_LIST:		return "list";
+	case ENGRAM_ALLOW_NONE:		return "none";
+	default:			return "unknown";
+	}
+}
+
 static const char *transport_name(uint8_t transport)
 {
 	switch (transport) {
@@ -71,6 +81,10 @@ int listen_info_from_attrs(struct listen_info *li, struct nlattr **tb)
 	if (tb[ENGRAM_A_LINK_ERROR]) {
 		li->present |= 1ULL << ENGRAM_A_LINK_ERROR;
 		li->error = nla_get_u32(tb[ENGRAM_A_LINK_ERROR]);
+	}
+	if (tb[ENGRAM_A_ALLOW_MODE]) {
+		li->present |= 1ULL << ENGRAM_A_ALLOW_MODE;
+		li->allow_mode = nla_get_u8(tb[ENGRAM_A_ALLOW_MODE]);
 	}
 	return 0;
 }
@@ -164,6 +178,8 @@ json_t *listen_info_json(const struct listen_info *li)
 		ret |= json_set(o, "connections", json_integer(li->connections));
 	if (LI_HAS(li, ENGRAM_A_LINK_ERROR))
 		ret |= json_error(o, li->error);
+	if (LI_HAS(li, ENGRAM_A_ALLOW_MODE))
+		ret |= json_set(o, "allow", json_string(allow_mode_name(li->allow_mode)));
 	if (ret) {
 		json_decref(o);
 		return NULL;
@@ -226,6 +242,8 @@ void listen_info_print_line(FILE *f, const struct listen_info *li)
 		fprintf(f, " connections %u", li->connections);
 	if (LI_HAS(li, ENGRAM_A_LINK_ERROR))
 		fprintf(f, " error \"%s\"", strerror((int)li->error));
+	if (LI_HAS(li, ENGRAM_A_ALLOW_MODE))
+		fprintf(f, " allow %s", allow_mode_name(li->allow_mode));
 	fputc('\n', f);
 }
 

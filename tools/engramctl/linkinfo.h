@@ -22,6 +22,7 @@ struct listen_info {
 	char device[64];
 	uint32_t connections;
 	uint32_t error;
+	uint8_t allow_mode;
 };
 
 struct link_info {
@@ -47,10 +48,15 @@ const char *listen_state_name(uint8_t state);
 const char *link_state_name(uint8_t state);
 
 /* From attributes parsed by enl_parse(); -EPROTO without URL (listener) or LINK_ID (link). */
+/* "any", "list", "none": enum engram_allow_mode. */
+const char *allow_mode_name(uint8_t mode);
 int listen_info_from_attrs(struct listen_info *li, struct nlattr **tb);
 int link_info_from_attrs(struct link_info *li, struct nlattr **tb);
 
-/* {"url", "state", "device", "connections", "error", "error_str"}: present ones only. */
+/*
+ * {"url", "state", "device", "connections", "error", "error_str", "allow"}:
+ * present ones only; "allow" is "any" (no allow-list), "list" or "none".
+ */
 json_t *listen_info_json(const struct listen_info *li);
 /*
  * {"id", "url", "state", "error", "error_str", "device", "tables", "max_rows",
@@ -60,7 +66,7 @@ json_t *listen_info_json(const struct listen_info *li);
  */
 json_t *link_info_json(const struct link_info *li, int counters);
 
-/* "URL: state active device mlx5_0 connections 2" */
+/* "URL: state active device mlx5_0 connections 2 allow list" */
 void listen_info_print_line(FILE *f, const struct listen_info *li);
 /* "link 1: state up for 3:05 url ... device mlx5_0 tables 2 ..." */
 void link_info_print_line(FILE *f, const struct link_info *li);

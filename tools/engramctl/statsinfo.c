@@ -62,6 +62,9 @@ static const struct {
 	[ENGRAM_STAT_FALLBACK_ROWS]	= { "fallback_rows", STAT_COUNT },
 	[ENGRAM_STAT_RECONNECTS]	= { "reconnects", STAT_COUNT },
 	[ENGRAM_STAT_HEARTBEATS_MISSED]	= { "heartbeats_missed", STAT_COUNT },
+	[ENGRAM_STAT_TCP_HELLO_TIMEOUTS] = { "tcp_hello_timeouts", STAT_COUNT },
+	[ENGRAM_STAT_TCP_FRAME_TIMEOUTS] = { "tcp_frame_timeouts", STAT_COUNT },
+	[ENGRAM_STAT_TCP_IDLE_CLOSES]	= { "tcp_idle_closes", STAT_COUNT },
 };
 
 static int is_refusal(int id)

@@ -76,7 +76,7 @@
  *	parsed: rdma://192.0.2.1 and rdma://192.0.2.1:18515 are the same.
  *
  * ENGRAM_CMD_LISTEN_GET (dump)
- *	One message per listener: URL, LISTEN_STATE, CONNECTIONS, DEVICE once
+ *	One message per listener: URL, LISTEN_STATE, CONNECTIONS, ALLOW_MODE, DEVICE once
  *	bound to an RDMA device, and LINK_ERROR (the last failure) while
  *	waiting after one.
  *
@@ -98,15 +98,19 @@
  *
  * ENGRAM_CMD_ALLOW_ADD, ENGRAM_CMD_ALLOW_DEL (admin, do)
  *	Take ALLOW, a client address or prefix (IP or IP/PREFIXLEN, IPv6
- *	without brackets).  While the allow-list is empty, any peer that can
- *	reach a listening address may connect; once it has an entry, a
- *	connection from an address that matches no entry is rejected at the
- *	rdma_cm connect request or the TCP accept (CONNECTS_DENIED, and a
- *	rate-limited log line).  ADD: EEXIST for an entry already present;
- *	DEL: ENOENT for one that is not.  Existing connections are kept.
+ *	without brackets).  Until the allow-list is first given an entry (by
+ *	allow= or ADD), any peer that can reach a listening address may
+ *	connect (ALLOW_MODE ANY); from then on, a connection from an address
+ *	that matches no entry is rejected at the rdma_cm connect request or
+ *	the TCP accept (CONNECTS_DENIED, and a rate-limited log line).
+ *	Deleting the last entry leaves every peer refused (ALLOW_MODE NONE)
+ *	until an entry is added; 0.0.0.0/0 and ::/0 let everyone in again.
+ *	ADD: EEXIST for an entry already present; DEL: ENOENT for one that is
+ *	not.  Existing connections are kept.
  *
  * ENGRAM_CMD_ALLOW_GET (dump)
- *	One message per allow-list entry: ALLOW.
+ *	One message per allow-list entry: ALLOW and ALLOW_MODE; with no
+ *	entry, one message with ALLOW_MODE alone.
  *
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
  * LINK_GET and STATS_GET dumps an optional LINK_ID.
@@ -212,6 +216,7 @@ enum engram_attr {
 	ENGRAM_A_LINK_RECONNECTS,	/* u64, connection attempts after a loss */
 	ENGRAM_A_LINK_HEARTBEAT_US,	/* u32, last heartbeat round trip */
 	ENGRAM_A_TRANSPORT,		/* u8, enum engram_transport */
+	ENGRAM_A_ALLOW_MODE,		/* u8, enum engram_allow_mode */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -242,6 +247,13 @@ enum engram_transport {
 	ENGRAM_TRANSPORT_UNSPEC,
 	ENGRAM_TRANSPORT_RDMA,
 	ENGRAM_TRANSPORT_TCP
+};
+
+/* Whom the listeners accept (the allow-list is host-wide). */
+enum engram_allow_mode {
+	ENGRAM_ALLOW_ANY,		/* no allow-list was ever set: any peer */
+	ENGRAM_ALLOW_LIST,		/* only peers that match an entry */
+	ENGRAM_ALLOW_NONE		/* its last entry was deleted: no peer */
 };
 
 /*
@@ -320,6 +332,10 @@ enum engram_stat {
 	ENGRAM_STAT_FALLBACK_ROWS,
 	ENGRAM_STAT_RECONNECTS,		/* connection attempts after a loss */
 	ENGRAM_STAT_HEARTBEATS_MISSED,	/* links marked down by the heartbeat */
+	/* TCP server, module-wide */
+	ENGRAM_STAT_TCP_HELLO_TIMEOUTS,	/* no whole HELLO in tcp_hello_timeout_ms */
+	ENGRAM_STAT_TCP_FRAME_TIMEOUTS,	/* a frame not whole in tcp_frame_timeout_ms */
+	ENGRAM_STAT_TCP_IDLE_CLOSES,	/* silent for tcp_idle_timeout_ms */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
