@@ -94,6 +94,8 @@ const dma_addr_t *engram_dma_map(struct list_head *owner, struct ib_device *dev,
 	m->dir = dir;
 	list_add(&m->owner_node, owner);
 	list_add(&m->dev_node, &engram_dma_maps);
+	if (dir == DMA_TO_DEVICE)
+		engram_fault_map();
 	for (i = 0; i < nr; i++) {
 		m->addr[i] = ib_dma_map_page(dev, pages[i], 0, PAGE_SIZE, dir);
 		if (ib_dma_mapping_error(dev, m->addr[i]))

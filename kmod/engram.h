@@ -39,6 +39,7 @@ void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(void);
+void engram_fault_map(void);
 
 /* stats.c: counters are indexed by enum engram_stat. */
 struct engram_counters {
