@@ -18,6 +18,7 @@
 
 #include <crypto/hash.h>
 #include <linux/bits.h>
+#include <linux/fadvise.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -65,6 +66,10 @@ struct engram_table {
 
 	struct page **pages;		/* one per file page, each holds a folio ref */
 	pgoff_t nr_pages;
+	/* The file's page cache was movable before we pinned it (see below). */
+	bool gfp_was_movable;
+	bool drop_cached;		/* the load drops the file's cached pages first */
+	pgoff_t nr_moved;		/* pages read again out of ZONE_MOVABLE */
 	pgoff_t nr_pinned;		/* written by the worker, read racily */
 	atomic64_t done_bytes;		/* progress of the running job */
 	bool cancel;
@@ -215,6 +220,39 @@ static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
 }
 
 /*
+ * Pinned pages stay where they are for as long as the table is loaded, so,
+ * as FOLL_LONGTERM does for user pages, they must not sit where memory has
+ * to stay movable: ZONE_MOVABLE (memory hot-unplug, movablecore=) and CMA.
+ * Page cache is allocated movable (GFP_HIGHUSER_MOVABLE), so while a table
+ * pins a file its mapping allocates without __GFP_MOVABLE, which keeps new
+ * pages out of both, and pages cached before are dropped at the start of
+ * the load and read again (engram_table_pin()).  What survives that (a
+ * page mapped or dirtied by someone else) is checked here; a module cannot
+ * read a page's CMA pageblock type (get_pfnblock_flags_mask() is not
+ * exported), so that check sees ZONE_MOVABLE only.
+ */
+static bool engram_folio_movable(struct folio *folio)
+{
+	return folio_zonenum(folio) == ZONE_MOVABLE;
+}
+
+/*
+ * Write back and drop the unpinned pages of [@idx, @idx + @nr), so that they
+ * are read again outside movable memory.  Pages already pinned have our
+ * reference and stay.  POSIX_FADV_DONTNEED rather than
+ * invalidate_mapping_pages(): it also drains the per-CPU LRU batches, whose
+ * references would keep freshly read pages (the header engramctl just
+ * parsed) from being dropped.
+ */
+static void engram_drop_cached(struct engram_table *t, pgoff_t idx, pgoff_t nr)
+{
+	loff_t start = (loff_t)idx << PAGE_SHIFT, len = (loff_t)nr << PAGE_SHIFT;
+
+	filemap_write_and_wait_range(t->mapping, start, start + len - 1);
+	vfs_fadvise(t->file, start, len, POSIX_FADV_DONTNEED);
+}
+
+/*
  * Stream the file through the page cache as filemap_read() does: readahead
  * where a page is missing, asynchronous readahead when the cursor reaches
  * the marker of the previous window, so I/O runs ahead of hashing.
@@ -253,6 +291,13 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 
 	file_ra_state_init(&ra, t->mapping);
 	ra.ra_pages = max_t(unsigned int, ra.ra_pages, ENGRAM_RA_PAGES);
+	/*
+	 * Pages cached before the load may be in ZONE_MOVABLE or CMA: drop the
+	 * clean, unmapped ones, so that they are read again where they may
+	 * stay pinned.  (Reading is not what a load costs, hashing is.)
+	 */
+	if (t->drop_cached)
+		engram_drop_cached(t, 0, t->nr_pages);
 
 	while (idx < t->nr_pages) {
 		u64 pos = (u64)idx << PAGE_SHIFT;
@@ -262,6 +307,20 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 		if (READ_ONCE(t->cancel))
 			return -ECANCELED;
 		folio = engram_read_folio(t, &ra, idx);
+		if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+			folio_put(folio);
+			engram_drop_cached(t, idx, min_t(pgoff_t, ENGRAM_RA_PAGES,
+							 t->nr_pages - idx));
+			t->nr_moved += min_t(pgoff_t, ENGRAM_RA_PAGES, t->nr_pages - idx);
+			folio = engram_read_folio(t, &ra, idx);
+			if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+				folio_put(folio);
+				snprintf(msg, msglen,
+					 "page at offset %llu is in ZONE_MOVABLE and cannot be moved out (mapped or busy): close the file's other users and load again",
+					 pos);
+				return -EBUSY;
+			}
+		}
 		if (IS_ERR(folio)) {
 			snprintf(msg, msglen, "read error at offset %llu", pos);
 			return PTR_ERR(folio);
@@ -330,8 +389,12 @@ static void engram_table_release(struct engram_table *t)
 		list_for_each_entry(o, &engram_tables, node)
 			if (o != t && o->file && o->mapping == mapping)
 				last = false;
-		if (last)
+		if (last) {
 			mapping_clear_unevictable(mapping);
+			if (t->gfp_was_movable)
+				mapping_set_gfp_mask(mapping,
+						     mapping_gfp_mask(mapping) | __GFP_MOVABLE);
+		}
 	}
 	mutex_unlock(&engram_tables_mutex);
 	if (!file)
@@ -471,6 +534,9 @@ static void engram_table_do_load(struct engram_table *t)
 	pr_info("table %s loaded: %llu rows, %llu bytes, sha256 %*phN, generation %llu, %llu ms\n",
 		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, sha,
 		t->generation, div_u64(ns, NSEC_PER_MSEC));
+	if (t->nr_moved)
+		pr_info("table %s: up to %lu cached pages were in ZONE_MOVABLE and were read again outside it\n",
+			t->name, t->nr_moved);
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
 	engram_server_catalog_changed();
 	return;
@@ -685,6 +751,32 @@ static char *engram_table_path(struct file *file, const char *given)
 }
 
 /*
+ * Keep the file's page cache out of ZONE_MOVABLE and CMA from now on (see
+ * engram_folio_movable()), remembering whether it was movable, so the last
+ * table of the file gives it back.  Under engram_tables_mutex, before @t
+ * joins the list.
+ */
+static void engram_table_unmovable(struct engram_table *t)
+{
+	struct address_space *mapping = t->mapping;
+	gfp_t gfp = mapping_gfp_mask(mapping);
+	struct engram_table *o;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node) {
+		if (o->file && o->mapping == mapping) {
+			t->gfp_was_movable = o->gfp_was_movable;
+			return;
+		}
+	}
+	t->gfp_was_movable = gfp & __GFP_MOVABLE;
+	if (!t->gfp_was_movable)
+		return;
+	mapping_set_gfp_mask(mapping, gfp & ~__GFP_MOVABLE);
+	t->drop_cached = true;
+}
+
+/*
  * May @t join the list, replacing @old (a table of the same name, or NULL)?
  * Checked under the table mutex; a refusal leaves @old in place.
  */
@@ -779,6 +871,7 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 		list_del_rcu(&old->node);
 		engram_ntables--;
 	}
+	engram_table_unmovable(t);
 	mapping_set_unevictable(t->mapping);
 	t->generation = atomic64_inc_return(&engram_generation);
 	t->state = ENGRAM_TABLE_LOADING;
