@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * RDMA devices.  Server connections and client links on one device share
- * one protection domain, so the device's state is refcounted here rather
- * than owned by either role.
+ * RDMA devices.  Every user of a device (a client link's connection, a
+ * server connection) opens it here and gets a protection domain of its
+ * own.  A PD is the boundary of an rkey: memory a link registers for
+ * remote write is reachable through that link's queue pair alone, never
+ * through another link's or through a server connection's QP that a
+ * different peer drives.  What is per device stays per device: DMA
+ * addresses (dmamap.c, ubuf.c) belong to the device, not to a PD, and a
+ * PD's local_dma_lkey covers any of them.
  *
  * The ib_client is what makes device removal safe: the RDMA core calls
  * .remove before it frees the device, and every user of the device (server
@@ -14,7 +19,6 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/bug.h>
-#include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
@@ -23,7 +27,7 @@
 #include "engram.h"
 
 static LIST_HEAD(engram_devs);
-static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs, and each kref's last put */
+static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs and engram_dead_devs */
 
 /*
  * Every device our ib_client was told about and not yet told to remove:
@@ -75,86 +79,80 @@ bool engram_dev_dead(struct ib_device *ibdev)
 	return dead;
 }
 
-static struct engram_dev *engram_dev_find(struct ib_device *ibdev)
+static bool engram_dev_in_use_locked(struct ib_device *ibdev)
 {
 	struct engram_dev *dev;
 
 	lockdep_assert_held(&engram_devs_mutex);
 	list_for_each_entry(dev, &engram_devs, node)
 		if (dev->ibdev == ibdev)
-			return dev;
-	return NULL;
+			return true;
+	return false;
 }
 
 /**
- * engram_dev_get() - find or create the state of an RDMA device
+ * engram_dev_open() - a new user of an RDMA device, with its own PD
  * @ibdev: the device, typically a cm_id's device
  *
- * The first user of a device allocates its protection domain.  Callers
- * must hold the device alive (a cm_id bound to it does) and must drop
- * their reference with engram_dev_put() before the device's ib_client
+ * Each call allocates a protection domain that no other caller shares, so
+ * an rkey of one user's MR is refused on every other user's QP.  Callers
+ * must hold the device alive (a cm_id bound to it does) and must close
+ * the handle with engram_dev_close() before the device's ib_client
  * .remove returns.  May sleep.
  *
- * Return: the device state with a new reference, or NULL when the PD
+ * Return: the handle, or NULL when the device is being removed, the PD
  * cannot be allocated or memory is short.
  */
-struct engram_dev *engram_dev_get(struct ib_device *ibdev)
+struct engram_dev *engram_dev_open(struct ib_device *ibdev)
 {
 	struct engram_dev *dev;
 	struct ib_pd *pd;
 
-	mutex_lock(&engram_devs_mutex);
-	if (engram_dev_dead_locked(ibdev)) {
-		dev = NULL;
-		goto out;
-	}
-	dev = engram_dev_find(ibdev);
-	if (dev) {
-		kref_get(&dev->ref);
-		goto out;
-	}
 	dev = kzalloc(sizeof(*dev), GFP_KERNEL);
 	if (!dev)
-		goto out;
+		return NULL;
+	dev->ibdev = ibdev;
+	/*
+	 * The PD is allocated and listed under the mutex, so that .remove,
+	 * which marks the device dead under it too, either sees this user
+	 * or makes us refuse.
+	 */
+	mutex_lock(&engram_devs_mutex);
+	if (engram_dev_dead_locked(ibdev))
+		goto fail;
 	pd = ib_alloc_pd(ibdev, 0);
 	if (IS_ERR(pd)) {
 		pr_err_ratelimited("%s: cannot allocate a protection domain: %ld\n",
 				   dev_name(&ibdev->dev), PTR_ERR(pd));
-		kfree(dev);
-		dev = NULL;
-		goto out;
+		goto fail;
 	}
-	kref_init(&dev->ref);
-	dev->ibdev = ibdev;
 	dev->pd = pd;
 	list_add_tail(&dev->node, &engram_devs);
-out:
 	mutex_unlock(&engram_devs_mutex);
 	return dev;
-}
-
-/* Called by kref_put_mutex() with engram_devs_mutex held; drops it. */
-static void engram_dev_release(struct kref *ref)
-{
-	struct engram_dev *dev = container_of(ref, struct engram_dev, ref);
-
-	list_del(&dev->node);
+fail:
 	mutex_unlock(&engram_devs_mutex);
-	ib_dealloc_pd(dev->pd);
 	kfree(dev);
+	return NULL;
 }
 
 /**
- * engram_dev_put() - drop a reference taken by engram_dev_get()
- * @dev: the device state; NULL is ignored
+ * engram_dev_close() - end a use begun by engram_dev_open()
+ * @dev: the handle; NULL is ignored
  *
- * The last reference frees the protection domain, so every QP and MR made
- * on it must be destroyed first.  May sleep.
+ * Frees the user's protection domain, so every QP and MR made on it must
+ * be destroyed first.  May sleep.
  */
-void engram_dev_put(struct engram_dev *dev)
+void engram_dev_close(struct engram_dev *dev)
 {
-	if (dev)
-		kref_put_mutex(&dev->ref, engram_dev_release, &engram_devs_mutex);
+	if (!dev)
+		return;
+	/* Listed until the PD is gone: .remove's check must not miss it. */
+	ib_dealloc_pd(dev->pd);
+	mutex_lock(&engram_devs_mutex);
+	list_del(&dev->node);
+	mutex_unlock(&engram_devs_mutex);
+	kfree(dev);
 }
 
 /**
@@ -236,7 +234,7 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 	engram_dma_unmap_device(ibdev);
 
 	mutex_lock(&engram_devs_mutex);
-	leak = engram_dev_find(ibdev);
+	leak = engram_dev_in_use_locked(ibdev);
 	mutex_unlock(&engram_devs_mutex);
 	/* A PD left behind would be freed under us by the driver. */
 	WARN(leak, KBUILD_MODNAME ": %s removed while still in use\n",

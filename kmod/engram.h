@@ -196,21 +196,21 @@ void engram_hist_snapshot(const struct engram_hist *h, u64 *out);
 void engram_count_refusal(struct engram_counters *c, unsigned int wire_status);
 
 /*
- * dev.c: one engram_dev per RDMA device in use, shared by server and
- * client, holding the protection domain.  Refcounted; ib_client.remove
- * tears down every user of the device before it returns.
+ * dev.c: one engram_dev per user of an RDMA device (a client link's
+ * connection, a server connection), holding that user's own protection
+ * domain: an rkey works only on the QP of the user that registered it.
+ * ib_client.remove tears down every user of the device before it returns.
  */
 struct engram_dev {
-	struct kref ref;
 	struct list_head node;
 	struct ib_device *ibdev;
 	struct ib_pd *pd;
 };
 
-struct engram_dev *engram_dev_get(struct ib_device *ibdev);
+struct engram_dev *engram_dev_open(struct ib_device *ibdev);
 bool engram_dev_dead(struct ib_device *ibdev);
 unsigned int engram_dev_present(struct ib_device ***out);
-void engram_dev_put(struct engram_dev *dev);
+void engram_dev_close(struct engram_dev *dev);
 int engram_dev_init(void);
 void engram_dev_exit(void);
 

@@ -844,7 +844,7 @@ static void engram_link_rdma_teardown(struct engram_link *l, int error)
 		ib_mr_pool_destroy(l->qp, &l->mrs);
 		rdma_destroy_qp(l->cm_id);
 		l->qp = NULL;
-		/* ...until their keys are gone: the PD is shared per device. */
+		/* ...until their keys are gone with the MRs and the QP. */
 		engram_link_publish_all(&done);
 	}
 	l->mr_pages = 0;
@@ -854,7 +854,7 @@ static void engram_link_rdma_teardown(struct engram_link *l, int error)
 	}
 	if (l->dev) {
 		engram_link_free_bufs(l);
-		engram_dev_put(l->dev);
+		engram_dev_close(l->dev);
 		l->dev = NULL;
 	}
 	if (l->cm_id) {
@@ -966,7 +966,8 @@ static int engram_link_create_qp(struct engram_link *l)
 	unsigned int sq, i;
 	int ret;
 
-	l->dev = engram_dev_get(ibdev);
+	/* A PD of this connection's own: its rkeys work on no other QP. */
+	l->dev = engram_dev_open(ibdev);
 	if (!l->dev)
 		return -ENOMEM;
 	if (!(ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS)) {

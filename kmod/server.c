@@ -122,17 +122,19 @@ struct engram_ctrl {
  * @node: on engram_conns
  * @l: the listener that accepted it (outlives the connection)
  * @cm_id: the connection's id
- * @dev: device state (PD)
+ * @dev: the device, and the connection's own PD
  * @ibdev: @cm_id's device
  * @cq: from the device's pool
  * @nr_cqe: entries taken from @cq
  * @qp: RC QP
+ * @qp_mutex: keeps the release from destroying @qp while the CM handler
+ *	still changes its access flags after the accept
  * @neg: negotiated parameters
  * @peer: client address, for the log
  * @sq_depth: send-queue credits
  * @max_sge: SGEs per WRITE
  * @wr_max_bytes: bytes per WRITE
- * @lkey: the PD's local DMA lkey
+ * @lkey: the local DMA lkey of the connection's PD
  * @lock: protects the fields down to @id_decided
  * @closing: no post after this is set; the release work is queued
  * @established: the CM said ESTABLISHED
@@ -187,6 +189,7 @@ struct engram_conn {
 	struct ib_cq *cq;
 	unsigned int nr_cqe;
 	struct ib_qp *qp;
+	struct mutex qp_mutex;		/* @qp's destruction vs. the handler */
 	struct engram_wire_params neg;
 	struct sockaddr_storage peer;
 	u32 sq_depth;
@@ -1042,8 +1045,10 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 {
 	u32 i;
 
+	mutex_lock(&conn->qp_mutex);
 	if (conn->qp && conn->rx_posted)
 		ib_drain_qp(conn->qp);
+	mutex_unlock(&conn->qp_mutex);
 	/* Drained: no WRITE can still read a table page. */
 	for (i = 0; conn->ctrl && i < conn->nr_ctrl; i++) {
 		if (conn->ctrl[i].t) {
@@ -1051,10 +1056,12 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 			conn->ctrl[i].t = NULL;
 		}
 	}
+	mutex_lock(&conn->qp_mutex);
 	if (conn->qp) {
 		rdma_destroy_qp(conn->cm_id);
 		conn->qp = NULL;
 	}
+	mutex_unlock(&conn->qp_mutex);
 	if (conn->cq) {
 		ib_cq_pool_put(conn->cq, conn->nr_cqe);
 		conn->cq = NULL;
@@ -1084,7 +1091,7 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 	kvfree(conn->wrs);
 	kvfree(conn->sges);
 	kfree(conn->sig);
-	engram_dev_put(conn->dev);
+	engram_dev_close(conn->dev);
 	conn->dev = NULL;
 }
 
@@ -1354,6 +1361,7 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	conn->neg = *neg;
 	memcpy(&conn->peer, &cm_id->route.addr.dst_addr, sizeof(conn->peer));
 	spin_lock_init(&conn->lock);
+	mutex_init(&conn->qp_mutex);
 	INIT_LIST_HEAD(&conn->rx_pending);
 	INIT_LIST_HEAD(&conn->ctrl_free);
 	INIT_LIST_HEAD(&conn->ctrl_done);
@@ -1380,7 +1388,11 @@ static int engram_conn_setup(struct engram_conn *conn)
 	u32 i;
 	int ret;
 
-	conn->dev = engram_dev_get(conn->ibdev);
+	/*
+	 * A PD of its own: no MR of a client link (or of another connection)
+	 * is reachable through this QP, whoever drives its peer end.
+	 */
+	conn->dev = engram_dev_open(conn->ibdev);
 	if (!conn->dev)
 		return -ENOMEM;
 	conn->lkey = conn->dev->pd->local_dma_lkey;
@@ -1399,6 +1411,30 @@ static int engram_conn_setup(struct engram_conn *conn)
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * The IB CM readies every connected QP with remote write access, and with
+ * remote read and atomics once the peer asks for responder resources.  A
+ * server connection lets its peer neither write nor read its memory, so
+ * take them all away.  Only possible once rdma_accept() has moved the QP
+ * to RTS; until then the peer can reach nothing anyway, since the
+ * connection's own PD holds no MR with remote access.  The connection is
+ * live by then: a completion error may already have queued its release.
+ *
+ * Return: 0, or a negative errno when the device refused (a connection
+ * that is closing meanwhile counts as done).
+ */
+static int engram_conn_no_remote_access(struct engram_conn *conn)
+{
+	struct ib_qp_attr attr = { .qp_access_flags = 0 };
+	int ret = 0;
+
+	mutex_lock(&conn->qp_mutex);
+	if (conn->qp)
+		ret = ib_modify_qp(conn->qp, &attr, IB_QP_ACCESS_FLAGS);
+	mutex_unlock(&conn->qp_mutex);
+	return engram_conn_closing(conn) ? 0 : ret;
 }
 
 /**
@@ -1465,10 +1501,12 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	memset(&param, 0, sizeof(param));
 	param.private_data = hello;
 	param.private_data_len = sizeof(hello);
-	/* We never read from the client, so no reads of ours to allow for. */
+	/*
+	 * We never read from the client, and it may never read (or write)
+	 * us: no RDMA READ resources either way, whatever the peer offered.
+	 */
 	param.initiator_depth = 0;
-	param.responder_resources = min_t(u32, ev->param.conn.initiator_depth,
-					  attrs->max_qp_rd_atom);
+	param.responder_resources = 0;
 	param.flow_control = 1;
 	param.rnr_retry_count = 7;
 
@@ -1492,6 +1530,14 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
 		pr_info_ratelimited("connection from %pISpc: accept failed (%d)\n",
 				    &conn->peer, ret);
+		engram_conn_close(conn);
+		return 0;
+	}
+	ret = engram_conn_no_remote_access(conn);
+	if (ret) {
+		engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
+		pr_warn_ratelimited("connection from %pISpc: %s cannot take remote access off the queue pair (%d), closed\n",
+				    &conn->peer, dev_name(&conn->ibdev->dev), ret);
 		engram_conn_close(conn);
 		return 0;
 	}

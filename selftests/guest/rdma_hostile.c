@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * rdma_hostile: a hostile RDMA peer for t_66_pd.sh.  It tries to write
+ * into a client's buffer through queue pairs that have no business
+ * reaching it, and to read or write through a host connection's QP.
+ *
+ *   rdma_hostile --addr IP --port-a P --port-b P --host-port P
+ *                [--table NAME] [--rows N] [--linger-ms N]
+ *
+ * It listens as an engram server on PORT-A and PORT-B (protocol v1 with
+ * the module's own codec, kmod/wire.c built for userspace) and prints
+ * "rdma_hostile: ready".  The test then links the module to both, and
+ * fetches from link A.  When the REQUEST arrives on connection A, its
+ * first range (address, rkey) is what a hostile server learns, and it
+ * tries, each from a QP of its own:
+ *
+ *   link-b-write    an RDMA WRITE with A's key from connection B's QP,
+ *                   whose other end is the same client's second link
+ *   host-write      an RDMA WRITE with A's key through a connection of
+ *                   its own to the module's listener (HOST-PORT)
+ *   host-write-0    a zero-length RDMA WRITE through another such
+ *                   connection (no key is checked: only the QP's access)
+ *   host-read-0     a zero-length RDMA READ, the same way
+ *
+ * Its connections to the host use queue pairs it creates and moves
+ * through INIT, RTR and RTS itself (rdma_init_qp_attr(), then
+ * rdma_establish()), with a READ depth of 1 whatever the host answered,
+ * and ask for one READ each way in the REQ, as a hostile client would.
+ *
+ * then the control: an RDMA WRITE of 16 bytes (0x11) at the start of the
+ * range from connection A, the server the fetch was sent to, which must
+ * succeed.  The attacks write 0x5a and 0x5b elsewhere in the range.  It
+ * never answers the REQUEST and keeps serving heartbeats until link A
+ * drops the connection (the fetch timed out) or LINGER-MS passed.
+ *
+ * Prints one line per attempt, "rdma_hostile: NAME: refused (STATUS)" or
+ * "rdma_hostile: NAME: ACCEPTED", and exits 0 when every attack was
+ * refused by the remote end and the control write succeeded, 1 when an
+ * attack got through, 2 on a setup failure or a timeout.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "wire.h"
+
+#define MAX_CONNS	32
+#define NR_RX		8
+#define RX_BYTES	32768	/* the host's CATALOG can be 30,744 bytes */
+#define NR_TX		4
+#define TX_BYTES	512
+#define DATA_BYTES	4096
+#define STEP_MS		8000	/* one connection or one work request */
+#define CONTROL_BYTES	16
+
+enum role { SERVER_A, SERVER_B, CLIENT };
+enum wr_kind { WR_RECV = 1, WR_SEND, WR_ATTACK };
+
+struct conn {
+	enum role role;
+	struct rdma_cm_id *id;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	uint8_t *buf;		/* NR_RX receives, NR_TX sends, DATA_BYTES */
+	unsigned int tx_next;
+	struct engram_wire_params neg;
+	bool established;
+	bool closed;
+	bool failed;		/* a connect that did not make it */
+	bool got_catalog;
+	bool have_req;
+	struct engram_wire_req req;
+	bool attack_done;
+	enum ibv_wc_status attack_status;
+};
+
+static struct {
+	const char *addr;
+	const char *port_a;
+	const char *port_b;
+	const char *host_port;
+	const char *table;
+	uint64_t rows;
+	unsigned int linger_ms;
+} o = { .table = "evil", .rows = 1000, .linger_ms = 30000 };
+
+static struct rdma_event_channel *ec;
+static struct conn conns[MAX_CONNS];
+static unsigned int nr_conns;
+static struct rdma_cm_id *listen_a, *listen_b;
+
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("rdma_hostile: ", stdout);
+	vprintf(fmt, ap);
+	fputc('\n', stdout);
+	va_end(ap);
+	exit(2);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Small limits: the peer's receives then stay small too. */
+static void local_params(struct engram_wire_params *p)
+{
+	p->version_min = ENGRAM_WIRE_VERSION_MIN;
+	p->version_max = ENGRAM_WIRE_VERSION;
+	p->max_inflight = 4;
+	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
+	p->max_rows = 64;
+	p->max_request_bytes = (uint32_t)engram_wire_request_size(64, ENGRAM_WIRE_MAX_RANGES);
+}
+
+static uint8_t *rx_buf(struct conn *c, unsigned int i)
+{
+	return c->buf + (size_t)i * RX_BYTES;
+}
+
+static uint8_t *data_buf(struct conn *c)
+{
+	return c->buf + (size_t)NR_RX * RX_BYTES + (size_t)NR_TX * TX_BYTES;
+}
+
+static void post_recv(struct conn *c, unsigned int i)
+{
+	struct ibv_sge sge = {
+		.addr = (uintptr_t)rx_buf(c, i), .length = RX_BYTES, .lkey = c->mr->lkey,
+	};
+	struct ibv_recv_wr wr = {
+		.wr_id = ((uint64_t)WR_RECV << 32) | i, .sg_list = &sge, .num_sge = 1,
+	}, *bad;
+
+	if (ibv_post_recv(c->qp, &wr, &bad))
+		die("ibv_post_recv: %s", strerror(errno));
+}
+
+/* A SEND of one frame, copied into the next send slot. */
+static void post_frame(struct conn *c, const void *frame, size_t len)
+{
+	unsigned int slot = c->tx_next++ % NR_TX;
+	uint8_t *b = c->buf + (size_t)NR_RX * RX_BYTES + (size_t)slot * TX_BYTES;
+	struct ibv_sge sge = { .addr = (uintptr_t)b, .length = (uint32_t)len,
+			       .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = (uint64_t)WR_SEND << 32, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	if (len > TX_BYTES)
+		die("frame of %zu bytes", len);
+	memcpy(b, frame, len);
+	if (ibv_post_send(c->qp, &wr, &bad))
+		fprintf(stderr, "rdma_hostile: send: %s\n", strerror(errno));
+}
+
+static void send_catalog(struct conn *c, uint64_t ticket)
+{
+	struct engram_wire_table t = {
+		.generation = 1, .rows = o.rows, .row_bytes = ENGRAM_ROW_BYTES,
+		.state = ENGRAM_TABLE_READY,
+	};
+	uint8_t frame[TX_BYTES];
+	int len;
+
+	snprintf(t.name, sizeof(t.name), "%s", o.table);
+	memset(t.sha256, 0x42, sizeof(t.sha256));
+	len = engram_wire_catalog_encode(frame, sizeof(frame), &c->neg, ticket, &t, 1);
+	if (len < 0)
+		die("catalog encode: %d", len);
+	post_frame(c, frame, (size_t)len);
+}
+
+/* Move our own QP to @state with the attributes rdma_cm gives for it. */
+static void to_state(struct conn *c, enum ibv_qp_state state)
+{
+	struct ibv_qp_attr attr = { .qp_state = state };
+	int mask;
+
+	if (rdma_init_qp_attr(c->id, &attr, &mask))
+		die("rdma_init_qp_attr(%d): %s", state, strerror(errno));
+	/* One READ in flight, even though the host granted none. */
+	if (state == IBV_QPS_RTS)
+		attr.max_rd_atomic = 1;
+	if (ibv_modify_qp(c->qp, &attr, mask))
+		die("ibv_modify_qp(%d): %s", state, strerror(errno));
+}
+
+/* Queue pair, memory and receives for a connection whose id has a device. */
+static void conn_setup(struct conn *c)
+{
+	struct ibv_qp_init_attr qa = {
+		.cap = { .max_send_wr = 16, .max_recv_wr = NR_RX, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+		.qp_type = IBV_QPT_RC,
+		.sq_sig_all = 0,
+	};
+	size_t bytes = (size_t)NR_RX * RX_BYTES + (size_t)NR_TX * TX_BYTES + DATA_BYTES;
+	unsigned int i;
+
+	c->pd = ibv_alloc_pd(c->id->verbs);
+	c->cq = c->pd ? ibv_create_cq(c->id->verbs, 64, NULL, NULL, 0) : NULL;
+	if (!c->cq)
+		die("pd/cq: %s", strerror(errno));
+	qa.send_cq = c->cq;
+	qa.recv_cq = c->cq;
+	if (c->role == CLIENT) {
+		/*
+		 * Our own QP, not rdma_cm's, so that we choose its READ depth
+		 * whatever the host's answer says (as a hostile client would).
+		 */
+		c->qp = ibv_create_qp(c->pd, &qa);
+		if (!c->qp)
+			die("ibv_create_qp: %s", strerror(errno));
+		to_state(c, IBV_QPS_INIT);
+	} else {
+		if (rdma_create_qp(c->id, c->pd, &qa))
+			die("rdma_create_qp: %s", strerror(errno));
+		c->qp = c->id->qp;
+	}
+	c->buf = calloc(1, bytes);
+	/* Local access only: nothing of ours is offered to anyone. */
+	c->mr = c->buf ? ibv_reg_mr(c->pd, c->buf, bytes, IBV_ACCESS_LOCAL_WRITE) : NULL;
+	if (!c->mr)
+		die("ibv_reg_mr: %s", strerror(errno));
+	for (i = 0; i < NR_RX; i++)
+		post_recv(c, i);
+}
+
+static struct conn *conn_new(enum role role, struct rdma_cm_id *id)
+{
+	struct conn *c;
+
+	if (nr_conns == MAX_CONNS)
+		return NULL;
+	c = &conns[nr_conns++];
+	memset(c, 0, sizeof(*c));
+	c->role = role;
+	c->id = id;
+	id->context = c;
+	return c;
+}
+
+static void on_connect_request(struct rdma_cm_event *ev)
+{
+	struct engram_wire_params local, peer;
+	struct rdma_conn_param param = {};
+	uint8_t hello[ENGRAM_WIRE_HELLO_BYTES];
+	char err[128];
+	struct conn *c;
+
+	c = conn_new(ev->listen_id == listen_a ? SERVER_A : SERVER_B, ev->id);
+	if (!c) {
+		rdma_reject(ev->id, NULL, 0);
+		return;
+	}
+	local_params(&local);
+	if (engram_wire_hello_decode(ev->param.conn.private_data,
+				     ev->param.conn.private_data_len, &peer, err, sizeof(err)) ||
+	    engram_wire_negotiate(&local, &peer, &c->neg, err, sizeof(err)))
+		die("hello from the client refused: %s", err);
+	conn_setup(c);
+	engram_wire_hello_encode(hello, sizeof(hello), &c->neg);
+	param.private_data = hello;
+	param.private_data_len = sizeof(hello);
+	param.flow_control = 1;
+	param.rnr_retry_count = 7;
+	if (rdma_accept(ev->id, &param))
+		die("rdma_accept: %s", strerror(errno));
+}
+
+static void on_route_resolved(struct conn *c)
+{
+	struct engram_wire_params local;
+	struct rdma_conn_param param = {};
+	uint8_t hello[ENGRAM_WIRE_HELLO_BYTES];
+
+	conn_setup(c);
+	local_params(&local);
+	c->neg = local;
+	engram_wire_hello_encode(hello, sizeof(hello), &local);
+	param.private_data = hello;
+	param.private_data_len = sizeof(hello);
+	/*
+	 * Ask for the right to read the host, as a hostile client would (a
+	 * host that copies the peer's numbers grants it).
+	 */
+	param.initiator_depth = 1;
+	param.responder_resources = 1;
+	param.retry_count = 2;
+	param.rnr_retry_count = 7;
+	param.qp_num = c->qp->qp_num;
+	if (rdma_connect(c->id, &param))
+		die("rdma_connect: %s", strerror(errno));
+}
+
+static void handle_cm_event(struct rdma_cm_event *ev)
+{
+	struct conn *c = ev->id->context;
+
+	switch (ev->event) {
+	case RDMA_CM_EVENT_CONNECT_REQUEST:
+		on_connect_request(ev);
+		break;
+	case RDMA_CM_EVENT_ADDR_RESOLVED:
+		if (rdma_resolve_route(ev->id, 2000))
+			c->failed = true;
+		break;
+	case RDMA_CM_EVENT_ROUTE_RESOLVED:
+		on_route_resolved(c);
+		break;
+	case RDMA_CM_EVENT_CONNECT_RESPONSE:
+		/* The host's REP, to our own QP: ready it, then send the RTU. */
+		to_state(c, IBV_QPS_RTR);
+		to_state(c, IBV_QPS_RTS);
+		if (rdma_establish(ev->id))
+			die("rdma_establish: %s", strerror(errno));
+		c->established = true;
+		break;
+	case RDMA_CM_EVENT_ESTABLISHED:
+		c->established = true;
+		if (c->role != CLIENT)
+			send_catalog(c, 0);
+		break;
+	case RDMA_CM_EVENT_DISCONNECTED:
+		rdma_disconnect(ev->id);
+		c->closed = true;
+		break;
+	case RDMA_CM_EVENT_ADDR_ERROR:
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+	case RDMA_CM_EVENT_UNREACHABLE:
+	case RDMA_CM_EVENT_REJECTED:
+		if (c) {
+			c->failed = true;
+			c->closed = true;
+		}
+		printf("rdma_hostile: cm event %s (status %d)\n", rdma_event_str(ev->event),
+		       ev->status);
+		break;
+	default:
+		break;
+	}
+}
+
+static void on_frame(struct conn *c, const uint8_t *b, uint32_t len)
+{
+	struct engram_wire_hdr_info hdr;
+	char err[128];
+	u64 ticket;
+	uint8_t frame[ENGRAM_WIRE_HDR_BYTES];
+
+	if (c->role == CLIENT) {
+		/* The host's CATALOG: its handler is done with the accept. */
+		if (len >= 2 && b[1] == ENGRAM_WIRE_CATALOG)
+			c->got_catalog = true;
+		return;
+	}
+	if (engram_wire_hdr_check(b, len, &c->neg, true, false, &hdr, err, sizeof(err))) {
+		printf("rdma_hostile: frame refused: %s\n", err);
+		return;
+	}
+	switch (hdr.type) {
+	case ENGRAM_WIRE_REQUEST:
+		if (c->role != SERVER_A || c->have_req)
+			break;
+		if (engram_wire_req_parse(b, len, &c->neg, &c->req, err, sizeof(err)))
+			die("request refused: %s", err);
+		c->have_req = true;
+		printf("rdma_hostile: request on link A: ticket %" PRIu64 ", %u rows, %u ranges,"
+		       " range 0 at 0x%" PRIx64 " rkey 0x%x, %" PRIu64 " bytes\n",
+		       (uint64_t)c->req.ticket, c->req.nr_rows, c->req.nr_ranges,
+		       (uint64_t)c->req.ranges[0].addr, c->req.ranges[0].rkey,
+		       (uint64_t)c->req.ranges[0].length);
+		break;
+	case ENGRAM_WIRE_HEARTBEAT:
+		if (engram_wire_simple_parse(b, len, &c->neg, true, ENGRAM_WIRE_HEARTBEAT,
+					     &ticket, err, sizeof(err)))
+			break;
+		if (engram_wire_simple_encode(frame, sizeof(frame), &c->neg,
+					      ENGRAM_WIRE_HEARTBEAT, ticket) > 0)
+			post_frame(c, frame, sizeof(frame));
+		break;
+	case ENGRAM_WIRE_CATALOG_REQUEST:
+		if (!engram_wire_simple_parse(b, len, &c->neg, true, ENGRAM_WIRE_CATALOG_REQUEST,
+					      &ticket, err, sizeof(err)))
+			send_catalog(c, ticket);
+		break;
+	default:
+		break;
+	}
+}
+
+static void poll_cq(struct conn *c)
+{
+	struct ibv_wc wc[16];
+	int n, i;
+
+	if (!c->cq)
+		return;
+	while ((n = ibv_poll_cq(c->cq, 16, wc)) > 0) {
+		for (i = 0; i < n; i++) {
+			unsigned int kind = (unsigned int)(wc[i].wr_id >> 32);
+			unsigned int idx = (unsigned int)wc[i].wr_id;
+
+			if (kind == WR_ATTACK) {
+				c->attack_done = true;
+				c->attack_status = wc[i].status;
+			} else if (kind == WR_RECV && wc[i].status == IBV_WC_SUCCESS) {
+				on_frame(c, rx_buf(c, idx), wc[i].byte_len);
+				if (!c->closed)
+					post_recv(c, idx);
+			}
+		}
+	}
+}
+
+/* Handle CM events and completions for up to @ms, or until @done(@arg). */
+static bool pump(unsigned int ms, bool (*done)(void *), void *arg)
+{
+	uint64_t end = now_ms() + ms;
+	struct rdma_cm_event *ev;
+	struct pollfd pfd = { .fd = ec->fd, .events = POLLIN };
+	unsigned int i;
+
+	for (;;) {
+		while (!rdma_get_cm_event(ec, &ev)) {
+			handle_cm_event(ev);
+			rdma_ack_cm_event(ev);
+		}
+		for (i = 0; i < nr_conns; i++)
+			poll_cq(&conns[i]);
+		if (done && done(arg))
+			return true;
+		if (now_ms() >= end)
+			return false;
+		poll(&pfd, 1, 1);
+	}
+}
+
+static struct conn *find(enum role role, bool (*pred)(struct conn *))
+{
+	unsigned int i;
+
+	for (i = 0; i < nr_conns; i++)
+		if (conns[i].role == role && pred(&conns[i]))
+			return &conns[i];
+	return NULL;
+}
+
+static bool has_req(struct conn *c) { return c->have_req && !c->closed; }
+static bool is_up(struct conn *c) { return c->established && !c->closed; }
+static bool req_and_b(void *arg)
+{
+	(void)arg;
+	return find(SERVER_A, has_req) && find(SERVER_B, is_up);
+}
+static bool attack_done(void *arg) { return ((struct conn *)arg)->attack_done; }
+static bool client_ready(void *arg)
+{
+	struct conn *c = arg;
+
+	return c->failed || (c->established && c->got_catalog);
+}
+static bool a_closed(void *arg) { return ((struct conn *)arg)->closed; }
+
+static struct rdma_cm_id *listen_on(const char *port)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct rdma_cm_id *id;
+	struct addrinfo *ai;
+
+	if (getaddrinfo(o.addr, port, &hints, &ai))
+		die("bad address %s port %s", o.addr, port);
+	if (rdma_create_id(ec, &id, NULL, RDMA_PS_TCP) ||
+	    rdma_bind_addr(id, ai->ai_addr) || rdma_listen(id, 8))
+		die("listen on %s:%s: %s", o.addr, port, strerror(errno));
+	freeaddrinfo(ai);
+	return id;
+}
+
+/* A fresh connection to the module's listener, up and past its CATALOG. */
+static struct conn *connect_host(void)
+{
+	struct addrinfo hints = { .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV };
+	struct addrinfo *src, *dst;
+	struct rdma_cm_id *id;
+	struct conn *c;
+
+	if (getaddrinfo(o.addr, "0", &hints, &src) ||
+	    getaddrinfo(o.addr, o.host_port, &hints, &dst))
+		die("bad address %s", o.addr);
+	if (rdma_create_id(ec, &id, NULL, RDMA_PS_TCP))
+		die("rdma_create_id: %s", strerror(errno));
+	c = conn_new(CLIENT, id);
+	if (!c)
+		die("too many connections");
+	if (rdma_resolve_addr(id, src->ai_addr, dst->ai_addr, 2000))
+		die("rdma_resolve_addr: %s", strerror(errno));
+	freeaddrinfo(src);
+	freeaddrinfo(dst);
+	if (!pump(STEP_MS, client_ready, c) || c->failed)
+		die("no connection to the host on port %s", o.host_port);
+	return c;
+}
+
+static const char *status_name(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_REM_ACCESS_ERR:
+		return "remote access error";
+	case IBV_WC_REM_INV_REQ_ERR:
+		return "remote invalid request";
+	case IBV_WC_REM_OP_ERR:
+		return "remote operation error";
+	default:
+		return ibv_wc_status_str(s);
+	}
+}
+
+/*
+ * Post one RDMA WRITE or READ of @len bytes (0: no SGE, no key needed) and
+ * report.  Returns 0 when refused by the remote end, 1 when it went
+ * through, 2 when neither (no completion, or a local failure).
+ */
+static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint64_t addr,
+		   uint32_t rkey, uint32_t len, uint8_t fill)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)data_buf(c), .length = len,
+			       .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = (uint64_t)WR_ATTACK << 32, .sg_list = len ? &sge : NULL,
+		.num_sge = len ? 1 : 0, .opcode = op, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = addr, .rkey = rkey },
+	}, *bad;
+
+	memset(data_buf(c), fill, DATA_BYTES);
+	c->attack_done = false;
+	if (ibv_post_send(c->qp, &wr, &bad)) {
+		printf("rdma_hostile: %s: cannot post (%s)\n", name, strerror(errno));
+		return 2;
+	}
+	if (!pump(STEP_MS, attack_done, c)) {
+		printf("rdma_hostile: %s: no completion in %u ms\n", name, STEP_MS);
+		return 2;
+	}
+	if (c->attack_status == IBV_WC_SUCCESS) {
+		printf("rdma_hostile: %s: ACCEPTED\n", name);
+		return 1;
+	}
+	printf("rdma_hostile: %s: refused (%s)\n", name, status_name(c->attack_status));
+	switch (c->attack_status) {
+	case IBV_WC_REM_ACCESS_ERR:
+	case IBV_WC_REM_INV_REQ_ERR:
+	case IBV_WC_REM_OP_ERR:
+		return 0;
+	default:
+		/* Not a refusal by the other end: proves nothing. */
+		return 2;
+	}
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: rdma_hostile --addr IP --port-a P --port-b P --host-port P"
+		" [--table NAME] [--rows N] [--linger-ms N]\n");
+	exit(2);
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "addr", required_argument, NULL, 'a' },
+		{ "port-a", required_argument, NULL, 'A' },
+		{ "port-b", required_argument, NULL, 'B' },
+		{ "host-port", required_argument, NULL, 'H' },
+		{ "table", required_argument, NULL, 't' },
+		{ "rows", required_argument, NULL, 'r' },
+		{ "linger-ms", required_argument, NULL, 'l' },
+		{ NULL, 0, NULL, 0 }
+	};
+	struct engram_wire_dest r0;
+	struct conn *a, *b, *h;
+	int ch, worst = 0, ret;
+
+	while ((ch = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'a': o.addr = optarg; break;
+		case 'A': o.port_a = optarg; break;
+		case 'B': o.port_b = optarg; break;
+		case 'H': o.host_port = optarg; break;
+		case 't': o.table = optarg; break;
+		case 'r': o.rows = strtoull(optarg, NULL, 0); break;
+		case 'l': o.linger_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		default: usage();
+		}
+	}
+	if (!o.addr || !o.port_a || !o.port_b || !o.host_port || !o.rows)
+		usage();
+	setvbuf(stdout, NULL, _IOLBF, 0);
+
+	ec = rdma_create_event_channel();
+	if (!ec || fcntl(ec->fd, F_SETFL, fcntl(ec->fd, F_GETFL) | O_NONBLOCK))
+		die("event channel: %s", strerror(errno));
+	listen_a = listen_on(o.port_a);
+	listen_b = listen_on(o.port_b);
+	printf("rdma_hostile: ready\n");
+
+	if (!pump(60000, req_and_b, NULL))
+		die("no request on link A with link B up within 60 s");
+	a = find(SERVER_A, has_req);
+	b = find(SERVER_B, is_up);
+	r0 = a->req.ranges[0];
+	if (r0.length < 192)
+		die("range 0 has %" PRIu64 " bytes, need 192", (uint64_t)r0.length);
+
+	/* The key another link's QP carries must not reach link A's buffer. */
+	ret = attempt("link-b-write", b, IBV_WR_RDMA_WRITE, r0.addr + 64, r0.rkey, 64, 0x5a);
+	worst = ret > worst ? ret : worst;
+
+	/* Nor a connection of the host's, in the same kernel. */
+	h = connect_host();
+	ret = attempt("host-write", h, IBV_WR_RDMA_WRITE, r0.addr + 128, r0.rkey, 64, 0x5b);
+	worst = ret > worst ? ret : worst;
+	rdma_disconnect(h->id);
+
+	/* The host's QPs grant no remote access at all, key or no key. */
+	h = connect_host();
+	ret = attempt("host-write-0", h, IBV_WR_RDMA_WRITE, 0, 0, 0, 0x5c);
+	worst = ret > worst ? ret : worst;
+	rdma_disconnect(h->id);
+	h = connect_host();
+	ret = attempt("host-read-0", h, IBV_WR_RDMA_READ, 0, 0, 0, 0x5d);
+	worst = ret > worst ? ret : worst;
+	rdma_disconnect(h->id);
+
+	/* The server the fetch went to may write: the key and address were right. */
+	ret = attempt("control-write-link-a", a, IBV_WR_RDMA_WRITE, r0.addr, r0.rkey,
+		      CONTROL_BYTES, 0x11);
+	if (ret != 1) {
+		printf("rdma_hostile: the control write did not go through\n");
+		worst = 2;
+	}
+
+	/* Heartbeats go on until the fetch times out and link A lets go. */
+	if (!pump(o.linger_ms, a_closed, a))
+		printf("rdma_hostile: link A still connected after %u ms\n", o.linger_ms);
+	printf("rdma_hostile: done (%s)\n", worst == 0 ? "all refused" :
+	       worst == 1 ? "an attack got through" : "inconclusive");
+	return worst;
+}

@@ -1,0 +1,95 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# No late write, against a hostile peer on the same device: the module is
+# host and client at once (rxe loopback), a raw peer (rdma_hostile) serves
+# two of its links, learns the key of a fetch in flight on link A, and
+# tries to write there from link B's connection and from connections of
+# its own to the module's listener, then tries a zero-length WRITE and
+# READ on such a connection.  Every try must be refused by the remote end
+# and the client's buffer hold its canary, except for the 16 bytes that
+# the server the fetch went to writes as a control.
+# timeout: 240
+. "$(dirname "$0")/lib.sh"
+
+IP=${ENGRAM_IP:-192.0.2.1}
+HOSTILE=$TOP/selftests/guest/rdma_hostile
+CHECK=$TOP/selftests/guest/fetch_check
+TMPD=${ENGRAM_TEST_TMP:-$SCRATCH}
+# Ports nothing else in the tests uses.
+HOST_PORT=18661 PORT_A=18662 PORT_B=18663
+
+test -x "$HOSTILE" || bail "$HOSTILE is not built"
+module_unload || bail "rmmod"
+module_load "listen=rdma://$IP:$HOST_PORT" || bail "insmod with listen="
+
+link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
+link_up() { test "$(link_field "$1" state)" = up; }
+# wait_for SECONDS COMMAND...: until COMMAND succeeds.
+wait_for() {
+	local n=$(($1 * 10))
+	shift
+	for _ in $(seq 1 "$n"); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
+
+timeout 120 "$HOSTILE" --addr "$IP" --port-a $PORT_A --port-b $PORT_B \
+	--host-port $HOST_PORT --table evil --rows 1000 --linger-ms 30000 \
+	>"$TMPD/hostile.out" 2>&1 &
+hpid=$!
+wait_for 20 grep -q "rdma_hostile: ready" "$TMPD/hostile.out" ||
+	{ sed 's/^/# /' "$TMPD/hostile.out"; bail "the hostile peer listens"; }
+
+a=$("$ENGRAMCTL" link add "rdma://$IP:$PORT_A@$IP" 2>&1)
+b=$("$ENGRAMCTL" link add "rdma://$IP:$PORT_B@$IP" 2>&1)
+check "two links to the hostile peer ($a, $b)" test "$a" -ge 1 -a "$b" -ge 1
+check "link A comes up" wait_for 30 link_up "$a"
+check "link B comes up" wait_for 30 link_up "$b"
+
+# A fetch the peer never answers: it ends by its deadline, and whatever
+# landed in the buffer before that is counted by fetch_check's settle.
+"$CHECK" --link "$a" --table evil --rows-list 1,2,3,4 --timeout-ms 12000 \
+	--expect-errno ETIMEDOUT --settle-ms 500 >"$TMPD/fetch.out" 2>&1 &
+fpid=$!
+
+wait "$hpid"
+hrc=$?
+sed 's/^/# /' "$TMPD/hostile.out"
+wait "$fpid"
+frc=$?
+sed 's/^/# /' "$TMPD/fetch.out"
+
+for name in link-b-write host-write host-write-0 host-read-0; do
+	check "$name is refused by the remote end" \
+		grep -q "^rdma_hostile: $name: refused (remote" "$TMPD/hostile.out"
+done
+check "the owner's control write goes through" \
+	grep -q "^rdma_hostile: control-write-link-a: ACCEPTED" "$TMPD/hostile.out"
+check "the hostile peer saw every attack refused (exit $hrc)" test $hrc -eq 0
+check "the fetch timed out (exit $frc)" test $frc -eq 0
+check "only the control's 16 bytes landed in the buffer" \
+	grep -q "settle 500 ms: 16 bytes written before the return, 0 changed after it" \
+	"$TMPD/fetch.out"
+
+"$ENGRAMCTL" link del "$a" >/dev/null 2>&1
+"$ENGRAMCTL" link del "$b" >/dev/null 2>&1
+
+# The host still serves its own clients, with a PD per connection.
+F=$SCRATCH/pd.safetensors
+make_table "$F" 2000 --seed 66 || bail "mktable"
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name pd >/dev/null 2>&1
+check "the table loads" wait_state pd ready 30
+c=$("$ENGRAMCTL" link add "rdma://$IP:$HOST_PORT@$IP" 2>&1)
+check "a link to the module's own listener comes up ($c)" wait_for 30 link_up "$c"
+out=$("$CHECK" --link "$c" --table pd --file "$F" --weight-offset "$(table_field pd weight_offset)" \
+	--scale-offset "$(table_field pd scale_offset)" --count 2000 --batch 288 --timeout-ms 30000 2>&1)
+rc=$?
+echo "$out" | sed 's/^/# /'
+check "2,000 rows fetched from it are exact" test $rc -eq 0
+"$ENGRAMCTL" link del "$c" >/dev/null 2>&1
+"$ENGRAMCTL" unload pd >/dev/null 2>&1
+module_unload
+check "rmmod" test ! -d /sys/module/engram_rdma
+done_testing
