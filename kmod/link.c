@@ -603,11 +603,26 @@ static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
 	f->inv_posted = true;
-	if (ib_post_send(l->qp, wrs, NULL)) {
+	if (engram_fault_client_inv_fail() || ib_post_send(l->qp, wrs, NULL)) {
 		if (!f->error)
 			f->error = -ECONNRESET;
 		engram_link_fail(l, -ECONNRESET);
 	}
+}
+
+/*
+ * fault_client_inv_flush: break the queue pair as a fatal NIC error would,
+ * so the invalidations posted next complete flushed.  Outside l->lock, in
+ * the receive completion's softirq: rxe's modify_qp does not sleep.
+ */
+static void engram_link_fault_qp_error(struct engram_link *l)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	int ret;
+
+	ret = ib_modify_qp(l->qp, &attr, IB_QP_STATE);
+	pr_warn_ratelimited("link %u: fault injected: queue pair moved to the error state (%d)\n",
+			    l->id, ret);
 }
 
 static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
@@ -624,6 +639,8 @@ static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 	f = engram_link_claim(l, &resp);
 	if (!f)
 		return -EPROTO;
+	if (engram_fault_client_inv_flush())
+		engram_link_fault_qp_error(l);
 	spin_lock_irqsave(&l->lock, flags);
 	/* Not live: teardown is draining and will end the fetch itself. */
 	if (l->live)
@@ -1028,6 +1045,18 @@ static int engram_link_create_qp(struct engram_link *l)
 	return 0;
 }
 
+/*
+ * fault_client_live_delay_ms: hold the connect worker, so frames arrive
+ * while it is between two steps.  Cut short when the module goes away.
+ */
+static void engram_link_fault_hold(unsigned int ms)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(ms);
+
+	while (ms && time_before(jiffies, end) && !READ_ONCE(engram_links_exiting))
+		msleep(20);
+}
+
 static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_wire_params local, answer;
@@ -1035,6 +1064,7 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	struct rdma_conn_param param = {};
 	LIST_HEAD(early);
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
+	unsigned int hold;
 	unsigned long flags;
 	char err[96];
 	int ret;
@@ -1082,11 +1112,14 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	ret = engram_link_alloc_slots(l);
 	if (ret)
 		return ret;
+	hold = engram_fault_client_live_delay_ms();
+	engram_link_fault_hold(hold);
 	/* Live and the early frames taken at once, so none is read out of order. */
 	spin_lock_irqsave(&l->lock, flags);
 	engram_link_live_locked(l);
 	list_splice_init(&l->early, &early);
 	spin_unlock_irqrestore(&l->lock, flags);
+	engram_link_fault_hold(hold);
 	list_for_each_entry_safe(r, tmp, &early, early) {
 		list_del(&r->early);
 		engram_link_frame(l, r, r->early_len);
@@ -1369,6 +1402,8 @@ static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 	send.sg_list = &sge;
 	send.num_sge = 1;
 	ib_dma_sync_single_for_device(l->dev->ibdev, sge.addr, f->req_len, DMA_TO_DEVICE);
+	if (engram_fault_client_req_fail())
+		return -EIO;
 	return ib_post_send(l->qp, &regs[0].wr, NULL);
 }
 
