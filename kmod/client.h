@@ -78,6 +78,9 @@ struct engram_fetch {
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
 	atomic_t wire_refs;		/* the SEND and each LOCAL_INV still to complete */
+	/* Built here, not on the stack: the LOCAL_INVs are posted in softirq. */
+	struct ib_reg_wr reg_wrs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_send_wr inv_wrs[ENGRAM_WIRE_MAX_RANGES];
 	struct list_head done_node;	/* teardown's list of fetches to publish */
 
 	/* outcome */

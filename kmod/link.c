@@ -586,12 +586,17 @@ static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
  * Called under l->lock while the link is live, so teardown's drain marker
  * always comes after these WRs.  If posting fails the fetch stays on the
  * wire, unfinished, for teardown to end once the QP (and its keys) is gone:
- * it must not complete while a key of it may still be valid.
+ * it must not complete while a key of it may still be valid.  The WRs live
+ * in the fetch: this runs in softirq, where 16 of them are too much stack.
+ *
+ * Return: 0, or the post's error, which the caller acts on (breaking the
+ * connection) once it has dropped l->lock.
  */
-static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
+static int engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
 {
-	struct ib_send_wr wrs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_send_wr *wrs = f->inv_wrs;
 	unsigned int i, n = f->nr_pieces;
+	int ret;
 
 	lockdep_assert_held(&l->lock);
 	memset(wrs, 0, sizeof(wrs[0]) * n);
@@ -603,11 +608,10 @@ static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
 	f->inv_posted = true;
-	if (engram_fault_client_inv_fail() || ib_post_send(l->qp, wrs, NULL)) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail(l, -ECONNRESET);
-	}
+	ret = engram_fault_client_inv_fail() ? -EIO : ib_post_send(l->qp, wrs, NULL);
+	if (ret && !f->error)
+		f->error = -ECONNRESET;
+	return ret;
 }
 
 /*
@@ -631,6 +635,7 @@ static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 	struct engram_fetch *f;
 	unsigned long flags;
 	char err[96];
+	int ret = 0;
 
 	if (engram_wire_resp_decode(buf, len, &l->neg, false, &resp, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
@@ -644,8 +649,13 @@ static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 	spin_lock_irqsave(&l->lock, flags);
 	/* Not live: teardown is draining and will end the fetch itself. */
 	if (l->live)
-		engram_link_invalidate(l, f);
+		ret = engram_link_invalidate(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
+	/* Only now: engram_link_fail() takes l->lock. */
+	if (ret) {
+		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, ret);
+		engram_link_fail(l, -ECONNRESET);
+	}
 	return 0;
 }
 
@@ -1375,7 +1385,7 @@ static void engram_link_deadline_work(struct work_struct *work)
 /* Post the REG_MRs and the SEND of a fetch whose pieces have MRs. */
 static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 {
-	struct ib_reg_wr regs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_reg_wr *regs = f->reg_wrs;
 	struct ib_send_wr send = {};
 	struct ib_sge sge;
 	unsigned int i;
