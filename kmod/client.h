@@ -58,6 +58,7 @@ struct engram_fetch {
 	int slot;			/* request buffer, -1 when none */
 	bool responded;			/* a RESPONSE was matched to it */
 	bool inv_posted;		/* LOCAL_INV of its MRs is on the wire */
+	bool wire_broken;		/* a WR failed or was not posted: teardown ends it */
 	bool finished;			/* off the wire, MRs back in the pool */
 
 	/* what to ask */

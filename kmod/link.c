@@ -265,9 +265,9 @@ void engram_link_went_live(struct engram_link *l)
 
 /*
  * Off the wire: MRs back to the pool, slot free, result final.  Called with
- * l->lock held, when the SEND and every invalidation have completed, or by
- * teardown once the queue pair is drained.  The caller publishes the result
- * with engram_link_publish() after dropping l->lock.
+ * l->lock held, when the SEND and every invalidation have completed
+ * successfully, or by teardown once the queue pair is drained.  The caller
+ * publishes the result with engram_link_publish() after dropping l->lock.
  *
  * Return: true if this call finished it (and so must publish it).
  */
@@ -325,6 +325,22 @@ static void engram_link_publish(struct engram_fetch *f)
 	spin_unlock_irqrestore(&wq->lock, flags);
 }
 
+/*
+ * A work request of @f failed, was flushed or could not be posted: its
+ * keys may still be valid (a flushed LOCAL_INV invalidated nothing), so
+ * only teardown may end it, which destroys the queue pair and the MRs
+ * before it lets the caller go.  Fails it with @error unless it failed
+ * already.
+ */
+static void engram_link_wire_broken_locked(struct engram_link *l, struct engram_fetch *f,
+					   int error)
+{
+	lockdep_assert_held(&l->lock);
+	f->wire_broken = true;
+	if (!f->error)
+		f->error = error;
+}
+
 static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 {
 	unsigned long flags;
@@ -333,7 +349,7 @@ static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 	if (!atomic_dec_and_test(&f->wire_refs))
 		return;
 	spin_lock_irqsave(&l->lock, flags);
-	fin = engram_link_finish_locked(l, f);
+	fin = !f->wire_broken && engram_link_finish_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (fin)
 		engram_link_publish(f);
@@ -542,16 +558,33 @@ static void engram_link_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 		engram_link_fail_wc(l, wc, "memory registration");
 }
 
+/*
+ * A WR of a fetch did not complete successfully: the fetch is left to
+ * teardown, and the connection is broken even for a flush (which
+ * engram_link_fail_wc() passes over) so that teardown comes: a queue pair
+ * that went to error without a failed WR of ours, as a fatal device error
+ * leaves it, would otherwise only be noticed by the heartbeat.  During a
+ * teardown's drain the break is a no-op.
+ */
+static void engram_link_fetch_wc_failed(struct engram_link *l, struct engram_fetch *f,
+					struct ib_wc *wc, const char *what)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	engram_link_wire_broken_locked(l, f, -ECONNRESET);
+	spin_unlock_irqrestore(&l->lock, flags);
+	engram_link_fail_wc(l, wc, what);
+	engram_link_fail(l, -ECONNRESET);
+}
+
 static void engram_link_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, send_cqe);
 	struct engram_link *l = f->link;
 
-	if (wc->status != IB_WC_SUCCESS) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail_wc(l, wc, "request send");
-	}
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_fetch_wc_failed(l, f, wc, "request send");
 	engram_link_wire_put(l, f);
 }
 
@@ -572,11 +605,8 @@ static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, inv_cqe);
 	struct engram_link *l = f->link;
 
-	if (wc->status != IB_WC_SUCCESS) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail_wc(l, wc, "invalidation");
-	}
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_fetch_wc_failed(l, f, wc, "invalidation");
 	engram_link_wire_put(l, f);
 }
 
@@ -609,8 +639,8 @@ static int engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
 	}
 	f->inv_posted = true;
 	ret = engram_fault_client_inv_fail() ? -EIO : ib_post_send(l->qp, wrs, NULL);
-	if (ret && !f->error)
-		f->error = -ECONNRESET;
+	if (ret)
+		engram_link_wire_broken_locked(l, f, -ECONNRESET);
 	return ret;
 }
 
@@ -1499,7 +1529,9 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		 * Part of the chain may be on the wire: leave the fetch to
 		 * teardown, which ends it once the QP and its keys are gone.
 		 */
-		engram_link_set_error(l, f, -EIO);
+		spin_lock_irqsave(&l->lock, flags);
+		engram_link_wire_broken_locked(l, f, -EIO);
+		spin_unlock_irqrestore(&l->lock, flags);
 		engram_link_fail(l, -ECONNRESET);
 		ret = 0;		/* the fetch completes with its error */
 	}
@@ -1608,8 +1640,9 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
  * still waiting for its server is marked timed out and its connection
  * broken, unless a reconnect replaced that connection meanwhile (whose
  * teardown ended @f already).  One whose answer is in, with only its keys
- * left to invalidate, gets a moment for that first.  Returns when @f is
- * done: after that nothing of it can land any more.
+ * left to invalidate, gets a moment for that first; so does one whose
+ * invalidation failed, for the teardown its failure asked for.  Returns
+ * when @f is done: after that nothing of it can land any more.
  */
 static void engram_link_break_fetch(struct engram_fetch *f)
 {
