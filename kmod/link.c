@@ -757,10 +757,12 @@ static void engram_link_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	/*
 	 * The server may send its catalog as soon as it sees our RTU, which
 	 * can be before the connect worker has read its hello: keep the
-	 * frame for the worker.
+	 * frame for the worker.  While the worker reads the early frames,
+	 * later ones queue behind them, or a newer catalog read here could
+	 * be overwritten by an older one the worker reads afterwards.
 	 */
 	spin_lock_irqsave(&l->lock, flags);
-	if (!l->live) {
+	if (!l->live || l->early_draining) {
 		r->early_len = wc->byte_len;
 		list_add_tail(&r->early, &l->early);
 		spin_unlock_irqrestore(&l->lock, flags);
@@ -919,6 +921,7 @@ static void engram_link_rdma_teardown(struct engram_link *l, int error)
 		l->cm_id = NULL;
 	}
 	INIT_LIST_HEAD(&l->early);
+	l->early_draining = false;
 }
 
 /*
@@ -1097,12 +1100,36 @@ static void engram_link_fault_hold(unsigned int ms)
 		msleep(20);
 }
 
+/*
+ * Read, in order, the frames that arrived before the link went live and
+ * those that arrive meanwhile: the completion handler queues them behind
+ * while early_draining is set, and reads them itself once this has found
+ * the list empty and cleared it, under the same lock.  Frames are read
+ * one at a time, without l->lock, as the completion handler reads them.
+ */
+static void engram_link_drain_early(struct engram_link *l)
+{
+	struct engram_link_recv *r;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&l->lock, flags);
+		r = list_first_entry_or_null(&l->early, struct engram_link_recv, early);
+		if (r)
+			list_del(&r->early);
+		else
+			l->early_draining = false;
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (!r)
+			return;
+		engram_link_frame(l, r, r->early_len);
+	}
+}
+
 static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_wire_params local, answer;
-	struct engram_link_recv *r, *tmp;
 	struct rdma_conn_param param = {};
-	LIST_HEAD(early);
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
 	unsigned int hold;
 	unsigned long flags;
@@ -1154,16 +1181,12 @@ static int engram_link_rdma_connect(struct engram_link *l)
 		return ret;
 	hold = engram_fault_client_live_delay_ms();
 	engram_link_fault_hold(hold);
-	/* Live and the early frames taken at once, so none is read out of order. */
 	spin_lock_irqsave(&l->lock, flags);
 	engram_link_live_locked(l);
-	list_splice_init(&l->early, &early);
+	l->early_draining = true;
 	spin_unlock_irqrestore(&l->lock, flags);
 	engram_link_fault_hold(hold);
-	list_for_each_entry_safe(r, tmp, &early, early) {
-		list_del(&r->early);
-		engram_link_frame(l, r, r->early_len);
-	}
+	engram_link_drain_early(l);
 	return 0;
 }
 
