@@ -66,6 +66,7 @@ struct engram_fetch {
 	int slot;			/* request buffer, -1 when none */
 	bool responded;			/* a RESPONSE was matched to it */
 	bool inv_posted;		/* LOCAL_INV of its MRs is on the wire */
+	bool wire_broken;		/* a WR failed or was not posted: teardown ends it */
 	bool finished;			/* off the wire, MRs back in the pool */
 
 	/* what to ask */
@@ -86,6 +87,9 @@ struct engram_fetch {
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
 	atomic_t wire_refs;		/* the SEND and each LOCAL_INV still to complete */
+	/* Built here, not on the stack: the LOCAL_INVs are posted in softirq. */
+	struct ib_reg_wr reg_wrs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_send_wr inv_wrs[ENGRAM_WIRE_MAX_RANGES];
 	struct list_head done_node;	/* teardown's list of fetches to publish */
 
 	/* outcome */

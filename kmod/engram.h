@@ -41,6 +41,11 @@ void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(void);
 void engram_fault_map(void);
+/* fault.c: test knobs on the client side; any context. */
+bool engram_fault_client_req_fail(void);
+bool engram_fault_client_inv_fail(void);
+bool engram_fault_client_inv_flush(void);
+unsigned int engram_fault_client_live_delay_ms(void);
 
 /* stats.c: counters are indexed by enum engram_stat. */
 struct engram_counters {

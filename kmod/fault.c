@@ -1,21 +1,25 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Fault injection on the serving side, for the tests of the client's
- * deadline and fallback paths: a response can be held back for a while
- * before its rows are sent, or dropped.  Debian's kernels have no fault
+ * Fault injection, for the tests of error paths that Soft-RoCE never takes.
+ * On the serving side, for the client's deadline and fallback paths: a
+ * response can be held back for a while before its rows are sent, or
+ * dropped.  On the client side: a post can fail, and a queue pair can
+ * break, as a real NIC's do (rxe never fails a post), and the connect
+ * worker can be held between its steps.  Debian's kernels have no fault
  * injection framework built in for modules, and a knob that is a plain
  * module parameter can be flipped at run time from a test script:
  *
  *   /sys/module/engram_rdma/parameters/fault_delay_ms
  *   /sys/module/engram_rdma/parameters/fault_drop_pct
+ *   /sys/module/engram_rdma/parameters/fault_client_*
  *
  * and one that stands in for a slow IOMMU, which Soft-RoCE (no DMA
  * mapping at all) cannot be: fault_map_delay_ms makes every DMA mapping of
  * a table's pages (dmamap.c) take that long.
  *
- * Both are 0 (off) unless set; every response they touch is counted in
- * FAULTS_INJECTED so a production host shows at a glance that a knob was
- * left on.
+ * All are 0 (off) unless set; every response, post, connect or mapping
+ * they touch is counted in FAULTS_INJECTED so a production host shows at a
+ * glance that a knob was left on.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -29,6 +33,10 @@
 #include "server.h"
 
 #define ENGRAM_FAULT_DELAY_MAX_MS	60000
+/* Client knobs that count: fail the next this many posts (or fetches). */
+#define ENGRAM_FAULT_COUNT_MAX		1000
+/* The connect worker holds l->mutex meanwhile: keep it short. */
+#define ENGRAM_FAULT_LIVE_DELAY_MAX_MS	10000
 /* Sleep in slices so an unload does not wait out a long delay. */
 #define ENGRAM_FAULT_SLICE_MS		20
 
@@ -121,4 +129,111 @@ bool engram_fault_response(void)
 	while (delay && time_before(jiffies, end) && !READ_ONCE(engram_server_stopping))
 		msleep(ENGRAM_FAULT_SLICE_MS);
 	return drop && get_random_u32() % 100 < drop;
+}
+
+static unsigned int engram_fault_req_fail;
+static unsigned int engram_fault_inv_fail;
+static unsigned int engram_fault_inv_flush;
+static unsigned int engram_fault_live_delay;
+
+static int engram_fault_count_set(const char *val, const struct kernel_param *kp)
+{
+	return engram_fault_set(val, kp, ENGRAM_FAULT_COUNT_MAX);
+}
+
+static int engram_fault_live_delay_set(const char *val, const struct kernel_param *kp)
+{
+	return engram_fault_set(val, kp, ENGRAM_FAULT_LIVE_DELAY_MAX_MS);
+}
+
+static const struct kernel_param_ops engram_fault_count_ops = {
+	.set = engram_fault_count_set,
+	.get = param_get_uint,
+};
+
+static const struct kernel_param_ops engram_fault_live_delay_ops = {
+	.set = engram_fault_live_delay_set,
+	.get = param_get_uint,
+};
+
+module_param_cb(fault_client_req_fail, &engram_fault_count_ops, &engram_fault_req_fail, 0644);
+MODULE_PARM_DESC(fault_client_req_fail,
+		 "testing only: the client's next N posts of a fetch's registrations and request fail with EIO, nothing posted (0-1000, default 0)");
+module_param_cb(fault_client_inv_fail, &engram_fault_count_ops, &engram_fault_inv_fail, 0644);
+MODULE_PARM_DESC(fault_client_inv_fail,
+		 "testing only: the client's next N posts of a fetch's invalidations fail with EIO, nothing posted (0-1000, default 0)");
+module_param_cb(fault_client_inv_flush, &engram_fault_count_ops, &engram_fault_inv_flush, 0644);
+MODULE_PARM_DESC(fault_client_inv_flush,
+		 "testing only: for the next N answered fetches the client's queue pair breaks right before their invalidations are posted (0-1000, default 0)");
+module_param_cb(fault_client_live_delay_ms, &engram_fault_live_delay_ops,
+		&engram_fault_live_delay, 0644);
+MODULE_PARM_DESC(fault_client_live_delay_ms,
+		 "testing only: a client link's connect worker waits this long before it goes live, and again before it reads the frames that came early (0-10000, default 0)");
+
+/* Take one from a counting knob; true when the fault is to happen now. */
+static bool engram_fault_take(unsigned int *left)
+{
+	unsigned int v = READ_ONCE(*left);
+
+	do {
+		if (!v)
+			return false;
+	} while (!try_cmpxchg(left, &v, v - 1));
+	engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);
+	return true;
+}
+
+/**
+ * engram_fault_client_req_fail() - must this post of a fetch's request fail?
+ *
+ * Any context.  True (and counted) while fault_client_req_fail is not 0,
+ * which it counts down.
+ *
+ * Return: true to fail the post as a NIC in error would, posting nothing.
+ */
+bool engram_fault_client_req_fail(void)
+{
+	return engram_fault_take(&engram_fault_req_fail);
+}
+
+/**
+ * engram_fault_client_inv_fail() - must this post of a fetch's invalidations fail?
+ *
+ * Any context.  True (and counted) while fault_client_inv_fail is not 0,
+ * which it counts down.
+ *
+ * Return: true to fail the post as a NIC in error would, posting nothing.
+ */
+bool engram_fault_client_inv_fail(void)
+{
+	return engram_fault_take(&engram_fault_inv_fail);
+}
+
+/**
+ * engram_fault_client_inv_flush() - must the queue pair break before this invalidation?
+ *
+ * Any context.  True (and counted) while fault_client_inv_flush is not 0,
+ * which it counts down.
+ *
+ * Return: true to move the queue pair to the error state first.
+ */
+bool engram_fault_client_inv_flush(void)
+{
+	return engram_fault_take(&engram_fault_inv_flush);
+}
+
+/**
+ * engram_fault_client_live_delay_ms() - how long a connect worker waits
+ *
+ * Any context; counts a nonzero answer as one fault injected.
+ *
+ * Return: fault_client_live_delay_ms.
+ */
+unsigned int engram_fault_client_live_delay_ms(void)
+{
+	unsigned int ms = READ_ONCE(engram_fault_live_delay);
+
+	if (ms)
+		engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);
+	return ms;
 }

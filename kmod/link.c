@@ -265,9 +265,9 @@ void engram_link_went_live(struct engram_link *l)
 
 /*
  * Off the wire: MRs back to the pool, slot free, result final.  Called with
- * l->lock held, when the SEND and every invalidation have completed, or by
- * teardown once the queue pair is drained.  The caller publishes the result
- * with engram_link_publish() after dropping l->lock.
+ * l->lock held, when the SEND and every invalidation have completed
+ * successfully, or by teardown once the queue pair is drained.  The caller
+ * publishes the result with engram_link_publish() after dropping l->lock.
  *
  * Return: true if this call finished it (and so must publish it).
  */
@@ -325,6 +325,22 @@ static void engram_link_publish(struct engram_fetch *f)
 	spin_unlock_irqrestore(&wq->lock, flags);
 }
 
+/*
+ * A work request of @f failed, was flushed or could not be posted: its
+ * keys may still be valid (a flushed LOCAL_INV invalidated nothing), so
+ * only teardown may end it, which destroys the queue pair and the MRs
+ * before it lets the caller go.  Fails it with @error unless it failed
+ * already.
+ */
+static void engram_link_wire_broken_locked(struct engram_link *l, struct engram_fetch *f,
+					   int error)
+{
+	lockdep_assert_held(&l->lock);
+	f->wire_broken = true;
+	if (!f->error)
+		f->error = error;
+}
+
 static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 {
 	unsigned long flags;
@@ -333,7 +349,7 @@ static void engram_link_wire_put(struct engram_link *l, struct engram_fetch *f)
 	if (!atomic_dec_and_test(&f->wire_refs))
 		return;
 	spin_lock_irqsave(&l->lock, flags);
-	fin = engram_link_finish_locked(l, f);
+	fin = !f->wire_broken && engram_link_finish_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (fin)
 		engram_link_publish(f);
@@ -542,16 +558,33 @@ static void engram_link_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 		engram_link_fail_wc(l, wc, "memory registration");
 }
 
+/*
+ * A WR of a fetch did not complete successfully: the fetch is left to
+ * teardown, and the connection is broken even for a flush (which
+ * engram_link_fail_wc() passes over) so that teardown comes: a queue pair
+ * that went to error without a failed WR of ours, as a fatal device error
+ * leaves it, would otherwise only be noticed by the heartbeat.  During a
+ * teardown's drain the break is a no-op.
+ */
+static void engram_link_fetch_wc_failed(struct engram_link *l, struct engram_fetch *f,
+					struct ib_wc *wc, const char *what)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	engram_link_wire_broken_locked(l, f, -ECONNRESET);
+	spin_unlock_irqrestore(&l->lock, flags);
+	engram_link_fail_wc(l, wc, what);
+	engram_link_fail(l, -ECONNRESET);
+}
+
 static void engram_link_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, send_cqe);
 	struct engram_link *l = f->link;
 
-	if (wc->status != IB_WC_SUCCESS) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail_wc(l, wc, "request send");
-	}
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_fetch_wc_failed(l, f, wc, "request send");
 	engram_link_wire_put(l, f);
 }
 
@@ -572,11 +605,8 @@ static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, inv_cqe);
 	struct engram_link *l = f->link;
 
-	if (wc->status != IB_WC_SUCCESS) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail_wc(l, wc, "invalidation");
-	}
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_fetch_wc_failed(l, f, wc, "invalidation");
 	engram_link_wire_put(l, f);
 }
 
@@ -586,12 +616,17 @@ static void engram_link_inv_done(struct ib_cq *cq, struct ib_wc *wc)
  * Called under l->lock while the link is live, so teardown's drain marker
  * always comes after these WRs.  If posting fails the fetch stays on the
  * wire, unfinished, for teardown to end once the QP (and its keys) is gone:
- * it must not complete while a key of it may still be valid.
+ * it must not complete while a key of it may still be valid.  The WRs live
+ * in the fetch: this runs in softirq, where 16 of them are too much stack.
+ *
+ * Return: 0, or the post's error, which the caller acts on (breaking the
+ * connection) once it has dropped l->lock.
  */
-static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
+static int engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
 {
-	struct ib_send_wr wrs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_send_wr *wrs = f->inv_wrs;
 	unsigned int i, n = f->nr_pieces;
+	int ret;
 
 	lockdep_assert_held(&l->lock);
 	memset(wrs, 0, sizeof(wrs[0]) * n);
@@ -603,11 +638,25 @@ static void engram_link_invalidate(struct engram_link *l, struct engram_fetch *f
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
 	f->inv_posted = true;
-	if (ib_post_send(l->qp, wrs, NULL)) {
-		if (!f->error)
-			f->error = -ECONNRESET;
-		engram_link_fail(l, -ECONNRESET);
-	}
+	ret = engram_fault_client_inv_fail() ? -EIO : ib_post_send(l->qp, wrs, NULL);
+	if (ret)
+		engram_link_wire_broken_locked(l, f, -ECONNRESET);
+	return ret;
+}
+
+/*
+ * fault_client_inv_flush: break the queue pair as a fatal NIC error would,
+ * so the invalidations posted next complete flushed.  Outside l->lock, in
+ * the receive completion's softirq: rxe's modify_qp does not sleep.
+ */
+static void engram_link_fault_qp_error(struct engram_link *l)
+{
+	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
+	int ret;
+
+	ret = ib_modify_qp(l->qp, &attr, IB_QP_STATE);
+	pr_warn_ratelimited("link %u: fault injected: queue pair moved to the error state (%d)\n",
+			    l->id, ret);
 }
 
 static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
@@ -616,6 +665,7 @@ static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 	struct engram_fetch *f;
 	unsigned long flags;
 	char err[96];
+	int ret = 0;
 
 	if (engram_wire_resp_decode(buf, len, &l->neg, false, &resp, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
@@ -624,11 +674,18 @@ static int engram_link_response(struct engram_link *l, const void *buf, u32 len)
 	f = engram_link_claim(l, &resp);
 	if (!f)
 		return -EPROTO;
+	if (engram_fault_client_inv_flush())
+		engram_link_fault_qp_error(l);
 	spin_lock_irqsave(&l->lock, flags);
 	/* Not live: teardown is draining and will end the fetch itself. */
 	if (l->live)
-		engram_link_invalidate(l, f);
+		ret = engram_link_invalidate(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
+	/* Only now: engram_link_fail() takes l->lock. */
+	if (ret) {
+		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, ret);
+		engram_link_fail(l, -ECONNRESET);
+	}
 	return 0;
 }
 
@@ -700,10 +757,12 @@ static void engram_link_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	/*
 	 * The server may send its catalog as soon as it sees our RTU, which
 	 * can be before the connect worker has read its hello: keep the
-	 * frame for the worker.
+	 * frame for the worker.  While the worker reads the early frames,
+	 * later ones queue behind them, or a newer catalog read here could
+	 * be overwritten by an older one the worker reads afterwards.
 	 */
 	spin_lock_irqsave(&l->lock, flags);
-	if (!l->live) {
+	if (!l->live || l->early_draining) {
 		r->early_len = wc->byte_len;
 		list_add_tail(&r->early, &l->early);
 		spin_unlock_irqrestore(&l->lock, flags);
@@ -862,6 +921,7 @@ static void engram_link_rdma_teardown(struct engram_link *l, int error)
 		l->cm_id = NULL;
 	}
 	INIT_LIST_HEAD(&l->early);
+	l->early_draining = false;
 }
 
 /*
@@ -1029,13 +1089,50 @@ static int engram_link_create_qp(struct engram_link *l)
 	return 0;
 }
 
+/*
+ * fault_client_live_delay_ms: hold the connect worker, so frames arrive
+ * while it is between two steps.  Cut short when the module goes away.
+ */
+static void engram_link_fault_hold(unsigned int ms)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(ms);
+
+	while (ms && time_before(jiffies, end) && !READ_ONCE(engram_links_exiting))
+		msleep(20);
+}
+
+/*
+ * Read, in order, the frames that arrived before the link went live and
+ * those that arrive meanwhile: the completion handler queues them behind
+ * while early_draining is set, and reads them itself once this has found
+ * the list empty and cleared it, under the same lock.  Frames are read
+ * one at a time, without l->lock, as the completion handler reads them.
+ */
+static void engram_link_drain_early(struct engram_link *l)
+{
+	struct engram_link_recv *r;
+	unsigned long flags;
+
+	for (;;) {
+		spin_lock_irqsave(&l->lock, flags);
+		r = list_first_entry_or_null(&l->early, struct engram_link_recv, early);
+		if (r)
+			list_del(&r->early);
+		else
+			l->early_draining = false;
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (!r)
+			return;
+		engram_link_frame(l, r, r->early_len);
+	}
+}
+
 static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_wire_params local, answer;
-	struct engram_link_recv *r, *tmp;
 	struct rdma_conn_param param = {};
-	LIST_HEAD(early);
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
+	unsigned int hold;
 	unsigned long flags;
 	char err[96];
 	int ret;
@@ -1083,15 +1180,14 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	ret = engram_link_alloc_slots(l);
 	if (ret)
 		return ret;
-	/* Live and the early frames taken at once, so none is read out of order. */
+	hold = engram_fault_client_live_delay_ms();
+	engram_link_fault_hold(hold);
 	spin_lock_irqsave(&l->lock, flags);
 	engram_link_live_locked(l);
-	list_splice_init(&l->early, &early);
+	l->early_draining = true;
 	spin_unlock_irqrestore(&l->lock, flags);
-	list_for_each_entry_safe(r, tmp, &early, early) {
-		list_del(&r->early);
-		engram_link_frame(l, r, r->early_len);
-	}
+	engram_link_fault_hold(hold);
+	engram_link_drain_early(l);
 	return 0;
 }
 
@@ -1343,7 +1439,7 @@ static void engram_link_deadline_work(struct work_struct *work)
 /* Post the REG_MRs and the SEND of a fetch whose pieces have MRs. */
 static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 {
-	struct ib_reg_wr regs[ENGRAM_WIRE_MAX_RANGES];
+	struct ib_reg_wr *regs = f->reg_wrs;
 	struct ib_send_wr send = {};
 	struct ib_sge sge;
 	unsigned int i;
@@ -1370,6 +1466,8 @@ static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 	send.sg_list = &sge;
 	send.num_sge = 1;
 	ib_dma_sync_single_for_device(l->dev->ibdev, sge.addr, f->req_len, DMA_TO_DEVICE);
+	if (engram_fault_client_req_fail())
+		return -EIO;
 	return ib_post_send(l->qp, &regs[0].wr, NULL);
 }
 
@@ -1455,7 +1553,9 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		 * Part of the chain may be on the wire: leave the fetch to
 		 * teardown, which ends it once the QP and its keys are gone.
 		 */
-		engram_link_set_error(l, f, -EIO);
+		spin_lock_irqsave(&l->lock, flags);
+		engram_link_wire_broken_locked(l, f, -EIO);
+		spin_unlock_irqrestore(&l->lock, flags);
 		engram_link_fail(l, -ECONNRESET);
 		ret = 0;		/* the fetch completes with its error */
 	}
@@ -1564,8 +1664,9 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
  * still waiting for its server is marked timed out and its connection
  * broken, unless a reconnect replaced that connection meanwhile (whose
  * teardown ended @f already).  One whose answer is in, with only its keys
- * left to invalidate, gets a moment for that first.  Returns when @f is
- * done: after that nothing of it can land any more.
+ * left to invalidate, gets a moment for that first; so does one whose
+ * invalidation failed, for the teardown its failure asked for.  Returns
+ * when @f is done: after that nothing of it can land any more.
  */
 static void engram_link_break_fetch(struct engram_fetch *f)
 {

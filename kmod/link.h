@@ -123,8 +123,12 @@ struct engram_link {
 	struct list_head mrs;
 	struct engram_link_recv *recvs;
 	unsigned int nr_recvs;
-	/* Frames that arrived before the connect worker read the server's hello. */
+	/*
+	 * Frames that arrived before the connect worker read the server's
+	 * hello, and after, while it reads them (early_draining; under lock).
+	 */
 	struct list_head early;
+	bool early_draining;
 
 	/* TCP */
 	struct socket *sock;
