@@ -35,14 +35,18 @@
 #include <linux/list.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/timekeeping.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include <net/ipv6.h>
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -71,6 +75,82 @@
 /* Room for one RESPONSE or HEARTBEAT, a cache line so slots never share one. */
 #define ENGRAM_SRV_CTRL_BYTES	64
 
+/*
+ * Limits of the RDMA server, each read afresh where it applies, so a
+ * change at run time applies to the next connection request (the
+ * connection limits and rdma_max_request_rows) or the next idle check.
+ * Every connection costs its receive buffers (max_inflight + 2 of the
+ * negotiated request size, about 4.7 MiB at 65,536 rows), a send queue of
+ * up to 4,097 entries and their CQEs: the connection limits bound that
+ * memory, whoever the peers are.
+ */
+#define ENGRAM_SRV_CONNS_MAX		4096
+#define ENGRAM_SRV_IDLE_MS_MIN		100
+#define ENGRAM_SRV_IDLE_MS_MAX		3600000
+/* While the idle timeout is off, how often a connection looks again. */
+#define ENGRAM_SRV_IDLE_RECHECK		HZ
+
+/* A parameter's range lives next to its value: see engram_srv_uint_set(). */
+struct engram_srv_param {
+	unsigned int val;
+	unsigned int min;
+	unsigned int max;
+	bool zero_ok;		/* 0 is allowed too (turns the limit off) */
+};
+
+static struct engram_srv_param engram_srv_max_conns = { 64, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_conns_peer = { 16, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_conns_total = { 256, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_rows = { ENGRAM_SRV_MAX_ROWS, 1,
+						       ENGRAM_SRV_MAX_ROWS };
+static struct engram_srv_param engram_srv_idle_ms = { 30000, ENGRAM_SRV_IDLE_MS_MIN,
+						      ENGRAM_SRV_IDLE_MS_MAX, true };
+
+static int engram_srv_uint_set(const char *val, const struct kernel_param *kp)
+{
+	struct engram_srv_param *p = kp->arg;
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || ((v || !p->zero_ok) && (v < p->min || v > p->max))) {
+		/* A write through sysfs ends in a newline: not part of the value. */
+		pr_err("%s=%.*s: want %s%u-%u\n", kp->name, (int)strcspn(val, "\n"), val,
+		       p->zero_ok ? "0 or " : "", p->min, p->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(p->val, v);
+	return 0;
+}
+
+static int engram_srv_uint_get(char *buf, const struct kernel_param *kp)
+{
+	const struct engram_srv_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
+}
+
+static const struct kernel_param_ops engram_srv_uint_ops = {
+	.set = engram_srv_uint_set,
+	.get = engram_srv_uint_get,
+};
+
+module_param_cb(rdma_max_conns, &engram_srv_uint_ops, &engram_srv_max_conns, 0644);
+MODULE_PARM_DESC(rdma_max_conns,
+		 "RDMA server: connections per listener (1-4096, default 64)");
+module_param_cb(rdma_max_conns_per_peer, &engram_srv_uint_ops, &engram_srv_max_conns_peer,
+		0644);
+MODULE_PARM_DESC(rdma_max_conns_per_peer,
+		 "RDMA server: connections from one peer address, over all listeners (1-4096, default 16)");
+module_param_cb(rdma_max_conns_total, &engram_srv_uint_ops, &engram_srv_max_conns_total,
+		0644);
+MODULE_PARM_DESC(rdma_max_conns_total,
+		 "RDMA server: connections over all listeners (1-4096, default 256)");
+module_param_cb(rdma_max_request_rows, &engram_srv_uint_ops, &engram_srv_max_rows, 0644);
+MODULE_PARM_DESC(rdma_max_request_rows,
+		 "RDMA server: rows per request offered in the hello, which sizes the receive buffers (1-65536, default 65536)");
+module_param_cb(rdma_idle_timeout_ms, &engram_srv_uint_ops, &engram_srv_idle_ms, 0644);
+MODULE_PARM_DESC(rdma_idle_timeout_ms,
+		 "RDMA server: close a connection that sent nothing for this many ms (0 off, or 100-3600000, default 30000)");
+
 bool engram_server_stopping;
 
 static struct workqueue_struct *engram_srv_wq;
@@ -89,6 +169,21 @@ static DEFINE_MUTEX(engram_cat_mutex);	/* engram_cat_tables */
 static struct engram_wire_table *engram_cat_tables;
 
 struct engram_conn;
+
+/*
+ * A connection request between its admission and its listing (or its
+ * failure): counted against the limits like a listed connection, so that
+ * requests on several listeners at once cannot all pass the same check.
+ * On the admitting handler's stack, listed on engram_conn_resvs under
+ * engram_conns_mutex.
+ */
+struct engram_conn_resv {
+	struct list_head node;
+	const struct engram_listener *l;
+	struct sockaddr_storage peer;
+};
+
+static LIST_HEAD(engram_conn_resvs);
 
 /* One receive buffer of max_request_bytes. */
 struct engram_rx {
@@ -159,6 +254,9 @@ struct engram_ctrl {
  *	that nothing @work waits for can delay an unload
  * @release_work: the teardown
  * @watchdog: catches responses that never complete
+ * @idle_work: closes the connection when the peer has been silent for
+ *	rdma_idle_timeout_ms
+ * @last_rx: jiffies of the last receive completion (or of the accept)
  * @hw_done: the QP, CQ, buffers and PD reference are gone
  * @rx: receive buffers
  * @nr_rx: entries in @rx
@@ -219,6 +317,8 @@ struct engram_conn {
 	struct work_struct reap_work;
 	struct work_struct release_work;
 	struct delayed_work watchdog;
+	struct delayed_work idle_work;
+	unsigned long last_rx;
 	struct completion hw_done;
 
 	struct engram_rx *rx;
@@ -428,6 +528,7 @@ static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	rx->len = wc->byte_len;
 	ib_dma_sync_single_for_cpu(conn->ibdev, rx->dma, min(rx->len, conn->rx_size),
 				   DMA_FROM_DEVICE);
+	WRITE_ONCE(conn->last_rx, jiffies);
 	/* Peek at the type only to count requests for BUSY; the work item checks all. */
 	rx->is_req = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_REQUEST;
 	rx->busy = false;
@@ -651,6 +752,40 @@ static void engram_conn_watchdog(struct work_struct *work)
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (any && !time_before(jiffies, oldest + ENGRAM_SRV_STALL))
 		engram_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
+}
+
+/*
+ * A client sends a HEARTBEAT every heartbeat_ms (1 s by default) while it
+ * is up, so a connection that has received nothing for much longer belongs
+ * to a peer that crashed or went away without a disconnect.  Its buffers
+ * would otherwise stay until something is sent to it (the next catalog
+ * push), which may be never.
+ */
+static void engram_conn_idle(struct work_struct *work)
+{
+	struct engram_conn *conn = container_of(to_delayed_work(work),
+						struct engram_conn, idle_work);
+	unsigned int ms = READ_ONCE(engram_srv_idle_ms.val);
+	unsigned long last = READ_ONCE(conn->last_rx);
+	unsigned long due, flags;
+	bool idle = false;
+
+	due = ms ? last + msecs_to_jiffies(ms) : jiffies + ENGRAM_SRV_IDLE_RECHECK;
+	spin_lock_irqsave(&conn->lock, flags);
+	if (!conn->closing) {
+		if (ms && !time_before(jiffies, due))
+			idle = true;
+		else
+			queue_delayed_work(engram_srv_wq, &conn->idle_work,
+					   min(due - jiffies, ENGRAM_SRV_IDLE_RECHECK * 60UL));
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (!idle)
+		return;
+	engram_count(&engram_global_stats, ENGRAM_STAT_IDLE_CLOSES);
+	pr_info_ratelimited("connection from %pISpc: nothing received for %u ms, closing\n",
+			    &conn->peer, jiffies_to_msecs(jiffies - last));
+	engram_conn_close(conn);
 }
 
 /**
@@ -1099,6 +1234,7 @@ static void engram_conn_release(struct work_struct *work)
 	cancel_work_sync(&conn->work);
 	cancel_work_sync(&conn->reap_work);
 	cancel_delayed_work_sync(&conn->watchdog);
+	cancel_delayed_work_sync(&conn->idle_work);
 	engram_conn_free_hw(conn);
 
 	spin_lock_irqsave(&conn->lock, flags);
@@ -1191,6 +1327,83 @@ static int engram_conn_reject(struct rdma_cm_id *cm_id, const char *why, int err
 	return 1;	/* the CM destroys the id */
 }
 
+/* The same host: family and address, whatever the port. */
+static bool engram_same_peer(const struct sockaddr_storage *a,
+			     const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return ipv6_addr_equal(&((const struct sockaddr_in6 *)a)->sin6_addr,
+				       &((const struct sockaddr_in6 *)b)->sin6_addr);
+	return false;
+}
+
+/*
+ * Admit a request under the connection limits, before anything is
+ * allocated for it, and reserve its place (@r) until it is listed or
+ * fails.  Connections still being torn down count: their memory is not
+ * free yet.  The lists are at most rdma_max_conns_total long, and walking
+ * them costs nothing next to setting up a queue pair.
+ *
+ * Return: NULL when admitted, else the reason (the refusal is counted).
+ */
+static const char *engram_conn_admit(struct engram_conn_resv *r)
+{
+	u32 total = 0, on_l = 0, from_peer = 0;
+	const struct engram_conn_resv *o;
+	const struct engram_conn *conn;
+	const char *why = NULL;
+	int stat = 0;
+
+	mutex_lock(&engram_conns_mutex);
+	list_for_each_entry(conn, &engram_conns, node) {
+		total++;
+		on_l += conn->l == r->l;
+		from_peer += engram_same_peer(&conn->peer, &r->peer);
+	}
+	list_for_each_entry(o, &engram_conn_resvs, node) {
+		total++;
+		on_l += o->l == r->l;
+		from_peer += engram_same_peer(&o->peer, &r->peer);
+	}
+	if (total >= READ_ONCE(engram_srv_max_conns_total.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_TOTAL;
+		why = "rdma_max_conns_total connections already";
+	} else if (on_l >= READ_ONCE(engram_srv_max_conns.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_LISTENER;
+		why = "rdma_max_conns connections on this listener already";
+	} else if (from_peer >= READ_ONCE(engram_srv_max_conns_peer.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_PEER;
+		why = "rdma_max_conns_per_peer connections from this address already";
+	} else {
+		list_add_tail(&r->node, &engram_conn_resvs);
+	}
+	mutex_unlock(&engram_conns_mutex);
+	if (why)
+		engram_count(&engram_global_stats, stat);
+	return why;
+}
+
+static void engram_conn_unreserve(struct engram_conn_resv *r)
+{
+	mutex_lock(&engram_conns_mutex);
+	list_del(&r->node);
+	mutex_unlock(&engram_conns_mutex);
+}
+
+/* Refused by a limit: not a bad peer, so not in connects_rejected. */
+static int engram_conn_refuse_limit(struct rdma_cm_id *cm_id, const char *why)
+{
+	rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+	pr_info_ratelimited("connection from %pISpc refused: %s\n",
+			    &cm_id->route.addr.dst_addr, why);
+	return 1;	/* the CM destroys the id */
+}
+
 /* This server's hello, within what the device can queue. */
 static int engram_server_params(const struct ib_device_attr *attrs,
 				struct engram_wire_params *p)
@@ -1201,12 +1414,16 @@ static int engram_server_params(const struct ib_device_attr *attrs,
 		return -EINVAL;
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
 	p->version_max = ENGRAM_WIRE_VERSION;
-	p->max_rows = ENGRAM_SRV_MAX_ROWS;
+	/*
+	 * The server, not the peer, bounds its receive buffers: the answer
+	 * carries the smaller of both sides' limits, and a request over them
+	 * is refused (TOO_MANY_ROWS) by the codec.
+	 */
+	p->max_rows = READ_ONCE(engram_srv_max_rows.val);
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_inflight = min(ENGRAM_SRV_MAX_INFLIGHT, room);
 	p->max_request_bytes =
-		round_up(engram_wire_request_size(ENGRAM_SRV_MAX_ROWS,
-						  ENGRAM_WIRE_MAX_RANGES), 4096);
+		round_up(engram_wire_request_size(p->max_rows, ENGRAM_WIRE_MAX_RANGES), 4096);
 	return 0;
 }
 
@@ -1361,6 +1578,7 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	INIT_WORK(&conn->reap_work, engram_conn_reap_work);
 	INIT_WORK(&conn->release_work, engram_conn_release);
 	INIT_DELAYED_WORK(&conn->watchdog, engram_conn_watchdog);
+	INIT_DELAYED_WORK(&conn->idle_work, engram_conn_idle);
 	init_completion(&conn->hw_done);
 	/*
 	 * Closing until accepted: a completion or QP event during setup must
@@ -1420,8 +1638,10 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	const struct ib_device_attr *attrs = &cm_id->device->attrs;
 	struct engram_wire_params local, peer, neg;
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
+	struct engram_conn_resv resv = { .l = l };
 	struct rdma_conn_param param;
 	struct engram_conn *conn;
+	const char *over;
 	char why[160];
 	int ret;
 
@@ -1445,13 +1665,20 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	if (ret)
 		return engram_conn_reject(cm_id, why, ret);
 
+	memcpy(&resv.peer, &cm_id->route.addr.dst_addr, sizeof(resv.peer));
+	over = engram_conn_admit(&resv);
+	if (over)
+		return engram_conn_refuse_limit(cm_id, over);
 	conn = engram_conn_alloc(l, cm_id, &neg);
-	if (!conn)
+	if (!conn) {
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "out of memory", -ENOMEM);
+	}
 	ret = engram_conn_setup(conn);
 	if (ret) {
 		engram_conn_free_hw(conn);
 		kfree(conn);
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "cannot set up the queue pair", ret);
 	}
 
@@ -1459,6 +1686,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	if (WARN_ON_ONCE(ret < 0)) {
 		engram_conn_free_hw(conn);
 		kfree(conn);
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "cannot encode the hello", ret);
 	}
 	memset(&param, 0, sizeof(param));
@@ -1483,6 +1711,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	atomic_inc(&l->nconns);
 	atomic64_inc(&engram_global_stats.c[ENGRAM_STAT_CONNECTIONS]);
 	mutex_lock(&engram_conns_mutex);
+	list_del(&resv.node);	/* counted as a listed connection from here */
 	list_add_tail(&conn->node, &engram_conns);
 	mutex_unlock(&engram_conns_mutex);
 
@@ -1494,6 +1723,12 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		engram_conn_close(conn);
 		return 0;
 	}
+	/* Silence is measured from the accept until the first frame. */
+	WRITE_ONCE(conn->last_rx, jiffies);
+	spin_lock_irq(&conn->lock);
+	if (!conn->closing)
+		queue_delayed_work(engram_srv_wq, &conn->idle_work, ENGRAM_SRV_IDLE_RECHECK);
+	spin_unlock_irq(&conn->lock);
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_ACCEPTED);
 	pr_info_ratelimited("connection from %pISpc on %s (%s): v%u, %u rows, %u in flight, %u request bytes, sq %u, %u sge\n",
 			    &conn->peer, l->url.text, dev_name(&conn->ibdev->dev),

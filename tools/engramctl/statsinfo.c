@@ -62,6 +62,10 @@ static const struct {
 	[ENGRAM_STAT_FALLBACK_ROWS]	= { "fallback_rows", STAT_COUNT },
 	[ENGRAM_STAT_RECONNECTS]	= { "reconnects", STAT_COUNT },
 	[ENGRAM_STAT_HEARTBEATS_MISSED]	= { "heartbeats_missed", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_LISTENER] = { "connects_over_listener", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_PEER] = { "connects_over_peer", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "connects_over_total", STAT_COUNT },
+	[ENGRAM_STAT_IDLE_CLOSES]	= { "idle_closes", STAT_COUNT },
 };
 
 static int is_refusal(int id)

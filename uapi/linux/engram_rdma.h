@@ -320,6 +320,11 @@ enum engram_stat {
 	ENGRAM_STAT_FALLBACK_ROWS,
 	ENGRAM_STAT_RECONNECTS,		/* connection attempts after a loss */
 	ENGRAM_STAT_HEARTBEATS_MISSED,	/* links marked down by the heartbeat */
+	/* server, module-wide: RDMA connection requests over a limit, idle closes */
+	ENGRAM_STAT_CONNECTS_OVER_LISTENER,	/* rdma_max_conns on the listener */
+	ENGRAM_STAT_CONNECTS_OVER_PEER,		/* rdma_max_conns_per_peer */
+	ENGRAM_STAT_CONNECTS_OVER_TOTAL,	/* rdma_max_conns_total */
+	ENGRAM_STAT_IDLE_CLOSES,	/* silent for rdma_idle_timeout_ms */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
