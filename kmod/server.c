@@ -31,12 +31,14 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/highmem.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
 #include <linux/mutex.h>
+#include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
@@ -44,6 +46,7 @@
 #include <linux/string.h>
 #include <linux/sysfs.h>
 #include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
 #include <net/ipv6.h>
@@ -185,13 +188,27 @@ struct engram_conn_resv {
 
 static LIST_HEAD(engram_conn_resvs);
 
-/* One receive buffer of max_request_bytes. */
+/*
+ * One receive buffer of max_request_bytes (up to 262,576).  Not one
+ * kmalloc: that would be an order-7 allocation per buffer, and a host that
+ * has run for months may not have 18 of those per connection.  The buffer
+ * is vmalloc'ed (order-0 pages, virtually contiguous for the decoders),
+ * each page mapped with ib_dma_map_page(), and the pages registered once
+ * into a local-only fast-registration MR (REG_MR, IB_ACCESS_LOCAL_WRITE,
+ * never a remote right), so one SGE (lkey, iova) covers the whole buffer.
+ * Posting one SGE per page instead would need up to 65 receive SGEs, more
+ * than many NICs allow.
+ */
 struct engram_rx {
 	struct ib_cqe cqe;
 	struct engram_conn *conn;
 	struct list_head node;		/* on rx_pending while queued */
-	void *buf;
-	u64 dma;
+	void *buf;			/* vmalloc, rx_pages pages */
+	dma_addr_t *dma;		/* each page's mapping */
+	u32 nr_mapped;			/* entries of @dma that are mapped */
+	struct ib_mr *mr;
+	struct ib_reg_wr reg;		/* registers @mr, once */
+	u32 synced;			/* bytes the CPU owns (synced for it) */
 	u32 len;			/* bytes received */
 	bool is_req;			/* counted in conn->inflight */
 	bool busy;			/* over max_inflight when it came */
@@ -247,7 +264,9 @@ struct engram_ctrl {
  * @cat_sent: the first CATALOG is posted (work item only)
  * @wr_mtu: the QP's path MTU in bytes; 0 until asked, U32_MAX if the
  *	device would not say (work item only)
- * @rx_posted: receives were posted, so the QP needs draining
+ * @rx_posted: work requests were posted, so the QP needs draining
+ * @rx_ready: the receive MRs are registered and the receives posted
+ *	(work item only)
  * @sq_wait: credits, slots, buffer or @closing changed
  * @work: handles frames and catalog pushes
  * @reap_work: drops the holds of completed responses, apart from @work so
@@ -261,6 +280,9 @@ struct engram_ctrl {
  * @rx: receive buffers
  * @nr_rx: entries in @rx
  * @rx_size: bytes in each receive buffer
+ * @rx_pages: pages in each receive buffer
+ * @reg_cqe: the signaled REG_MR that ends a chain of them
+ * @reg_err_cqe: the unsignaled REG_MRs (complete only on error)
  * @ctrl: control slots
  * @nr_ctrl: entries in @ctrl
  * @ctrl_buf: their buffers, one DMA mapping
@@ -311,6 +333,7 @@ struct engram_conn {
 
 	bool cat_sent;
 	bool rx_posted;
+	bool rx_ready;
 	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;
@@ -324,6 +347,9 @@ struct engram_conn {
 	struct engram_rx *rx;
 	u32 nr_rx;
 	u32 rx_size;
+	u32 rx_pages;
+	struct ib_cqe reg_cqe;
+	struct ib_cqe reg_err_cqe;
 	struct engram_ctrl *ctrl;
 	u32 nr_ctrl;
 	u8 *ctrl_buf;
@@ -473,13 +499,37 @@ static int engram_conn_credits(struct engram_conn *conn, u32 n)
 	return engram_conn_wait(conn, engram_credits_ready, n, "send queue stalled");
 }
 
+/*
+ * Hand the first @rx->synced bytes to the CPU (@for_cpu) or back to the
+ * device.  Only what a frame filled is ever taken, page by page; the rest
+ * stays the device's from the mapping on.  The decoders read through the
+ * vmalloc alias, which a cache that is virtually indexed must drop.
+ */
+static void engram_rx_sync(struct engram_conn *conn, struct engram_rx *rx, bool for_cpu)
+{
+	u32 left = rx->synced, n, i;
+
+	for (i = 0; left; i++, left -= n) {
+		n = min_t(u32, left, PAGE_SIZE);
+		if (for_cpu)
+			ib_dma_sync_single_for_cpu(conn->ibdev, rx->dma[i], n, DMA_FROM_DEVICE);
+		else
+			ib_dma_sync_single_for_device(conn->ibdev, rx->dma[i], n,
+						      DMA_FROM_DEVICE);
+	}
+	if (for_cpu)
+		invalidate_kernel_vmap_range(rx->buf, round_up(rx->synced, PAGE_SIZE));
+	else
+		rx->synced = 0;
+}
+
 /* Give a receive buffer to the device; the caller excludes the release. */
 static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct ib_sge sge = {
-		.addr = rx->dma,
+		.addr = rx->mr->iova,
 		.length = conn->rx_size,
-		.lkey = conn->lkey,
+		.lkey = rx->mr->lkey,
 	};
 	struct ib_recv_wr wr = {
 		.wr_cqe = &rx->cqe,
@@ -487,8 +537,7 @@ static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 		.num_sge = 1,
 	};
 
-	ib_dma_sync_single_for_device(conn->ibdev, rx->dma, conn->rx_size,
-				      DMA_FROM_DEVICE);
+	engram_rx_sync(conn, rx, false);
 	return ib_post_recv(conn->qp, &wr, NULL);
 }
 
@@ -526,9 +575,9 @@ static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	rx->t_ns = ktime_get_ns();
 	rx->len = wc->byte_len;
-	ib_dma_sync_single_for_cpu(conn->ibdev, rx->dma, min(rx->len, conn->rx_size),
-				   DMA_FROM_DEVICE);
 	WRITE_ONCE(conn->last_rx, jiffies);
+	rx->synced = min(rx->len, conn->rx_size);
+	engram_rx_sync(conn, rx, true);
 	/* Peek at the type only to count requests for BUSY; the work item checks all. */
 	rx->is_req = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_REQUEST;
 	rx->busy = false;
@@ -580,6 +629,23 @@ static void engram_chain_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
 		engram_wc_failed(conn, wc, "RDMA WRITE");
+}
+
+static void engram_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_cqe);
+
+	engram_sig_complete(conn);
+	if (unlikely(wc->status != IB_WC_SUCCESS))
+		engram_wc_failed(conn, wc, "registering receive buffers");
+}
+
+static void engram_reg_err_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_err_cqe);
+
+	if (wc->status != IB_WC_SUCCESS)
+		engram_wc_failed(conn, wc, "registering a receive buffer");
 }
 
 /* Unsignaled WRITEs complete only when they fail (or are flushed). */
@@ -1133,6 +1199,48 @@ out:
 	}
 }
 
+/*
+ * Register the receive MRs and post the receives.  REG_MR is a send-queue
+ * operation, so this waits for the connection to be established; until
+ * then, and until the registrations completed (a receive must not name a
+ * key the device has not registered yet), there is nothing to receive
+ * into.  That costs nothing: a client sends nothing before the first
+ * CATALOG, which follows this, and an early SEND meets RNR and is retried.
+ */
+static int engram_rx_register(struct engram_conn *conn)
+{
+	struct ib_send_wr *last;
+	u32 i = 0, n, k;
+	int ret;
+
+	conn->rx_posted = true;
+	while (i < conn->nr_rx) {
+		n = min(conn->nr_rx - i, conn->sq_depth);
+		ret = engram_conn_credits(conn, n);
+		if (ret)
+			return ret;
+		for (k = i; k < i + n; k++) {
+			conn->rx[k].reg.wr.next = &conn->rx[k + 1].reg.wr;
+			conn->rx[k].reg.wr.send_flags = 0;
+			conn->rx[k].reg.wr.wr_cqe = &conn->reg_err_cqe;
+		}
+		last = &conn->rx[i + n - 1].reg.wr;
+		last->next = NULL;
+		last->send_flags = IB_SEND_SIGNALED;
+		last->wr_cqe = &conn->reg_cqe;
+		ret = engram_conn_post(conn, &conn->rx[i].reg.wr, n);
+		if (ret)
+			return ret;
+		i += n;
+	}
+	/* Every credit back: every registration completed. */
+	ret = engram_conn_wait(conn, engram_credits_ready, conn->sq_depth,
+			       "registering receive buffers stalled");
+	for (i = 0; !ret && i < conn->nr_rx; i++)
+		ret = engram_rx_post(conn, &conn->rx[i]);
+	return ret;
+}
+
 static void engram_conn_work(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(work, struct engram_conn, work);
@@ -1159,6 +1267,11 @@ static void engram_conn_work(struct work_struct *work)
 		spin_unlock_irqrestore(&conn->lock, flags);
 
 		if (push) {
+			if (!conn->rx_ready) {
+				if (engram_rx_register(conn))
+					return;
+				conn->rx_ready = true;
+			}
 			if (engram_cat_send(conn, 0, NULL))
 				return;
 			conn->cat_sent = true;
@@ -1195,13 +1308,15 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 	}
 	for (i = 0; conn->rx && i < conn->nr_rx; i++) {
 		struct engram_rx *rx = &conn->rx[i];
+		u32 p;
 
-		if (!rx->buf)
-			continue;
-		if (rx->dma)
-			ib_dma_unmap_single(conn->ibdev, rx->dma, conn->rx_size,
-					    DMA_FROM_DEVICE);
-		kfree(rx->buf);
+		/* The QP is gone: the MR is in no work request any more. */
+		if (rx->mr)
+			ib_dereg_mr(rx->mr);
+		for (p = 0; p < rx->nr_mapped; p++)
+			ib_dma_unmap_page(conn->ibdev, rx->dma[p], PAGE_SIZE, DMA_FROM_DEVICE);
+		kfree(rx->dma);
+		vfree(rx->buf);
 	}
 	kfree(conn->rx);
 	conn->rx = NULL;
@@ -1409,8 +1524,15 @@ static int engram_server_params(const struct ib_device_attr *attrs,
 				struct engram_wire_params *p)
 {
 	int room = attrs->max_qp_wr - 1 - ENGRAM_SRV_EXTRA_RECV;
+	u64 fit;
 
 	if (room < 1)
+		return -EINVAL;
+	/* Receive buffers are fast-registered (struct engram_rx): one MR each. */
+	if (!(attrs->device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS))
+		return -EOPNOTSUPP;
+	fit = (u64)attrs->max_fast_reg_page_list_len * PAGE_SIZE;
+	if (fit < 4096 + engram_wire_request_size(1, ENGRAM_WIRE_MAX_RANGES))
 		return -EINVAL;
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
 	p->version_max = ENGRAM_WIRE_VERSION;
@@ -1422,6 +1544,9 @@ static int engram_server_params(const struct ib_device_attr *attrs,
 	p->max_rows = READ_ONCE(engram_srv_max_rows.val);
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_inflight = min(ENGRAM_SRV_MAX_INFLIGHT, room);
+	/* Rows whose request, rounded up, fits one registration. */
+	fit = (fit - 4096 - engram_wire_request_size(0, ENGRAM_WIRE_MAX_RANGES)) / 4;
+	p->max_rows = min_t(u64, p->max_rows, fit);
 	p->max_request_bytes =
 		round_up(engram_wire_request_size(p->max_rows, ENGRAM_WIRE_MAX_RANGES), 4096);
 	return 0;
@@ -1490,6 +1615,57 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 	return 0;
 }
 
+static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
+{
+	struct ib_device *ibdev = conn->ibdev;
+	struct scatterlist *sgl;
+	u32 p;
+	int n;
+
+	rx->conn = conn;
+	rx->cqe.done = engram_recv_done;
+	INIT_LIST_HEAD(&rx->node);
+	rx->buf = vmalloc(conn->rx_pages * PAGE_SIZE);
+	rx->dma = kcalloc(conn->rx_pages, sizeof(*rx->dma), GFP_KERNEL);
+	if (!rx->buf || !rx->dma)
+		return -ENOMEM;
+	for (p = 0; p < conn->rx_pages; p++) {
+		struct page *page = vmalloc_to_page(rx->buf + p * PAGE_SIZE);
+		u64 dma = ib_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_FROM_DEVICE);
+
+		if (ib_dma_mapping_error(ibdev, dma))
+			return -ENOMEM;
+		rx->dma[p] = dma;
+		rx->nr_mapped++;
+	}
+	rx->mr = ib_alloc_mr(conn->dev->pd, IB_MR_TYPE_MEM_REG, conn->rx_pages);
+	if (IS_ERR(rx->mr)) {
+		n = PTR_ERR(rx->mr);
+		rx->mr = NULL;
+		return n;
+	}
+	/* The pages are mapped already: the MR takes their DMA addresses as they are. */
+	sgl = kmalloc_array(conn->rx_pages, sizeof(*sgl), GFP_KERNEL);
+	if (!sgl)
+		return -ENOMEM;
+	sg_init_table(sgl, conn->rx_pages);
+	for (p = 0; p < conn->rx_pages; p++) {
+		sg_dma_address(&sgl[p]) = rx->dma[p];
+		sg_dma_len(&sgl[p]) = PAGE_SIZE;
+	}
+	n = ib_map_mr_sg(rx->mr, sgl, conn->rx_pages, NULL, PAGE_SIZE);
+	kfree(sgl);
+	if (n != conn->rx_pages)
+		return n < 0 ? n : -EINVAL;
+	rx->reg.wr.opcode = IB_WR_REG_MR;
+	rx->reg.wr.wr_cqe = &conn->reg_err_cqe;
+	rx->reg.mr = rx->mr;
+	rx->reg.key = rx->mr->lkey;
+	/* Local write only: the peer SENDs into it, and never gets a key. */
+	rx->reg.access = IB_ACCESS_LOCAL_WRITE;
+	return 0;
+}
+
 static int engram_conn_alloc_bufs(struct engram_conn *conn)
 {
 	struct ib_device *ibdev = conn->ibdev;
@@ -1509,22 +1685,14 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 	    !conn->ctrl_buf || !conn->cat_buf)
 		return -ENOMEM;
 
-	/* Receives are DMA-mapped, so linear (kmalloc) memory, one SGE each. */
+	/* Receives: pages, see struct engram_rx. */
 	conn->rx_size = conn->neg.max_request_bytes;
+	conn->rx_pages = DIV_ROUND_UP(conn->rx_size, PAGE_SIZE);
 	for (i = 0; i < conn->nr_rx; i++) {
-		struct engram_rx *rx = &conn->rx[i];
-		u64 dma;
+		int ret = engram_rx_alloc(conn, &conn->rx[i]);
 
-		rx->conn = conn;
-		rx->cqe.done = engram_recv_done;
-		INIT_LIST_HEAD(&rx->node);
-		rx->buf = kmalloc(conn->rx_size, GFP_KERNEL);
-		if (!rx->buf)
-			return -ENOMEM;
-		dma = ib_dma_map_single(ibdev, rx->buf, conn->rx_size, DMA_FROM_DEVICE);
-		if (ib_dma_mapping_error(ibdev, dma))
-			return -ENOMEM;
-		rx->dma = dma;
+		if (ret)
+			return ret;
 	}
 
 	conn->ctrl_dma = ib_dma_map_single(ibdev, conn->ctrl_buf,
@@ -1586,6 +1754,8 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	 */
 	conn->closing = true;
 	conn->cat_cqe.done = engram_cat_done;
+	conn->reg_cqe.done = engram_reg_done;
+	conn->reg_err_cqe.done = engram_reg_err_done;
 	conn->write_cqe.done = engram_write_done;
 	conn->chain_cqe.done = engram_chain_done;
 	return conn;
@@ -1594,7 +1764,6 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 /* Everything a connection needs before it is accepted. */
 static int engram_conn_setup(struct engram_conn *conn)
 {
-	u32 i;
 	int ret;
 
 	conn->dev = engram_dev_get(conn->ibdev);
@@ -1609,12 +1778,6 @@ static int engram_conn_setup(struct engram_conn *conn)
 	if (ret)
 		return ret;
 	conn->sq_free = conn->sq_depth;
-	for (i = 0; i < conn->nr_rx; i++) {
-		ret = __engram_rx_post(conn, &conn->rx[i]);
-		conn->rx_posted = true;
-		if (ret)
-			return ret;
-	}
 	return 0;
 }
 
@@ -1660,7 +1823,9 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		return engram_conn_reject(cm_id, why, ret);
 	ret = engram_server_params(attrs, &local);
 	if (ret)
-		return engram_conn_reject(cm_id, "device queues too small", ret);
+		return engram_conn_reject(cm_id, ret == -EOPNOTSUPP ?
+					  "device has no fast registration" :
+					  "device queues too small", ret);
 	ret = engram_wire_negotiate(&local, &peer, &neg, why, sizeof(why));
 	if (ret)
 		return engram_conn_reject(cm_id, why, ret);
