@@ -15,6 +15,7 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/delay.h>
+#include <linux/highmem.h>
 #include <linux/idr.h>
 #include <linux/jiffies.h>
 #include <linux/netlink.h>
@@ -23,6 +24,7 @@
 #include <linux/scatterlist.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
+#include <linux/vmalloc.h>
 #include <linux/xarray.h>
 #include <rdma/mr_pool.h>
 #include <rdma/rdma_cm.h>
@@ -868,10 +870,16 @@ static void engram_link_free_bufs(struct engram_link *l)
 	kfree(l->recvs);
 	l->recvs = NULL;
 	for (i = 0; l->slots && i < l->nr_slots; i++) {
-		if (l->slots[i].dma)
-			ib_dma_unmap_single(ibdev, l->slots[i].dma,
-					    l->neg.max_request_bytes, DMA_TO_DEVICE);
-		kfree(l->slots[i].buf);
+		struct engram_link_slot *sl = &l->slots[i];
+		unsigned int p;
+
+		/* After the QP: no work request names the MR any more. */
+		if (sl->mr)
+			ib_dereg_mr(sl->mr);
+		for (p = 0; p < sl->nr_mapped; p++)
+			ib_dma_unmap_page(ibdev, sl->dma[p], PAGE_SIZE, DMA_TO_DEVICE);
+		kfree(sl->dma);
+		vfree(sl->buf);
 	}
 	kfree(l->slots);
 	l->slots = NULL;
@@ -978,29 +986,116 @@ static int engram_link_alloc_recvs(struct engram_link *l)
 	return 0;
 }
 
-static int engram_link_alloc_slots(struct engram_link *l)
+/*
+ * One request slot of @pages pages.  Not a kmalloc of max_request_bytes
+ * (up to 262,576: order 7), which a long-running host may not have: pages,
+ * virtually contiguous through vmalloc for the encoder, each mapped with
+ * ib_dma_map_page() and registered into a local-only MR, so that one SGE
+ * (lkey, iova) sends the request whatever its size.  One SGE per page
+ * would need up to 65 send SGEs, more than many NICs have.
+ */
+static int engram_link_alloc_slot(struct engram_link *l, struct engram_link_slot *sl,
+				  unsigned int pages, struct scatterlist *sgl)
 {
 	struct ib_device *ibdev = l->dev->ibdev;
-	unsigned int i;
+	unsigned int p;
+	int n;
 
-	l->nr_slots = l->neg.max_inflight;
-	l->slots = kcalloc(l->nr_slots, sizeof(*l->slots), GFP_KERNEL);
-	if (!l->slots)
+	sl->buf = vmalloc(pages * PAGE_SIZE);
+	sl->dma = kcalloc(pages, sizeof(*sl->dma), GFP_KERNEL);
+	if (!sl->buf || !sl->dma)
+		return -ENOMEM;
+	for (p = 0; p < pages; p++) {
+		struct page *page = vmalloc_to_page(sl->buf + p * PAGE_SIZE);
+		u64 dma = ib_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_TO_DEVICE);
+
+		if (ib_dma_mapping_error(ibdev, dma))
+			return -ENOMEM;
+		sl->dma[p] = dma;
+		sl->nr_mapped++;
+	}
+	sl->mr = ib_alloc_mr(l->dev->pd, IB_MR_TYPE_MEM_REG, pages);
+	if (IS_ERR(sl->mr)) {
+		n = PTR_ERR(sl->mr);
+		sl->mr = NULL;
+		return n;
+	}
+	sg_init_table(sgl, pages);
+	for (p = 0; p < pages; p++) {
+		sg_dma_address(&sgl[p]) = sl->dma[p];
+		sg_dma_len(&sgl[p]) = PAGE_SIZE;
+	}
+	n = ib_map_mr_sg(sl->mr, sgl, pages, NULL, PAGE_SIZE);
+	if (n != pages)
+		return n < 0 ? n : -EINVAL;
+	return 0;
+}
+
+static void engram_link_slot_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_link *l = container_of(wc->wr_cqe, struct engram_link, slot_reg_cqe);
+
+	l->slot_reg_status = wc->status;
+	complete(&l->slot_reg_done);
+}
+
+/*
+ * Register every slot's MR: REG_MRs on the send queue, which is empty and
+ * in RTS once connected, the last one signaled.  Waited for, so that the
+ * queue is empty again when fetches start and its sizing (per ticket)
+ * holds.
+ */
+static int engram_link_reg_slots(struct engram_link *l)
+{
+	struct ib_reg_wr *regs;
+	unsigned int i;
+	int ret;
+
+	regs = kcalloc(l->nr_slots, sizeof(*regs), GFP_KERNEL);
+	if (!regs)
 		return -ENOMEM;
 	for (i = 0; i < l->nr_slots; i++) {
-		struct engram_link_slot *s = &l->slots[i];
-
-		s->buf = kmalloc(l->neg.max_request_bytes, GFP_KERNEL);
-		if (!s->buf)
-			return -ENOMEM;
-		s->dma = ib_dma_map_single(ibdev, s->buf, l->neg.max_request_bytes,
-					   DMA_TO_DEVICE);
-		if (ib_dma_mapping_error(ibdev, s->dma)) {
-			s->dma = 0;
-			return -ENOMEM;
-		}
+		regs[i].wr.opcode = IB_WR_REG_MR;
+		regs[i].wr.wr_cqe = &l->reg_cqe;
+		regs[i].wr.next = i + 1 < l->nr_slots ? &regs[i + 1].wr : NULL;
+		regs[i].mr = l->slots[i].mr;
+		regs[i].key = l->slots[i].mr->lkey;
+		/* The device only reads it: no remote right, no key handed out. */
+		regs[i].access = IB_ACCESS_LOCAL_WRITE;
 	}
-	return 0;
+	regs[l->nr_slots - 1].wr.send_flags = IB_SEND_SIGNALED;
+	regs[l->nr_slots - 1].wr.wr_cqe = &l->slot_reg_cqe;
+	reinit_completion(&l->slot_reg_done);
+	ret = ib_post_send(l->qp, &regs[0].wr, NULL);
+	kfree(regs);	/* the device copied the WRs when they were posted */
+	if (ret)
+		return ret;
+	if (!wait_for_completion_timeout(&l->slot_reg_done,
+					 msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS)))
+		return -ETIMEDOUT;	/* teardown's drain flushes it */
+	return l->slot_reg_status == IB_WC_SUCCESS ? 0 : -EIO;
+}
+
+static int engram_link_alloc_slots(struct engram_link *l)
+{
+	unsigned int i, pages = DIV_ROUND_UP(l->neg.max_request_bytes, PAGE_SIZE);
+	struct scatterlist *sgl;
+	int ret = 0;
+
+	if (pages > l->dev->ibdev->attrs.max_fast_reg_page_list_len) {
+		pr_warn("link %u: a request of %u bytes does not fit one registration on %s\n",
+			l->id, l->neg.max_request_bytes, dev_name(&l->dev->ibdev->dev));
+		return -E2BIG;
+	}
+	l->nr_slots = l->neg.max_inflight;
+	l->slots = kcalloc(l->nr_slots, sizeof(*l->slots), GFP_KERNEL);
+	sgl = kmalloc_array(pages, sizeof(*sgl), GFP_KERNEL);
+	if (!l->slots || !sgl)
+		ret = -ENOMEM;
+	for (i = 0; !ret && i < l->nr_slots; i++)
+		ret = engram_link_alloc_slot(l, &l->slots[i], pages, sgl);
+	kfree(sgl);
+	return ret ?: engram_link_reg_slots(l);
 }
 
 /**
@@ -1439,10 +1534,12 @@ static void engram_link_deadline_work(struct work_struct *work)
 /* Post the REG_MRs and the SEND of a fetch whose pieces have MRs. */
 static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 {
+	struct engram_link_slot *slot = &l->slots[f->slot];
 	struct ib_reg_wr *regs = f->reg_wrs;
 	struct ib_send_wr send = {};
 	struct ib_sge sge;
 	unsigned int i;
+	u32 left, n;
 
 	memset(regs, 0, sizeof(regs[0]) * f->nr_pieces);
 	for (i = 0; i < f->nr_pieces; i++) {
@@ -1457,15 +1554,20 @@ static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 		regs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	}
 	regs[f->nr_pieces - 1].wr.next = &send;
-	sge.addr = l->slots[f->slot].dma;
+	sge.addr = slot->mr->iova;
 	sge.length = f->req_len;
-	sge.lkey = l->dev->pd->local_dma_lkey;
+	sge.lkey = slot->mr->lkey;
 	send.opcode = IB_WR_SEND;
 	send.send_flags = IB_SEND_SIGNALED;
 	send.wr_cqe = &f->send_cqe;
 	send.sg_list = &sge;
 	send.num_sge = 1;
-	ib_dma_sync_single_for_device(l->dev->ibdev, sge.addr, f->req_len, DMA_TO_DEVICE);
+	/* Written through the vmalloc alias: out of a virtually indexed cache first. */
+	flush_kernel_vmap_range(slot->buf, round_up(f->req_len, PAGE_SIZE));
+	for (i = 0, left = f->req_len; left; i++, left -= n) {
+		n = min_t(u32, left, PAGE_SIZE);
+		ib_dma_sync_single_for_device(l->dev->ibdev, slot->dma[i], n, DMA_TO_DEVICE);
+	}
 	if (engram_fault_client_req_fail())
 		return -EIO;
 	return ib_post_send(l->qp, &regs[0].wr, NULL);
@@ -1898,6 +2000,8 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	l->ops = u->transport == ENGRAM_TRANSPORT_TCP ? &engram_tcp_link_ops :
 							&engram_rdma_link_ops;
 	l->reg_cqe.done = engram_link_reg_done;
+	l->slot_reg_cqe.done = engram_link_slot_reg_done;
+	init_completion(&l->slot_reg_done);
 	l->hb_cqe.done = engram_link_hb_send_done;
 	xa_init_flags(&l->fetches, XA_FLAGS_LOCK_IRQ);
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);

@@ -59,10 +59,16 @@ struct engram_link_recv {
 	u64 dma;
 };
 
-/* A request slot: one ticket in flight; RDMA also keeps its buffer here. */
+/*
+ * A request slot: one ticket in flight; RDMA also keeps its buffer here:
+ * vmalloc'ed pages, each DMA-mapped, registered once into a local-only MR
+ * (see engram_link_alloc_slots()).
+ */
 struct engram_link_slot {
 	void *buf;
-	u64 dma;
+	dma_addr_t *dma;		/* per page */
+	unsigned int nr_mapped;
+	struct ib_mr *mr;
 	bool busy;
 };
 
@@ -109,6 +115,9 @@ struct engram_link {
 
 	/* RDMA */
 	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
+	struct ib_cqe slot_reg_cqe;	/* the request slots' registration */
+	struct completion slot_reg_done;
+	enum ib_wc_status slot_reg_status;
 	struct ib_cqe hb_cqe;		/* the heartbeat SEND */
 	bool hb_busy;			/* the heartbeat SEND has not completed */
 	void *hb_buf;

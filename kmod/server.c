@@ -31,18 +31,25 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/completion.h>
+#include <linux/highmem.h>
 #include <linux/kref.h>
 #include <linux/list.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
+#include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
+#include <linux/string.h>
+#include <linux/sysfs.h>
 #include <linux/timekeeping.h>
+#include <linux/vmalloc.h>
 #include <linux/wait.h>
 #include <linux/workqueue.h>
+#include <net/ipv6.h>
 #include <rdma/ib_cm.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
@@ -71,6 +78,82 @@
 /* Room for one RESPONSE or HEARTBEAT, a cache line so slots never share one. */
 #define ENGRAM_SRV_CTRL_BYTES	64
 
+/*
+ * Limits of the RDMA server, each read afresh where it applies, so a
+ * change at run time applies to the next connection request (the
+ * connection limits and rdma_max_request_rows) or the next idle check.
+ * Every connection costs its receive buffers (max_inflight + 2 of the
+ * negotiated request size, about 4.7 MiB at 65,536 rows), a send queue of
+ * up to 4,097 entries and their CQEs: the connection limits bound that
+ * memory, whoever the peers are.
+ */
+#define ENGRAM_SRV_CONNS_MAX		4096
+#define ENGRAM_SRV_IDLE_MS_MIN		100
+#define ENGRAM_SRV_IDLE_MS_MAX		3600000
+/* While the idle timeout is off, how often a connection looks again. */
+#define ENGRAM_SRV_IDLE_RECHECK		HZ
+
+/* A parameter's range lives next to its value: see engram_srv_uint_set(). */
+struct engram_srv_param {
+	unsigned int val;
+	unsigned int min;
+	unsigned int max;
+	bool zero_ok;		/* 0 is allowed too (turns the limit off) */
+};
+
+static struct engram_srv_param engram_srv_max_conns = { 64, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_conns_peer = { 16, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_conns_total = { 256, 1, ENGRAM_SRV_CONNS_MAX };
+static struct engram_srv_param engram_srv_max_rows = { ENGRAM_SRV_MAX_ROWS, 1,
+						       ENGRAM_SRV_MAX_ROWS };
+static struct engram_srv_param engram_srv_idle_ms = { 30000, ENGRAM_SRV_IDLE_MS_MIN,
+						      ENGRAM_SRV_IDLE_MS_MAX, true };
+
+static int engram_srv_uint_set(const char *val, const struct kernel_param *kp)
+{
+	struct engram_srv_param *p = kp->arg;
+	unsigned int v;
+
+	if (kstrtouint(val, 0, &v) || ((v || !p->zero_ok) && (v < p->min || v > p->max))) {
+		/* A write through sysfs ends in a newline: not part of the value. */
+		pr_err("%s=%.*s: want %s%u-%u\n", kp->name, (int)strcspn(val, "\n"), val,
+		       p->zero_ok ? "0 or " : "", p->min, p->max);
+		return -EINVAL;
+	}
+	WRITE_ONCE(p->val, v);
+	return 0;
+}
+
+static int engram_srv_uint_get(char *buf, const struct kernel_param *kp)
+{
+	const struct engram_srv_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
+}
+
+static const struct kernel_param_ops engram_srv_uint_ops = {
+	.set = engram_srv_uint_set,
+	.get = engram_srv_uint_get,
+};
+
+module_param_cb(rdma_max_conns, &engram_srv_uint_ops, &engram_srv_max_conns, 0644);
+MODULE_PARM_DESC(rdma_max_conns,
+		 "RDMA server: connections per listener (1-4096, default 64)");
+module_param_cb(rdma_max_conns_per_peer, &engram_srv_uint_ops, &engram_srv_max_conns_peer,
+		0644);
+MODULE_PARM_DESC(rdma_max_conns_per_peer,
+		 "RDMA server: connections from one peer address, over all listeners (1-4096, default 16)");
+module_param_cb(rdma_max_conns_total, &engram_srv_uint_ops, &engram_srv_max_conns_total,
+		0644);
+MODULE_PARM_DESC(rdma_max_conns_total,
+		 "RDMA server: connections over all listeners (1-4096, default 256)");
+module_param_cb(rdma_max_request_rows, &engram_srv_uint_ops, &engram_srv_max_rows, 0644);
+MODULE_PARM_DESC(rdma_max_request_rows,
+		 "RDMA server: rows per request offered in the hello, which sizes the receive buffers (1-65536, default 65536)");
+module_param_cb(rdma_idle_timeout_ms, &engram_srv_uint_ops, &engram_srv_idle_ms, 0644);
+MODULE_PARM_DESC(rdma_idle_timeout_ms,
+		 "RDMA server: close a connection that sent nothing for this many ms (0 off, or 100-3600000, default 30000)");
+
 bool engram_server_stopping;
 
 static struct workqueue_struct *engram_srv_wq;
@@ -90,13 +173,42 @@ static struct engram_wire_table *engram_cat_tables;
 
 struct engram_conn;
 
-/* One receive buffer of max_request_bytes. */
+/*
+ * A connection request between its admission and its listing (or its
+ * failure): counted against the limits like a listed connection, so that
+ * requests on several listeners at once cannot all pass the same check.
+ * On the admitting handler's stack, listed on engram_conn_resvs under
+ * engram_conns_mutex.
+ */
+struct engram_conn_resv {
+	struct list_head node;
+	const struct engram_listener *l;
+	struct sockaddr_storage peer;
+};
+
+static LIST_HEAD(engram_conn_resvs);
+
+/*
+ * One receive buffer of max_request_bytes (up to 262,576).  Not one
+ * kmalloc: that would be an order-7 allocation per buffer, and a host that
+ * has run for months may not have 18 of those per connection.  The buffer
+ * is vmalloc'ed (order-0 pages, virtually contiguous for the decoders),
+ * each page mapped with ib_dma_map_page(), and the pages registered once
+ * into a local-only fast-registration MR (REG_MR, IB_ACCESS_LOCAL_WRITE,
+ * never a remote right), so one SGE (lkey, iova) covers the whole buffer.
+ * Posting one SGE per page instead would need up to 65 receive SGEs, more
+ * than many NICs allow.
+ */
 struct engram_rx {
 	struct ib_cqe cqe;
 	struct engram_conn *conn;
 	struct list_head node;		/* on rx_pending while queued */
-	void *buf;
-	u64 dma;
+	void *buf;			/* vmalloc, rx_pages pages */
+	dma_addr_t *dma;		/* each page's mapping */
+	u32 nr_mapped;			/* entries of @dma that are mapped */
+	struct ib_mr *mr;
+	struct ib_reg_wr reg;		/* registers @mr, once */
+	u32 synced;			/* bytes the CPU owns (synced for it) */
 	u32 len;			/* bytes received */
 	bool is_req;			/* counted in conn->inflight */
 	bool busy;			/* over max_inflight when it came */
@@ -154,17 +266,25 @@ struct engram_ctrl {
  * @cat_sent: the first CATALOG is posted (work item only)
  * @wr_mtu: the QP's path MTU in bytes; 0 until asked, U32_MAX if the
  *	device would not say (work item only)
- * @rx_posted: receives were posted, so the QP needs draining
+ * @rx_posted: work requests were posted, so the QP needs draining
+ * @rx_ready: the receive MRs are registered and the receives posted
+ *	(work item only)
  * @sq_wait: credits, slots, buffer or @closing changed
  * @work: handles frames and catalog pushes
  * @reap_work: drops the holds of completed responses, apart from @work so
  *	that nothing @work waits for can delay an unload
  * @release_work: the teardown
  * @watchdog: catches responses that never complete
+ * @idle_work: closes the connection when the peer has been silent for
+ *	rdma_idle_timeout_ms
+ * @last_rx: jiffies of the last receive completion (or of the accept)
  * @hw_done: the QP, CQ, buffers and PD reference are gone
  * @rx: receive buffers
  * @nr_rx: entries in @rx
  * @rx_size: bytes in each receive buffer
+ * @rx_pages: pages in each receive buffer
+ * @reg_cqe: the signaled REG_MR that ends a chain of them
+ * @reg_err_cqe: the unsignaled REG_MRs (complete only on error)
  * @ctrl: control slots
  * @nr_ctrl: entries in @ctrl
  * @ctrl_buf: their buffers, one DMA mapping
@@ -216,17 +336,23 @@ struct engram_conn {
 
 	bool cat_sent;
 	bool rx_posted;
+	bool rx_ready;
 	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;
 	struct work_struct reap_work;
 	struct work_struct release_work;
 	struct delayed_work watchdog;
+	struct delayed_work idle_work;
+	unsigned long last_rx;
 	struct completion hw_done;
 
 	struct engram_rx *rx;
 	u32 nr_rx;
 	u32 rx_size;
+	u32 rx_pages;
+	struct ib_cqe reg_cqe;
+	struct ib_cqe reg_err_cqe;
 	struct engram_ctrl *ctrl;
 	u32 nr_ctrl;
 	u8 *ctrl_buf;
@@ -376,13 +502,37 @@ static int engram_conn_credits(struct engram_conn *conn, u32 n)
 	return engram_conn_wait(conn, engram_credits_ready, n, "send queue stalled");
 }
 
+/*
+ * Hand the first @rx->synced bytes to the CPU (@for_cpu) or back to the
+ * device.  Only what a frame filled is ever taken, page by page; the rest
+ * stays the device's from the mapping on.  The decoders read through the
+ * vmalloc alias, which a cache that is virtually indexed must drop.
+ */
+static void engram_rx_sync(struct engram_conn *conn, struct engram_rx *rx, bool for_cpu)
+{
+	u32 left = rx->synced, n, i;
+
+	for (i = 0; left; i++, left -= n) {
+		n = min_t(u32, left, PAGE_SIZE);
+		if (for_cpu)
+			ib_dma_sync_single_for_cpu(conn->ibdev, rx->dma[i], n, DMA_FROM_DEVICE);
+		else
+			ib_dma_sync_single_for_device(conn->ibdev, rx->dma[i], n,
+						      DMA_FROM_DEVICE);
+	}
+	if (for_cpu)
+		invalidate_kernel_vmap_range(rx->buf, round_up(rx->synced, PAGE_SIZE));
+	else
+		rx->synced = 0;
+}
+
 /* Give a receive buffer to the device; the caller excludes the release. */
 static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct ib_sge sge = {
-		.addr = rx->dma,
+		.addr = rx->mr->iova,
 		.length = conn->rx_size,
-		.lkey = conn->lkey,
+		.lkey = rx->mr->lkey,
 	};
 	struct ib_recv_wr wr = {
 		.wr_cqe = &rx->cqe,
@@ -390,8 +540,7 @@ static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 		.num_sge = 1,
 	};
 
-	ib_dma_sync_single_for_device(conn->ibdev, rx->dma, conn->rx_size,
-				      DMA_FROM_DEVICE);
+	engram_rx_sync(conn, rx, false);
 	return ib_post_recv(conn->qp, &wr, NULL);
 }
 
@@ -429,8 +578,9 @@ static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	rx->t_ns = ktime_get_ns();
 	rx->len = wc->byte_len;
-	ib_dma_sync_single_for_cpu(conn->ibdev, rx->dma, min(rx->len, conn->rx_size),
-				   DMA_FROM_DEVICE);
+	WRITE_ONCE(conn->last_rx, jiffies);
+	rx->synced = min(rx->len, conn->rx_size);
+	engram_rx_sync(conn, rx, true);
 	/* Peek at the type only to count requests for BUSY; the work item checks all. */
 	rx->is_req = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_REQUEST;
 	rx->busy = false;
@@ -482,6 +632,23 @@ static void engram_chain_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
 		engram_wc_failed(conn, wc, "RDMA WRITE");
+}
+
+static void engram_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_cqe);
+
+	engram_sig_complete(conn);
+	if (unlikely(wc->status != IB_WC_SUCCESS))
+		engram_wc_failed(conn, wc, "registering receive buffers");
+}
+
+static void engram_reg_err_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_err_cqe);
+
+	if (wc->status != IB_WC_SUCCESS)
+		engram_wc_failed(conn, wc, "registering a receive buffer");
 }
 
 /* Unsignaled WRITEs complete only when they fail (or are flushed). */
@@ -654,6 +821,40 @@ static void engram_conn_watchdog(struct work_struct *work)
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (any && !time_before(jiffies, oldest + ENGRAM_SRV_STALL))
 		engram_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
+}
+
+/*
+ * A client sends a HEARTBEAT every heartbeat_ms (1 s by default) while it
+ * is up, so a connection that has received nothing for much longer belongs
+ * to a peer that crashed or went away without a disconnect.  Its buffers
+ * would otherwise stay until something is sent to it (the next catalog
+ * push), which may be never.
+ */
+static void engram_conn_idle(struct work_struct *work)
+{
+	struct engram_conn *conn = container_of(to_delayed_work(work),
+						struct engram_conn, idle_work);
+	unsigned int ms = READ_ONCE(engram_srv_idle_ms.val);
+	unsigned long last = READ_ONCE(conn->last_rx);
+	unsigned long due, flags;
+	bool idle = false;
+
+	due = ms ? last + msecs_to_jiffies(ms) : jiffies + ENGRAM_SRV_IDLE_RECHECK;
+	spin_lock_irqsave(&conn->lock, flags);
+	if (!conn->closing) {
+		if (ms && !time_before(jiffies, due))
+			idle = true;
+		else
+			queue_delayed_work(engram_srv_wq, &conn->idle_work,
+					   min(due - jiffies, ENGRAM_SRV_IDLE_RECHECK * 60UL));
+	}
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (!idle)
+		return;
+	engram_count(&engram_global_stats, ENGRAM_STAT_IDLE_CLOSES);
+	pr_info_ratelimited("connection from %pISpc: nothing received for %u ms, closing\n",
+			    &conn->peer, jiffies_to_msecs(jiffies - last));
+	engram_conn_close(conn);
 }
 
 /**
@@ -1002,6 +1203,48 @@ out:
 	}
 }
 
+/*
+ * Register the receive MRs and post the receives.  REG_MR is a send-queue
+ * operation, so this waits for the connection to be established; until
+ * then, and until the registrations completed (a receive must not name a
+ * key the device has not registered yet), there is nothing to receive
+ * into.  That costs nothing: a client sends nothing before the first
+ * CATALOG, which follows this, and an early SEND meets RNR and is retried.
+ */
+static int engram_rx_register(struct engram_conn *conn)
+{
+	struct ib_send_wr *last;
+	u32 i = 0, n, k;
+	int ret;
+
+	conn->rx_posted = true;
+	while (i < conn->nr_rx) {
+		n = min(conn->nr_rx - i, conn->sq_depth);
+		ret = engram_conn_credits(conn, n);
+		if (ret)
+			return ret;
+		for (k = i; k < i + n; k++) {
+			conn->rx[k].reg.wr.next = &conn->rx[k + 1].reg.wr;
+			conn->rx[k].reg.wr.send_flags = 0;
+			conn->rx[k].reg.wr.wr_cqe = &conn->reg_err_cqe;
+		}
+		last = &conn->rx[i + n - 1].reg.wr;
+		last->next = NULL;
+		last->send_flags = IB_SEND_SIGNALED;
+		last->wr_cqe = &conn->reg_cqe;
+		ret = engram_conn_post(conn, &conn->rx[i].reg.wr, n);
+		if (ret)
+			return ret;
+		i += n;
+	}
+	/* Every credit back: every registration completed. */
+	ret = engram_conn_wait(conn, engram_credits_ready, conn->sq_depth,
+			       "registering receive buffers stalled");
+	for (i = 0; !ret && i < conn->nr_rx; i++)
+		ret = engram_rx_post(conn, &conn->rx[i]);
+	return ret;
+}
+
 static void engram_conn_work(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(work, struct engram_conn, work);
@@ -1028,6 +1271,11 @@ static void engram_conn_work(struct work_struct *work)
 		spin_unlock_irqrestore(&conn->lock, flags);
 
 		if (push) {
+			if (!conn->rx_ready) {
+				if (engram_rx_register(conn))
+					return;
+				conn->rx_ready = true;
+			}
 			if (engram_cat_send(conn, 0, NULL))
 				return;
 			conn->cat_sent = true;
@@ -1068,13 +1316,15 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 	}
 	for (i = 0; conn->rx && i < conn->nr_rx; i++) {
 		struct engram_rx *rx = &conn->rx[i];
+		u32 p;
 
-		if (!rx->buf)
-			continue;
-		if (rx->dma)
-			ib_dma_unmap_single(conn->ibdev, rx->dma, conn->rx_size,
-					    DMA_FROM_DEVICE);
-		kfree(rx->buf);
+		/* The QP is gone: the MR is in no work request any more. */
+		if (rx->mr)
+			ib_dereg_mr(rx->mr);
+		for (p = 0; p < rx->nr_mapped; p++)
+			ib_dma_unmap_page(conn->ibdev, rx->dma[p], PAGE_SIZE, DMA_FROM_DEVICE);
+		kfree(rx->dma);
+		vfree(rx->buf);
 	}
 	kfree(conn->rx);
 	conn->rx = NULL;
@@ -1107,6 +1357,7 @@ static void engram_conn_release(struct work_struct *work)
 	cancel_work_sync(&conn->work);
 	cancel_work_sync(&conn->reap_work);
 	cancel_delayed_work_sync(&conn->watchdog);
+	cancel_delayed_work_sync(&conn->idle_work);
 	engram_conn_free_hw(conn);
 
 	spin_lock_irqsave(&conn->lock, flags);
@@ -1199,22 +1450,113 @@ static int engram_conn_reject(struct rdma_cm_id *cm_id, const char *why, int err
 	return 1;	/* the CM destroys the id */
 }
 
+/* The same host: family and address, whatever the port. */
+static bool engram_same_peer(const struct sockaddr_storage *a,
+			     const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return false;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	if (a->ss_family == AF_INET6)
+		return ipv6_addr_equal(&((const struct sockaddr_in6 *)a)->sin6_addr,
+				       &((const struct sockaddr_in6 *)b)->sin6_addr);
+	return false;
+}
+
+/*
+ * Admit a request under the connection limits, before anything is
+ * allocated for it, and reserve its place (@r) until it is listed or
+ * fails.  Connections still being torn down count: their memory is not
+ * free yet.  The lists are at most rdma_max_conns_total long, and walking
+ * them costs nothing next to setting up a queue pair.
+ *
+ * Return: NULL when admitted, else the reason (the refusal is counted).
+ */
+static const char *engram_conn_admit(struct engram_conn_resv *r)
+{
+	u32 total = 0, on_l = 0, from_peer = 0;
+	const struct engram_conn_resv *o;
+	const struct engram_conn *conn;
+	const char *why = NULL;
+	int stat = 0;
+
+	mutex_lock(&engram_conns_mutex);
+	list_for_each_entry(conn, &engram_conns, node) {
+		total++;
+		on_l += conn->l == r->l;
+		from_peer += engram_same_peer(&conn->peer, &r->peer);
+	}
+	list_for_each_entry(o, &engram_conn_resvs, node) {
+		total++;
+		on_l += o->l == r->l;
+		from_peer += engram_same_peer(&o->peer, &r->peer);
+	}
+	if (total >= READ_ONCE(engram_srv_max_conns_total.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_TOTAL;
+		why = "rdma_max_conns_total connections already";
+	} else if (on_l >= READ_ONCE(engram_srv_max_conns.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_LISTENER;
+		why = "rdma_max_conns connections on this listener already";
+	} else if (from_peer >= READ_ONCE(engram_srv_max_conns_peer.val)) {
+		stat = ENGRAM_STAT_CONNECTS_OVER_PEER;
+		why = "rdma_max_conns_per_peer connections from this address already";
+	} else {
+		list_add_tail(&r->node, &engram_conn_resvs);
+	}
+	mutex_unlock(&engram_conns_mutex);
+	if (why)
+		engram_count(&engram_global_stats, stat);
+	return why;
+}
+
+static void engram_conn_unreserve(struct engram_conn_resv *r)
+{
+	mutex_lock(&engram_conns_mutex);
+	list_del(&r->node);
+	mutex_unlock(&engram_conns_mutex);
+}
+
+/* Refused by a limit: not a bad peer, so not in connects_rejected. */
+static int engram_conn_refuse_limit(struct rdma_cm_id *cm_id, const char *why)
+{
+	rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
+	pr_info_ratelimited("connection from %pISpc refused: %s\n",
+			    &cm_id->route.addr.dst_addr, why);
+	return 1;	/* the CM destroys the id */
+}
+
 /* This server's hello, within what the device can queue. */
 static int engram_server_params(const struct ib_device_attr *attrs,
 				struct engram_wire_params *p)
 {
 	int room = attrs->max_qp_wr - 1 - ENGRAM_SRV_EXTRA_RECV;
+	u64 fit;
 
 	if (room < 1)
 		return -EINVAL;
+	/* Receive buffers are fast-registered (struct engram_rx): one MR each. */
+	if (!(attrs->device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS))
+		return -EOPNOTSUPP;
+	fit = (u64)attrs->max_fast_reg_page_list_len * PAGE_SIZE;
+	if (fit < 4096 + engram_wire_request_size(1, ENGRAM_WIRE_MAX_RANGES))
+		return -EINVAL;
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
 	p->version_max = ENGRAM_WIRE_VERSION;
-	p->max_rows = ENGRAM_SRV_MAX_ROWS;
+	/*
+	 * The server, not the peer, bounds its receive buffers: the answer
+	 * carries the smaller of both sides' limits, and a request over them
+	 * is refused (TOO_MANY_ROWS) by the codec.
+	 */
+	p->max_rows = READ_ONCE(engram_srv_max_rows.val);
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_inflight = min(ENGRAM_SRV_MAX_INFLIGHT, room);
+	/* Rows whose request, rounded up, fits one registration. */
+	fit = (fit - 4096 - engram_wire_request_size(0, ENGRAM_WIRE_MAX_RANGES)) / 4;
+	p->max_rows = min_t(u64, p->max_rows, fit);
 	p->max_request_bytes =
-		round_up(engram_wire_request_size(ENGRAM_SRV_MAX_ROWS,
-						  ENGRAM_WIRE_MAX_RANGES), 4096);
+		round_up(engram_wire_request_size(p->max_rows, ENGRAM_WIRE_MAX_RANGES), 4096);
 	return 0;
 }
 
@@ -1281,6 +1623,57 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 	return 0;
 }
 
+static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
+{
+	struct ib_device *ibdev = conn->ibdev;
+	struct scatterlist *sgl;
+	u32 p;
+	int n;
+
+	rx->conn = conn;
+	rx->cqe.done = engram_recv_done;
+	INIT_LIST_HEAD(&rx->node);
+	rx->buf = vmalloc(conn->rx_pages * PAGE_SIZE);
+	rx->dma = kcalloc(conn->rx_pages, sizeof(*rx->dma), GFP_KERNEL);
+	if (!rx->buf || !rx->dma)
+		return -ENOMEM;
+	for (p = 0; p < conn->rx_pages; p++) {
+		struct page *page = vmalloc_to_page(rx->buf + p * PAGE_SIZE);
+		u64 dma = ib_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_FROM_DEVICE);
+
+		if (ib_dma_mapping_error(ibdev, dma))
+			return -ENOMEM;
+		rx->dma[p] = dma;
+		rx->nr_mapped++;
+	}
+	rx->mr = ib_alloc_mr(conn->dev->pd, IB_MR_TYPE_MEM_REG, conn->rx_pages);
+	if (IS_ERR(rx->mr)) {
+		n = PTR_ERR(rx->mr);
+		rx->mr = NULL;
+		return n;
+	}
+	/* The pages are mapped already: the MR takes their DMA addresses as they are. */
+	sgl = kmalloc_array(conn->rx_pages, sizeof(*sgl), GFP_KERNEL);
+	if (!sgl)
+		return -ENOMEM;
+	sg_init_table(sgl, conn->rx_pages);
+	for (p = 0; p < conn->rx_pages; p++) {
+		sg_dma_address(&sgl[p]) = rx->dma[p];
+		sg_dma_len(&sgl[p]) = PAGE_SIZE;
+	}
+	n = ib_map_mr_sg(rx->mr, sgl, conn->rx_pages, NULL, PAGE_SIZE);
+	kfree(sgl);
+	if (n != conn->rx_pages)
+		return n < 0 ? n : -EINVAL;
+	rx->reg.wr.opcode = IB_WR_REG_MR;
+	rx->reg.wr.wr_cqe = &conn->reg_err_cqe;
+	rx->reg.mr = rx->mr;
+	rx->reg.key = rx->mr->lkey;
+	/* Local write only: the peer SENDs into it, and never gets a key. */
+	rx->reg.access = IB_ACCESS_LOCAL_WRITE;
+	return 0;
+}
+
 static int engram_conn_alloc_bufs(struct engram_conn *conn)
 {
 	struct ib_device *ibdev = conn->ibdev;
@@ -1300,22 +1693,14 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 	    !conn->ctrl_buf || !conn->cat_buf)
 		return -ENOMEM;
 
-	/* Receives are DMA-mapped, so linear (kmalloc) memory, one SGE each. */
+	/* Receives: pages, see struct engram_rx. */
 	conn->rx_size = conn->neg.max_request_bytes;
+	conn->rx_pages = DIV_ROUND_UP(conn->rx_size, PAGE_SIZE);
 	for (i = 0; i < conn->nr_rx; i++) {
-		struct engram_rx *rx = &conn->rx[i];
-		u64 dma;
+		int ret = engram_rx_alloc(conn, &conn->rx[i]);
 
-		rx->conn = conn;
-		rx->cqe.done = engram_recv_done;
-		INIT_LIST_HEAD(&rx->node);
-		rx->buf = kmalloc(conn->rx_size, GFP_KERNEL);
-		if (!rx->buf)
-			return -ENOMEM;
-		dma = ib_dma_map_single(ibdev, rx->buf, conn->rx_size, DMA_FROM_DEVICE);
-		if (ib_dma_mapping_error(ibdev, dma))
-			return -ENOMEM;
-		rx->dma = dma;
+		if (ret)
+			return ret;
 	}
 
 	conn->ctrl_dma = ib_dma_map_single(ibdev, conn->ctrl_buf,
@@ -1370,6 +1755,7 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	INIT_WORK(&conn->reap_work, engram_conn_reap_work);
 	INIT_WORK(&conn->release_work, engram_conn_release);
 	INIT_DELAYED_WORK(&conn->watchdog, engram_conn_watchdog);
+	INIT_DELAYED_WORK(&conn->idle_work, engram_conn_idle);
 	init_completion(&conn->hw_done);
 	/*
 	 * Closing until accepted: a completion or QP event during setup must
@@ -1377,6 +1763,8 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	 */
 	conn->closing = true;
 	conn->cat_cqe.done = engram_cat_done;
+	conn->reg_cqe.done = engram_reg_done;
+	conn->reg_err_cqe.done = engram_reg_err_done;
 	conn->write_cqe.done = engram_write_done;
 	conn->chain_cqe.done = engram_chain_done;
 	return conn;
@@ -1385,7 +1773,6 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 /* Everything a connection needs before it is accepted. */
 static int engram_conn_setup(struct engram_conn *conn)
 {
-	u32 i;
 	int ret;
 
 	/*
@@ -1404,12 +1791,6 @@ static int engram_conn_setup(struct engram_conn *conn)
 	if (ret)
 		return ret;
 	conn->sq_free = conn->sq_depth;
-	for (i = 0; i < conn->nr_rx; i++) {
-		ret = __engram_rx_post(conn, &conn->rx[i]);
-		conn->rx_posted = true;
-		if (ret)
-			return ret;
-	}
 	return 0;
 }
 
@@ -1457,8 +1838,10 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	const struct ib_device_attr *attrs = &cm_id->device->attrs;
 	struct engram_wire_params local, peer, neg;
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
+	struct engram_conn_resv resv = { .l = l };
 	struct rdma_conn_param param;
 	struct engram_conn *conn;
+	const char *over;
 	char why[160];
 	int ret;
 
@@ -1477,18 +1860,27 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		return engram_conn_reject(cm_id, why, ret);
 	ret = engram_server_params(attrs, &local);
 	if (ret)
-		return engram_conn_reject(cm_id, "device queues too small", ret);
+		return engram_conn_reject(cm_id, ret == -EOPNOTSUPP ?
+					  "device has no fast registration" :
+					  "device queues too small", ret);
 	ret = engram_wire_negotiate(&local, &peer, &neg, why, sizeof(why));
 	if (ret)
 		return engram_conn_reject(cm_id, why, ret);
 
+	memcpy(&resv.peer, &cm_id->route.addr.dst_addr, sizeof(resv.peer));
+	over = engram_conn_admit(&resv);
+	if (over)
+		return engram_conn_refuse_limit(cm_id, over);
 	conn = engram_conn_alloc(l, cm_id, &neg);
-	if (!conn)
+	if (!conn) {
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "out of memory", -ENOMEM);
+	}
 	ret = engram_conn_setup(conn);
 	if (ret) {
 		engram_conn_free_hw(conn);
 		kfree(conn);
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "cannot set up the queue pair", ret);
 	}
 
@@ -1496,6 +1888,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	if (WARN_ON_ONCE(ret < 0)) {
 		engram_conn_free_hw(conn);
 		kfree(conn);
+		engram_conn_unreserve(&resv);
 		return engram_conn_reject(cm_id, "cannot encode the hello", ret);
 	}
 	memset(&param, 0, sizeof(param));
@@ -1522,6 +1915,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	atomic_inc(&l->nconns);
 	atomic64_inc(&engram_global_stats.c[ENGRAM_STAT_CONNECTIONS]);
 	mutex_lock(&engram_conns_mutex);
+	list_del(&resv.node);	/* counted as a listed connection from here */
 	list_add_tail(&conn->node, &engram_conns);
 	mutex_unlock(&engram_conns_mutex);
 
@@ -1541,6 +1935,12 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		engram_conn_close(conn);
 		return 0;
 	}
+	/* Silence is measured from the accept until the first frame. */
+	WRITE_ONCE(conn->last_rx, jiffies);
+	spin_lock_irq(&conn->lock);
+	if (!conn->closing)
+		queue_delayed_work(engram_srv_wq, &conn->idle_work, ENGRAM_SRV_IDLE_RECHECK);
+	spin_unlock_irq(&conn->lock);
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_ACCEPTED);
 	pr_info_ratelimited("connection from %pISpc on %s (%s): v%u, %u rows, %u in flight, %u request bytes, sq %u, %u sge\n",
 			    &conn->peer, l->url.text, dev_name(&conn->ibdev->dev),

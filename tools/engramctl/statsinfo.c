@@ -65,6 +65,10 @@ static const struct {
 	[ENGRAM_STAT_TCP_HELLO_TIMEOUTS] = { "tcp_hello_timeouts", STAT_COUNT },
 	[ENGRAM_STAT_TCP_FRAME_TIMEOUTS] = { "tcp_frame_timeouts", STAT_COUNT },
 	[ENGRAM_STAT_TCP_IDLE_CLOSES]	= { "tcp_idle_closes", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_LISTENER] = { "connects_over_listener", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_PEER] = { "connects_over_peer", STAT_COUNT },
+	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "connects_over_total", STAT_COUNT },
+	[ENGRAM_STAT_IDLE_CLOSES]	= { "idle_closes", STAT_COUNT },
 };
 
 static int is_refusal(int id)

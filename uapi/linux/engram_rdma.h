@@ -336,6 +336,11 @@ enum engram_stat {
 	ENGRAM_STAT_TCP_HELLO_TIMEOUTS,	/* no whole HELLO in tcp_hello_timeout_ms */
 	ENGRAM_STAT_TCP_FRAME_TIMEOUTS,	/* a frame not whole in tcp_frame_timeout_ms */
 	ENGRAM_STAT_TCP_IDLE_CLOSES,	/* silent for tcp_idle_timeout_ms */
+	/* server, module-wide: RDMA connection requests over a limit, idle closes */
+	ENGRAM_STAT_CONNECTS_OVER_LISTENER,	/* rdma_max_conns on the listener */
+	ENGRAM_STAT_CONNECTS_OVER_PEER,		/* rdma_max_conns_per_peer */
+	ENGRAM_STAT_CONNECTS_OVER_TOTAL,	/* rdma_max_conns_total */
+	ENGRAM_STAT_IDLE_CLOSES,	/* silent for rdma_idle_timeout_ms */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
