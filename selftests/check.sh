@@ -17,7 +17,7 @@
 #
 # Environment: KVERS (default "6.1 6.12"), CHECK_SKIP_VM=1 (no QEMU steps),
 # GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
-# for one guest run, default 1800; QEMU itself is killed 120 s later),
+# for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default "6.1"
 # and "6.12").
 set -uo pipefail
@@ -32,7 +32,7 @@ KVERS=${KVERS:-6.1 6.12}
 # (the same data path between two guests, and the faults) on 6.12.
 PAIR_KVERS=${PAIR_KVERS:-6.1}
 FAULT_KVERS=${FAULT_KVERS:-6.12}
-VM_TIMEOUT=${VM_TIMEOUT:-1800}
+VM_TIMEOUT=${VM_TIMEOUT:-2700}
 SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|detected stall|Kernel panic|unreferenced object|Call Trace:)'
 
 n=0 pass=0 fail=0

@@ -8,7 +8,7 @@
 # exact rows throughout.  A peer that connects and then stays silent is
 # closed after rdma_idle_timeout_ms (idle_closes), the heartbeating link is
 # not.  rdma_max_request_rows lowers what a new connection negotiates.
-# kernels: 6.12
+# kernels: 6.1
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
 

@@ -4,7 +4,7 @@
 # without a working data path: refusals carry an errno and a message, state
 # and last error are reported for a link nobody answers, and only
 # CAP_NET_ADMIN may change either.
-# timeout: 120
+# timeout: 300
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}
