@@ -28,6 +28,16 @@ jget() { python3 -c "import sys, json; d = json.load(sys.stdin); print($1)"; }
 # Bytes of FILE resident in the page cache.
 resident() { fincore --bytes --noheadings --output RES "$1" | tr -d ' '; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, polled every 0.1 s.
+wait_for() {
+	local n=$(($1 * 10))
+	shift
+	for _ in $(seq 1 "$n"); do
+		"$@" && return 0
+		sleep 0.1
+	done
+	return 1
+}
 # Does opening FILE for writing fail with ETXTBSY?
 write_denied() {
 	python3 - "$1" <<'PY'

@@ -39,15 +39,6 @@ listen_field() {
 		jget "next((str(x.get('$2', '')) for x in d if x['url'] == '$1'), 'absent')"
 }
 # wait_for SECONDS COMMAND...
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	for _ in $(seq 1 "$n"); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 conns_are() { [ "$(stat_global connections)" -eq "$1" ]; }
 conns_zero() { conns_are 0; }
 listen_state_is() { test "$(listen_field "$1" state)" = "$2"; }

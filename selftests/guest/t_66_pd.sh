@@ -25,15 +25,6 @@ module_load "listen=rdma://$IP:$HOST_PORT" || bail "insmod with listen="
 link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 link_up() { test "$(link_field "$1" state)" = up; }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	for _ in $(seq 1 "$n"); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 timeout 120 "$HOSTILE" --addr "$IP" --port-a $PORT_A --port-b $PORT_B \
 	--host-port $HOST_PORT --table evil --rows 1000 --linger-ms 30000 \

@@ -39,15 +39,6 @@ listen_state_is() { test "$(listen_field "$1" state)" = "$2"; }
 listen_has_error() { test -n "$(listen_field "$1" error_str)"; }
 link_has_error() { test -n "$(link_field "$1" error_str)"; }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	for _ in $(seq 1 "$n"); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 # --- listeners
 out=$("$ENGRAMCTL" listen add "$L" 2>&1)

@@ -36,15 +36,6 @@ refused() {
 	fi
 }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.
-wait_for() {
-	local n=$(($1 * 10))
-	shift
-	for _ in $(seq 1 "$n"); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 allow_list() { "$ENGRAMCTL" listen allow show | tr '\n' ' ' | sed 's/ $//'; }
 link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 
