@@ -64,12 +64,16 @@ loop1=$!
 # the 1 s fetches behind it would time out and break the shared link over
 # and over.  t_54 checks large fetches against late writes in one guest.
 # The engine's way: libengram with a local copy.  Every fetch must return
-# exact rows (remote, or read from the copy) within the deadline + margin
-# + what reading 288 random rows with O_DIRECT takes in this guest (576
-# preads through an emulated disk, up to about 2 s beside the other loops).
-LOCAL_READ=2000
+# exact rows, remote or read from the copy.  The remote attempt, fallbacks
+# included, must end within the deadline + margin (fetch_check takes the
+# local read's time, engram_result.local_ns, out of it); the local read is
+# bounded on its own.  It is 576 O_DIRECT preads through TCG's emulated
+# disk: 2 to 3 s beside the other loops, and measured up to 9.9 s while
+# the host guest hashes its reloaded table on the same two cores.  Its
+# bound is there to catch a hang, not to time the disk.
+LOCAL_READ=30000
 "${FC[@]}" --local "$F" --local-tensor $PREFIX --count 100000000 --batch 288 \
-	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN + LOCAL_READ)) \
+	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN)) --max-local-ms $LOCAL_READ \
 	--expect-fallbacks 1 --stop-file "$STOP" --seed 5 >"$SCRATCH/loop3" 2>&1 &
 loop3=$!
 

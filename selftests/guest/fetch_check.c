@@ -10,7 +10,7 @@
  *               [--offset N] [--buf-bytes N] [--mode fetch|submit]
  *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
  *               [--ranges N] [--rows-list LIST] [--expect-errno NAME]
- *               [--verify-after] [--settle-ms N] [--max-ms N]
+ *               [--verify-after] [--settle-ms N] [--max-ms N] [--max-local-ms N]
  *               [--tolerate] [--duration-s N] [--stop-file PATH]
  *               [--local FILE] [--local-tensor PREFIX] [--required]
  *               [--expect-fallbacks MIN] [--expect-no-fallbacks]
@@ -75,7 +75,14 @@
  * and --expect-fallbacks MIN / --expect-no-fallbacks fail the run unless at
  * least MIN / none of the fetches fell back.  --max-ms N also bounds every
  * successful fetch, remote or fallback: one that took longer is "slow" and
- * fails the run (in a normal run and with --expect-errno OK).  --duration-s
+ * fails the run (in a normal run and with --expect-errno OK).  With
+ * --max-local-ms N, a fallback's time is split by engram_result.local_ns:
+ * the remote attempt (the rest of the call) is bounded by --max-ms, the
+ * local read by N; the longest of each is printed as
+ *
+ *   fetch_check: fallback max remote part R ms, max local read L ms
+ *
+ * --duration-s
  * and --stop-file end a normal run early too (every fetch made must pass).
  *
  * Exit status: 0 pass, 1 fail, 2 usage or setup error (unreadable file ...).
@@ -131,6 +138,7 @@ struct opts {
 	int expect_errno;		/* positive, 0 for OK */
 	uint32_t settle_ms;		/* 0: no late-write check */
 	uint32_t max_ms;		/* 0: no bound on the failing call */
+	uint32_t max_local_ms;		/* 0: a fallback's local read counts in max_ms */
 	bool tolerate;
 	uint32_t duration_s;		/* 0: no time limit */
 	const char *stop_file;
@@ -144,6 +152,7 @@ struct proc_result {
 	uint64_t rows, batches, bad, errors;
 	uint64_t tolerated, tolerated_rows, slow, late;
 	uint64_t fallbacks, remote;	/* successful fetches, by where the rows came from */
+	uint64_t fb_remote_max_ms, fb_local_max_ms;	/* a fallback's two parts, longest */
 	uint64_t nr_lat;
 	int status;			/* exit status of the process's job */
 };
@@ -310,8 +319,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_DEV = 256, O_TABLE, O_LINK, O_FILE, O_WOFF, O_SOFF, O_ROWS_TOTAL,
 		O_COUNT, O_BATCH, O_SEED, O_STRIDE, O_OFFSET, O_MODE, O_BUSY, O_PROCS,
 		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
-		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_TOLERATE, O_DURATION, O_STOP,
-		O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
+		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_MAX_LOCAL_MS, O_TOLERATE, O_DURATION,
+		O_STOP, O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
 	};
 	static const struct option lo[] = {
 		{ "dev", required_argument, NULL, O_DEV },
@@ -339,6 +348,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "verify-after", no_argument, NULL, O_VERIFY },
 		{ "settle-ms", required_argument, NULL, O_SETTLE },
 		{ "max-ms", required_argument, NULL, O_MAX_MS },
+		{ "max-local-ms", required_argument, NULL, O_MAX_LOCAL_MS },
 		{ "tolerate", no_argument, NULL, O_TOLERATE },
 		{ "duration-s", required_argument, NULL, O_DURATION },
 		{ "stop-file", required_argument, NULL, O_STOP },
@@ -454,6 +464,9 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_MAX_MS:
 			o->max_ms = parse_u32("--max-ms", optarg);
+			break;
+		case O_MAX_LOCAL_MS:
+			o->max_local_ms = parse_u32("--max-local-ms", optarg);
 			break;
 		case O_TOLERATE:
 			o->tolerate = true;
@@ -824,8 +837,31 @@ static void count_success(struct job *j, const struct engram_result *res, uint64
 				res->remote_error ? errname(res->remote_error) : "no remote table");
 		j->last_remote_error = res->remote_error;
 		j->res->fallbacks++;
+		/* libengram times the read it did; no read takes 0 ns or longer than the call. */
+		if (!res->local_ns || res->local_ns / 1000000 > ms) {
+			diag(j, "batch %" PRIu64 ": local_ns %" PRIu64 " for a call of %" PRIu64
+			     " ms", b, res->local_ns, ms);
+			j->res->errors++;
+		}
 	} else
 		j->res->remote++;
+	if ((res->flags & LIBENGRAM_RESULT_FALLBACK) && o->max_local_ms) {
+		/* The disk's time and the remote attempt's, each against its own bound. */
+		uint64_t local_ms = res->local_ns / 1000000;
+		uint64_t remote_ms = ms > local_ms ? ms - local_ms : 0;
+
+		if (remote_ms > j->res->fb_remote_max_ms)
+			j->res->fb_remote_max_ms = remote_ms;
+		if (local_ms > j->res->fb_local_max_ms)
+			j->res->fb_local_max_ms = local_ms;
+		if ((o->max_ms && remote_ms > o->max_ms) || local_ms > o->max_local_ms) {
+			diag(j, "batch %" PRIu64 " fell back after %" PRIu64 " ms (bound %u ms),"
+			     " its local read took %" PRIu64 " ms (bound %u ms)", b, remote_ms,
+			     o->max_ms, local_ms, o->max_local_ms);
+			j->res->slow++;
+		}
+		return;
+	}
 	if (o->max_ms && ms > o->max_ms) {
 		diag(j, "batch %" PRIu64 " succeeded (%s) after %" PRIu64 " ms, bound %u ms", b,
 		     res->flags & LIBENGRAM_RESULT_FALLBACK ? "fallback" : "remote", ms,
@@ -1125,6 +1161,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
 	uint64_t tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
+	uint64_t fb_remote_max = 0, fb_local_max = 0;
 	uint64_t *all_lat, p50 = 0, p99 = 0, want;
 	size_t slot, area;
 	uint8_t *shared;
@@ -1191,12 +1228,19 @@ int main(int argc, char **argv)
 		late += r->late;
 		fallbacks += r->fallbacks;
 		remote += r->remote;
+		if (r->fb_remote_max_ms > fb_remote_max)
+			fb_remote_max = r->fb_remote_max_ms;
+		if (r->fb_local_max_ms > fb_local_max)
+			fb_local_max = r->fb_local_max_ms;
 		nr_lat += r->nr_lat;
 		if (r->status > status)
 			status = r->status;
 	}
 	printf("fetch_check: fallbacks %" PRIu64 " remote %" PRIu64 " slow %" PRIu64 "\n",
 	       fallbacks, remote, slow);
+	if (o.max_local_ms && fallbacks)
+		printf("fetch_check: fallback max remote part %" PRIu64 " ms, max local read %"
+		       PRIu64 " ms\n", fb_remote_max, fb_local_max);
 	if (o.expect_fallbacks == 0 && fallbacks) {
 		fprintf(stderr, "fetch_check: %" PRIu64 " fetches fell back, none expected\n",
 			fallbacks);

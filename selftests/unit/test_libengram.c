@@ -39,7 +39,8 @@ static int layout(void)
 	printf("\nengram_result %zu", sizeof(struct engram_result));
 	F(engram_result, ticket); F(engram_result, error); F(engram_result, wire_status);
 	F(engram_result, bad_index); F(engram_result, flags); F(engram_result, rtt_ns);
-	F(engram_result, remote_error); F(engram_result, reserved0); F(engram_result, reserved);
+	F(engram_result, remote_error); F(engram_result, reserved0);
+	F(engram_result, local_ns); F(engram_result, reserved);
 	printf("\nengram_range %zu", sizeof(struct engram_range));
 	F(engram_range, buf_id); F(engram_range, reserved); F(engram_range, offset);
 	F(engram_range, length);

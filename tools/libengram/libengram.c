@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <linux/engram_rdma.h>
@@ -79,6 +80,7 @@ struct engram_sub {
 	uint32_t nr_ranges;
 	bool local_done;		/* served locally at submit: wait returns it */
 	int32_t remote_error;
+	uint64_t local_ns;		/* with local_done: how long the read took */
 };
 
 /* A buffer registered on this context. */
@@ -731,11 +733,24 @@ static void report(struct engram *e, uint32_t handle, uint32_t nr_rows, int remo
 	xioctl(e, ENGRAM_IOC_REPORT, &r);
 }
 
-/* Serve a fetch from the local copy; 0 or the local error (bad_index set). */
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/*
+ * Serve a fetch from the local copy; 0 or the local error (bad_index set).
+ * *took_ns: how long the read took, so that an engine (and the tests) can
+ * tell the remote attempt's time from the disk's.
+ */
 static int local_fetch(struct engram *e, const struct table_ref *tr,
-		       const struct engram_ioc_fetch *f, uint32_t *bad_index)
+		       const struct engram_ioc_fetch *f, uint32_t *bad_index, uint64_t *took_ns)
 {
 	struct local_dest d[LIBENGRAM_MAX_RANGES];
+	uint64_t t0 = mono_ns();
 	unsigned int nd;
 	int ret;
 
@@ -743,10 +758,12 @@ static int local_fetch(struct engram *e, const struct table_ref *tr,
 	if (!ret)
 		ret = local_read_rows(tr->local, (const uint32_t *)(uintptr_t)f->rows, f->nr_rows,
 				      d, nd, f->stride, bad_index);
+	*took_ns = mono_ns() - t0;
 	return ret;
 }
 
-static void result_fallback(struct engram_result *res, uint64_t ticket, int remote_err)
+static void result_fallback(struct engram_result *res, uint64_t ticket, int remote_err,
+			    uint64_t local_ns)
 {
 	if (!res)
 		return;
@@ -754,6 +771,7 @@ static void result_fallback(struct engram_result *res, uint64_t ticket, int remo
 	res->error = 0;
 	res->flags |= LIBENGRAM_RESULT_FALLBACK;
 	res->remote_error = remote_err;
+	res->local_ns = local_ns;
 }
 
 /*
@@ -764,15 +782,16 @@ static void result_fallback(struct engram_result *res, uint64_t ticket, int remo
 static int try_fallback(struct engram *e, const struct table_ref *tr,
 			const struct engram_ioc_fetch *f, int err, struct engram_result *res)
 {
+	uint64_t took;
 	uint32_t bad = 0;
 
 	if (!tr->local || tr->required || !local_fallback_errno(err))
 		return err;
 	/* Counted only once the rows are there; a local failure leaves the remote error. */
-	if (local_fetch(e, tr, f, &bad))
+	if (local_fetch(e, tr, f, &bad, &took))
 		return err;
 	report(e, f->handle, f->nr_rows, err);
-	result_fallback(res, f->ticket, err);
+	result_fallback(res, f->ticket, err, took);
 	return 0;
 }
 
@@ -780,16 +799,19 @@ static int try_fallback(struct engram *e, const struct table_ref *tr,
 static int local_only(struct engram *e, const struct table_ref *tr, struct engram_ioc_fetch *f,
 		      struct engram_result *res)
 {
+	uint64_t took;
 	uint32_t bad = 0;
 	int ret;
 
-	ret = local_fetch(e, tr, f, &bad);
+	ret = local_fetch(e, tr, f, &bad, &took);
 	if (res) {
 		memset(res, 0, sizeof(*res));
 		res->error = ret;
 		res->bad_index = ret == -ERANGE ? bad : 0;
-		if (!ret)
+		if (!ret) {
 			res->flags = LIBENGRAM_RESULT_FALLBACK;
+			res->local_ns = took;
+		}
 	}
 	return ret;
 }
@@ -844,7 +866,7 @@ static int fetch_sync(struct engram *e, struct engram_ioc_fetch *f, struct engra
 
 /* Remember a submission on a table with a local copy; 0 or -ENOMEM. */
 static int sub_add(struct engram *e, const struct engram_ioc_fetch *f, uint64_t ticket,
-		   bool local_done, int remote_err)
+		   bool local_done, int remote_err, uint64_t local_ns)
 {
 	struct engram_sub s;
 	int ret;
@@ -856,6 +878,7 @@ static int sub_add(struct engram *e, const struct engram_ioc_fetch *f, uint64_t 
 	s.stride = f->stride;
 	s.local_done = local_done;
 	s.remote_error = remote_err;
+	s.local_ns = local_ns;
 	if (!local_done) {
 		s.rows = malloc((size_t)f->nr_rows * sizeof(*s.rows));
 		if (!s.rows)
@@ -897,17 +920,22 @@ static uint64_t local_ticket(struct engram *e)
 static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f,
 			  struct engram_result *res)
 {
+	struct engram_result own;
 	struct table_ref tr;
 	uint64_t ticket;
 	int64_t ret;
 	int err;
 
+	if (!res) {		/* the local read's time goes to the wait's result */
+		memset(&own, 0, sizeof(own));
+		res = &own;
+	}
 	table_ref(e, f->handle, &tr);
 	if (tr.found && !tr.remote) {
 		err = local_only(e, &tr, f, res);
 		if (err)
 			return err;
-		err = sub_add(e, f, ticket = local_ticket(e), true, 0);
+		err = sub_add(e, f, ticket = local_ticket(e), true, 0, res->local_ns);
 		if (err)
 			return err;
 		if (res)
@@ -922,11 +950,11 @@ static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f,
 		err = try_fallback(e, &tr, f, (int)ret, res);
 		if (err)
 			return err;
-		err = sub_add(e, f, f->ticket, true, (int)ret);
+		err = sub_add(e, f, f->ticket, true, (int)ret, res->local_ns);
 		return err ? err : (int64_t)f->ticket;
 	}
 	/* Without memory to remember it, the fetch just has no fallback. */
-	sub_add(e, f, (uint64_t)ret, false, 0);
+	sub_add(e, f, (uint64_t)ret, false, 0, 0);
 	return ret;
 }
 
@@ -1036,7 +1064,7 @@ PUBLIC int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, u
 		memset(res, 0, sizeof(*res));
 	/* Fetches already served locally come back first, without a system call. */
 	if (sub_take(e, ticket, true, &s)) {
-		result_fallback(res, s.ticket, s.remote_error);
+		result_fallback(res, s.ticket, s.remote_error, s.local_ns);
 		return 0;
 	}
 	if (ticket >= LOCAL_TICKET_BASE)

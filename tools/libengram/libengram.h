@@ -54,8 +54,9 @@
  * ranges), reports the fallback to the module (counted as FALLBACKS and
  * FALLBACK_ROWS of the table, its link and the module: `engramctl stats`)
  * and returns success with LIBENGRAM_RESULT_FALLBACK in engram_result.flags
- * and the remote error in engram_result.remote_error.  If the local read
- * fails too, the remote error is returned.  This covers engram_fetch*(),
+ * and the remote error in engram_result.remote_error; engram_result.local_ns
+ * says how long the local read took (the rest of the call was the remote
+ * attempt).  If the local read fails too, the remote error is returned.  This covers engram_fetch*(),
  * a submission refused at once (the link is down: engram_submit*() then
  * serves it locally and engram_wait() returns it; poll(2) does not see
  * such a ticket) and a submission whose engram_wait() reports a failure.
@@ -169,7 +170,8 @@ struct engram_result {
 	uint64_t rtt_ns;		/* submit to completion, as the kernel measured it */
 	int32_t remote_error;		/* with LIBENGRAM_RESULT_FALLBACK: why the remote failed */
 	uint32_t reserved0;		/* 0 */
-	uint64_t reserved[3];		/* 0 */
+	uint64_t local_ns;		/* with LIBENGRAM_RESULT_FALLBACK: reading the local copy */
+	uint64_t reserved[2];		/* 0 */
 };
 
 /**

@@ -84,7 +84,8 @@ class _Result(ctypes.Structure):
         ("rtt_ns", ctypes.c_uint64),
         ("remote_error", ctypes.c_int32),
         ("reserved0", ctypes.c_uint32),
-        ("reserved", ctypes.c_uint64 * 3),
+        ("local_ns", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 2),
     ]
 
 
@@ -235,14 +236,16 @@ def _span(obj):
 RESULT_FALLBACK = 1 << 0    # LIBENGRAM_RESULT_FALLBACK
 CHECKS = {"size": 0, "sha256": 1}   # LIBENGRAM_CHECK_*
 
-Result = namedtuple("Result", "ticket rtt_ns fallback remote_error", defaults=(False, 0))
+Result = namedtuple("Result", "ticket rtt_ns fallback remote_error local_ns",
+                    defaults=(False, 0, 0))
 Result.__doc__ = ("A completed fetch: its ticket, the kernel's submit-to-completion time, "
                   "whether the rows came from the local copy, and then the remote errno "
-                  "(negative).")
+                  "(negative) and how long the local read took (ns).")
 
 
 def _result(res):
-    return Result(res.ticket, res.rtt_ns, bool(res.flags & RESULT_FALLBACK), res.remote_error)
+    return Result(res.ticket, res.rtt_ns, bool(res.flags & RESULT_FALLBACK), res.remote_error,
+                  res.local_ns)
 
 
 class Table:
