@@ -209,13 +209,8 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue
 		rm -f "$logs/vm-$k.rc"
-		# One suite runs with a ZONE_MOVABLE, where tables must not pin pages
-		# (t_20_load); ENGRAM_VM_APPEND set by the caller wins.
-		append=${ENGRAM_VM_APPEND-}
-		[ -n "$append" ] || [ "$k" != 6.1 ] || append=movablecore=512M
 		# shellcheck disable=SC2086
-		(ENGRAM_VM_APPEND=$append \
-		 selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$k" \
+		(selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$k" \
 			-- selftests/guest/run.sh ${GUEST_FILTER:-} >"$logs/vm-$k.out" 2>&1 </dev/null
 		 echo $? >"$logs/vm-$k.rc") &
 	done
