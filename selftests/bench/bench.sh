@@ -162,6 +162,8 @@ perftest() {
 		echo "$out" | grep -q '#bytes' || kill $srv 2>/dev/null
 		wait $srv
 	fi
+	echo "$out" | grep -q '#bytes' ||
+		echo "$out" | tail -n 5 | sed "s/^/perftest: $tool -s $size: /" >&2
 	echo "$out" | awk '/#bytes/ { getline; print; exit }'
 }
 # perftest's latency tools sometimes print "inf" for every figure of a
