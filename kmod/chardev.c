@@ -582,24 +582,36 @@ static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
 			   ktime_t until, bool busy)
 {
 	ktime_t stop = ktime_before(first->deadline, until) ? first->deadline : until;
+	DEFINE_WAIT_FUNC(wait, woken_wake_function);
+	int ret = -EAGAIN;
 	s64 left;
 
+	/*
+	 * wait_woken(), not wait_event_*(): engram_any_done() takes the fd's
+	 * mutex, which must not be taken with the task already set to sleep
+	 * (the mutex may sleep itself, and its wakeup would be lost).
+	 */
+	add_wait_queue(&ef->wq, &wait);
 	for (;;) {
-		if (engram_any_done(ef))
-			return 0;
+		if (engram_any_done(ef)) {
+			ret = 0;
+			break;
+		}
 		left = ktime_to_ns(ktime_sub(stop, ktime_get()));
 		if (left <= 0)
 			break;
-		if (busy) {
-			if (signal_pending(current))
-				return -EINTR;
-			cond_resched();
-			continue;
+		if (signal_pending(current)) {
+			ret = -EINTR;
+			break;
 		}
-		if (wait_event_interruptible_timeout(ef->wq, engram_any_done(ef),
-						     nsecs_to_jiffies(left) + 1) < 0)
-			return -EINTR;
+		if (busy)
+			cond_resched();
+		else
+			wait_woken(&wait, TASK_INTERRUPTIBLE, nsecs_to_jiffies(left) + 1);
 	}
+	remove_wait_queue(&ef->wq, &wait);
+	if (ret != -EAGAIN)
+		return ret;
 	if (!ktime_before(stop, first->deadline))
 		return engram_link_fetch_wait(first, 0, busy);	/* breaks the link */
 	return -EAGAIN;
