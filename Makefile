@@ -20,7 +20,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
-	install-module install-tools dkms-check clean
+	install-module install-tools dkms-check clean debug-kernel check-debug
 
 all: module tools
 
@@ -36,8 +36,19 @@ tools:
 deps:
 	selftests/vm/deps.sh
 
+# The guests' debug kernel (KASAN, lockdep, kmemleak, UBSAN, fault injection,
+# KCOV, gcov), built once into $(CACHE); `make vm-run KVER=debug` boots it.
+debug-kernel: deps
+	selftests/vm/debug-kernel.sh
+
 check:
 	selftests/check.sh
+
+# The suite on the debug kernel only (Documentation/testing.rst): about two
+# hours, four to five times the suite on a stock kernel.
+check-debug: debug-kernel
+	KVERS=debug PAIR_KVERS= FAULT_KVERS= VM_TIMEOUT=$${VM_TIMEOUT:-9000} \
+		selftests/check.sh
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
 # (build/bench); see Documentation/performance.rst.

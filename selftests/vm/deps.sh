@@ -16,6 +16,8 @@
 #                               const_structs.checkpatch (from linux-source-6.1)
 #
 # Usage: deps.sh [--refresh]   (--refresh: re-resolve kernels and update lists)
+#        deps.sh --download PKG  (only fetch PKG's .deb into $CACHE/apt/archives,
+#                                 e.g. linux-source-6.12 for debug-kernel.sh)
 set -euo pipefail
 
 CACHE=${CACHE:-/var/cache/engram-rdma}
@@ -23,7 +25,9 @@ APTDIR=$CACHE/apt
 KENV=$CACHE/kernels.env
 CPDIR=$CACHE/checkpatch
 REFRESH=0
+DOWNLOAD=""
 [ "${1:-}" = "--refresh" ] && REFRESH=1
+[ "${1:-}" = "--download" ] && DOWNLOAD=${2:?usage: deps.sh --download PKG}
 
 BASE_PKGS=(
 	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev libssl-dev
@@ -31,6 +35,7 @@ BASE_PKGS=(
 	qemu-system-x86 busybox-static kmod cpio xz-utils rsync dkms sparse
 	linux-source-6.1 clang gnuplot-nox python3 python3-numpy
 	e2fsprogs iproute2 util-linux coreutils
+	flex bison bc libelf-dev
 )
 
 log() { echo "deps: $*" >&2; }
@@ -62,7 +67,7 @@ kernel_pkgs() {
 }
 
 # ---- fast path: nothing to do ---------------------------------------------
-if [ $REFRESH -eq 0 ] && [ -s "$KENV" ]; then
+if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && [ -s "$KENV" ]; then
 	# shellcheck disable=SC1090
 	. "$KENV"
 	if [ -n "${KREL_6_1:-}" ] && [ -n "${KREL_6_12:-}" ] &&
@@ -117,6 +122,11 @@ lists_fresh() {
 if [ $REFRESH -eq 1 ] || ! lists_fresh; then
 	log "apt-get update (private sources list $APTDIR/sources.list)"
 	apt_get update
+fi
+if [ -n "$DOWNLOAD" ]; then
+	log "downloading $DOWNLOAD into $APTDIR/archives"
+	(cd "$APTDIR/archives" && apt_get download "$DOWNLOAD")
+	exit 0
 fi
 
 # ---- kernel releases, resolved from the meta packages -------------------------

@@ -4,20 +4,33 @@
 # Look up the test kernels recorded by deps.sh.
 #
 #   kernels.sh kdir KVER      build tree of the running kernel if it exists,
-#                             else that of test kernel KVER (6.1 or 6.12),
-#                             else nothing
+#                             else that of test kernel KVER (6.1, 6.12 or
+#                             debug), else nothing
 #   kernels.sh release KVER   e.g. 6.1.0-57-amd64 (nothing if unknown)
 #   kernels.sh vmlinuz KVER   /boot/vmlinuz-<release> (nothing if missing)
 #   kernels.sh builddir KVER  /lib/modules/<release>/build (test kernel only)
+#   kernels.sh modroot KVER   the debug kernel's lib/modules/<release> under
+#                             $CACHE (nothing for Debian's kernels)
+#
+# KVER "debug" is the kernel selftests/vm/debug-kernel.sh built, recorded in
+# $CACHE/debug-kernel.env; it lives in the cache, not under /boot.
 #
 # Prints nothing and exits 0 when the kernel is not installed, so that
 # $(shell ...) in a Makefile degrades to an empty value.
 set -u
 CACHE=${CACHE:-/var/cache/engram-rdma}
 
+# debug VAR: a value debug-kernel.sh recorded (nothing before it ran).
+debug() {
+	[ -r "$CACHE/debug-kernel.env" ] || return 0
+	# shellcheck disable=SC1091
+	(. "$CACHE/debug-kernel.env"; eval "echo \${$1:-}")
+}
+
 release() {
 	local var
 	case "${1:-}" in
+	debug) debug KREL_DEBUG; return 0 ;;
 	6.1) var=KREL_6_1 ;;
 	6.12) var=KREL_6_12 ;;
 	*) echo "kernels.sh: unknown KVER '${1:-}' (6.1 or 6.12)" >&2; return 2 ;;
@@ -44,18 +57,33 @@ kdir)
 	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
 	;;
 builddir)
+	if [ "${2:-}" = debug ]; then
+		d=$(debug KDIR_DEBUG)
+		if [ -n "$d" ] && [ -d "$d" ]; then echo "$d"; fi
+		exit 0
+	fi
 	r=$(release "${2:-}") || exit 2
 	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
 	;;
 release)
 	release "${2:-}" || exit 2
 	;;
+modroot)
+	[ "${2:-}" = debug ] || exit 0
+	d=$(debug MODROOT_DEBUG)
+	if [ -n "$d" ] && [ -d "$d" ]; then echo "$d"; fi
+	;;
 vmlinuz)
+	if [ "${2:-}" = debug ]; then
+		v=$(debug VMLINUZ_DEBUG)
+		if [ -n "$v" ] && [ -e "$v" ]; then echo "$v"; fi
+		exit 0
+	fi
 	r=$(release "${2:-}") || exit 2
 	[ -n "$r" ] && [ -e "/boot/vmlinuz-$r" ] && echo "/boot/vmlinuz-$r"
 	;;
 *)
-	echo "usage: kernels.sh kdir|builddir|release|vmlinuz KVER" >&2
+	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot KVER" >&2
 	exit 2
 	;;
 esac

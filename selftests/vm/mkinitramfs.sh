@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Build (or reuse) the tiny initramfs for one kernel release:
-#   mkinitramfs.sh RELEASE OUTPUT.cpio
+#   mkinitramfs.sh RELEASE OUTPUT.cpio [MODROOT]
+# MODROOT: the release's lib/modules/RELEASE when it is not the machine's
+# (the debug kernel's, in the cache; its drivers are built in).
 # Contents: busybox-static, selftests/vm/init, the chroot modprobe helper and
 # the modules needed to mount the host root over virtio-9p (resolved with
 # the host's `modprobe -S RELEASE --show-depends`; .ko.xz decompressed since
@@ -10,21 +12,26 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
-rel=${1:?usage: mkinitramfs.sh RELEASE OUTPUT}
-out=${2:?usage: mkinitramfs.sh RELEASE OUTPUT}
+rel=${1:?usage: mkinitramfs.sh RELEASE OUTPUT [MODROOT]}
+out=${2:?usage: mkinitramfs.sh RELEASE OUTPUT [MODROOT]}
+modroot=${3:-/lib/modules/$rel}
 BUSYBOX=/bin/busybox
 MODS=(9p 9pnet_virtio virtio_pci virtio_blk)
 
 [ -x "$BUSYBOX" ] || { echo "mkinitramfs: $BUSYBOX missing (install busybox-static)" >&2; exit 1; }
 file_is_static=$(LC_ALL=C file -b "$BUSYBOX" 2>/dev/null || true)
 case "${file_is_static:-}" in *dynamic*) echo "mkinitramfs: $BUSYBOX is not static (install busybox-static)" >&2; exit 1;; esac
-[ -d "/lib/modules/$rel/kernel" ] || { echo "mkinitramfs: /lib/modules/$rel missing" >&2; exit 1; }
+[ -e "$modroot/modules.dep" ] || { echo "mkinitramfs: $modroot/modules.dep missing" >&2; exit 1; }
 
-kos=$(modprobe -S "$rel" -a --show-depends "${MODS[@]}" | awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
+# Built-in ones show as "builtin NAME" and need nothing here.
+dir=()
+[ -z "${3:-}" ] || dir=(-d "${modroot%/lib/modules/*}")
+kos=$(modprobe "${dir[@]}" -S "$rel" -a --show-depends "${MODS[@]}" |
+	awk '$1 == "insmod" && !seen[$2]++ { print $2 }')
 
 # Cache key: every input's identity.
 key=$( {
-	echo "$rel"
+	echo "$rel${3:+ $3}"
 	sha256sum "$here/init" "$here/chroot-modprobe" "$here/mkinitramfs.sh"
 	stat -c '%n %s %Y' "$BUSYBOX" $kos
 } | sha256sum | cut -d' ' -f1)
@@ -36,7 +43,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/engram-initramfs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"/{bin,sbin,dev,proc,sys,mnt,tmp,lib/modules-initrd}
 cp "$BUSYBOX" "$tmp/bin/busybox"
-for a in sh mount umount insmod mkdir chroot poweroff dmesg cat echo sleep sync ls; do
+for a in sh mount umount insmod mkdir chroot poweroff dmesg cat echo sleep sync ls uname; do
 	ln -s busybox "$tmp/bin/$a"
 done
 install -m 0755 "$here/init" "$tmp/init"

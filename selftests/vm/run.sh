@@ -62,6 +62,11 @@ die() { echo "run.sh: $*" >&2; exit 125; }
 
 rel=$("$here/kernels.sh" release "$KVER") || exit 2
 vmlinuz=$("$here/kernels.sh" vmlinuz "$KVER")
+modroot=$("$here/kernels.sh" modroot "$KVER")
+if [ "$KVER" = debug ]; then
+	[ -n "$rel" ] && [ -n "$vmlinuz" ] && [ -n "$modroot" ] ||
+		die "the debug kernel is not built: run selftests/vm/debug-kernel.sh"
+fi
 [ -n "$rel" ] && [ -n "$vmlinuz" ] || die "test kernel $KVER is not installed: run 'make deps'"
 command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run 'make deps'"
 
@@ -80,7 +85,7 @@ mkdir -p "$vmdir"
 initrd=$BUILD/initramfs-$rel.cpio
 (
 	flock -w 300 9 || die "initramfs lock busy"
-	"$here/mkinitramfs.sh" "$rel" "$initrd"
+	"$here/mkinitramfs.sh" "$rel" "$initrd" $modroot
 ) 9>"$BUILD/.initramfs-$rel.lock" || die "cannot build the initramfs for $rel"
 
 # Per-run files: job description, scratch disk.  Both live under build/ so
@@ -128,7 +133,7 @@ qemu=(
 	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
 	-nographic -no-reboot "${nic[@]}"
 	-kernel "$vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD"
+	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD${modroot:+ engram_modroot=$modroot}"
 	-serial mon:stdio
 	-serial "file:$dmesglog"
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap
