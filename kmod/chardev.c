@@ -588,8 +588,8 @@ static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
 
 	/*
 	 * wait_woken(), not wait_event_*(): engram_any_done() takes the fd's
-	 * mutex, which must not be taken with the task already set to sleep
-	 * (the mutex may sleep itself, and its wakeup would be lost).
+	 * mutex, which must not be taken with the task already set to sleep:
+	 * a mutex that sleeps leaves the task running, and the wait spins.
 	 */
 	add_wait_queue(&ef->wq, &wait);
 	for (;;) {
