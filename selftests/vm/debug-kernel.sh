@@ -44,14 +44,18 @@ src=$top/src
 obj=$top/build
 stage=$top/stage
 
-if [ -s "$top/done" ]; then
+# cached: record the cached kernel as the one to use, and say where.
+cached() {
 	cp "$top/done" "$ENVF"
 	echo "$ENVF"
 	exit 0
-fi
+}
+[ -s "$top/done" ] && cached
 
 exec 9>"$CACHE/.debug-kernel.lock"
 flock -w 3600 9 || { log "another build holds the lock"; exit 1; }
+# Whoever held the lock may have just built this very kernel.
+[ -s "$top/done" ] && cached
 start=$(date +%s)
 rm -rf "$top"
 mkdir -p "$src" "$obj" "$stage"

@@ -22,9 +22,7 @@ CACHE=${CACHE:-/var/cache/engram-rdma}
 
 # debug VAR: a value debug-kernel.sh recorded (nothing before it ran).
 debug() {
-	[ -r "$CACHE/debug-kernel.env" ] || return 0
-	# shellcheck disable=SC1091
-	(. "$CACHE/debug-kernel.env"; eval "echo \${$1:-}")
+	sed -n "s/^$1=//p" "$CACHE/debug-kernel.env" 2>/dev/null | tail -n1
 }
 
 release() {

@@ -85,7 +85,7 @@ mkdir -p "$vmdir"
 initrd=$BUILD/initramfs-$rel.cpio
 (
 	flock -w 300 9 || die "initramfs lock busy"
-	"$here/mkinitramfs.sh" "$rel" "$initrd" $modroot
+	"$here/mkinitramfs.sh" "$rel" "$initrd" ${modroot:+"$modroot"}
 ) 9>"$BUILD/.initramfs-$rel.lock" || die "cannot build the initramfs for $rel"
 
 # Per-run files: job description, scratch disk.  Both live under build/ so
