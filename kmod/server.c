@@ -73,8 +73,6 @@
 #define ENGRAM_SRV_CHAIN_MAX	256
 /* Bytes in one WRITE, far below any port's max_msg_sz. */
 #define ENGRAM_SRV_WR_MAX_BYTES	SZ_1M
-/* A peer that lets a send stay incomplete this long is considered dead. */
-#define ENGRAM_SRV_STALL	(10 * HZ)
 /* Room for one RESPONSE or HEARTBEAT, a cache line so slots never share one. */
 #define ENGRAM_SRV_CTRL_BYTES	64
 
@@ -90,6 +88,8 @@
 #define ENGRAM_SRV_CONNS_MAX		4096
 #define ENGRAM_SRV_IDLE_MS_MIN		100
 #define ENGRAM_SRV_IDLE_MS_MAX		3600000
+#define ENGRAM_SRV_STALL_MS_MIN		1000
+#define ENGRAM_SRV_STALL_MS_MAX		600000
 /* While the idle timeout is off, how often a connection looks again. */
 #define ENGRAM_SRV_IDLE_RECHECK		HZ
 
@@ -108,6 +108,8 @@ static struct engram_srv_param engram_srv_max_rows = { ENGRAM_SRV_MAX_ROWS, 1,
 						       ENGRAM_SRV_MAX_ROWS };
 static struct engram_srv_param engram_srv_idle_ms = { 30000, ENGRAM_SRV_IDLE_MS_MIN,
 						      ENGRAM_SRV_IDLE_MS_MAX, true };
+static struct engram_srv_param engram_srv_stall_ms = { 10000, ENGRAM_SRV_STALL_MS_MIN,
+						       ENGRAM_SRV_STALL_MS_MAX };
 
 static int engram_srv_uint_set(const char *val, const struct kernel_param *kp)
 {
@@ -153,6 +155,19 @@ MODULE_PARM_DESC(rdma_max_request_rows,
 module_param_cb(rdma_idle_timeout_ms, &engram_srv_uint_ops, &engram_srv_idle_ms, 0644);
 MODULE_PARM_DESC(rdma_idle_timeout_ms,
 		 "RDMA server: close a connection that sent nothing for this many ms (0 off, or 100-3600000, default 30000)");
+module_param_cb(rdma_stall_timeout_ms, &engram_srv_uint_ops, &engram_srv_stall_ms, 0644);
+MODULE_PARM_DESC(rdma_stall_timeout_ms,
+		 "RDMA server: close a connection whose peer leaves a send or a response unacknowledged for this many ms (1000-600000, default 10000)");
+
+/*
+ * A peer that lets a send stay incomplete this long is considered dead: a
+ * live one acknowledges within its RNR and transport retries, far below
+ * the default.  Slow hosts (an emulated guest under KASAN) need more.
+ */
+static unsigned long engram_srv_stall(void)
+{
+	return msecs_to_jiffies(READ_ONCE(engram_srv_stall_ms.val));
+}
 
 bool engram_server_stopping;
 
@@ -277,7 +292,8 @@ struct engram_ctrl {
  * @watchdog: catches responses that never complete
  * @idle_work: closes the connection when the peer has been silent for
  *	rdma_idle_timeout_ms
- * @last_rx: jiffies of the last receive completion (or of the accept)
+ * @last_rx: jiffies of the last receive completion, of the end of the last
+ *	request served, or of the accept
  * @hw_done: the QP, CQ, buffers and PD reference are gone
  * @rx: receive buffers
  * @nr_rx: entries in @rx
@@ -471,8 +487,8 @@ static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
 
 /*
  * Sleep until @ready(@conn, @arg) or closing.  Everything waited for is
- * the peer completing earlier sends: one that stops for ENGRAM_SRV_STALL
- * is dead.
+ * the peer completing earlier sends: one that stops for
+ * rdma_stall_timeout_ms is dead.
  */
 static int engram_conn_wait(struct engram_conn *conn,
 			    bool (*ready)(struct engram_conn *conn, u32 arg), u32 arg,
@@ -482,7 +498,7 @@ static int engram_conn_wait(struct engram_conn *conn,
 
 	left = wait_event_timeout(conn->sq_wait,
 				  ready(conn, arg) || engram_conn_closing(conn),
-				  ENGRAM_SRV_STALL);
+				  engram_srv_stall());
 	if (engram_conn_closing(conn))
 		return -ESHUTDOWN;
 	if (!left) {
@@ -786,7 +802,8 @@ static int engram_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
 	if (c->t) {
 		spin_lock_irqsave(&conn->lock, flags);
 		if (!conn->closing)
-			queue_delayed_work(engram_srv_wq, &conn->watchdog, ENGRAM_SRV_STALL);
+			queue_delayed_work(engram_srv_wq, &conn->watchdog,
+					   engram_srv_stall());
 		spin_unlock_irqrestore(&conn->lock, flags);
 	}
 	return 0;
@@ -801,7 +818,7 @@ static void engram_conn_watchdog(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(to_delayed_work(work),
 						struct engram_conn, watchdog);
-	unsigned long flags, oldest = 0;
+	unsigned long flags, oldest = 0, stall = engram_srv_stall();
 	bool any = false;
 	u32 i;
 
@@ -815,11 +832,10 @@ static void engram_conn_watchdog(struct work_struct *work)
 			oldest = c->posted;
 		any = true;
 	}
-	if (any && !conn->closing && time_before(jiffies, oldest + ENGRAM_SRV_STALL))
-		queue_delayed_work(engram_srv_wq, &conn->watchdog,
-				   oldest + ENGRAM_SRV_STALL - jiffies);
+	if (any && !conn->closing && time_before(jiffies, oldest + stall))
+		queue_delayed_work(engram_srv_wq, &conn->watchdog, oldest + stall - jiffies);
 	spin_unlock_irqrestore(&conn->lock, flags);
-	if (any && !time_before(jiffies, oldest + ENGRAM_SRV_STALL))
+	if (any && !time_before(jiffies, oldest + stall))
 		engram_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
 }
 
@@ -842,11 +858,19 @@ static void engram_conn_idle(struct work_struct *work)
 	due = ms ? last + msecs_to_jiffies(ms) : jiffies + ENGRAM_SRV_IDLE_RECHECK;
 	spin_lock_irqsave(&conn->lock, flags);
 	if (!conn->closing) {
-		if (ms && !time_before(jiffies, due))
+		/*
+		 * A client may send nothing while it waits for an answer, and
+		 * a large one can take longer than the timeout on a slow host:
+		 * a connection with a request still being served is not idle
+		 * (one whose peer stopped acknowledging is the stall watchdog's).
+		 */
+		if (ms && !time_before(jiffies, due) && !conn->inflight)
 			idle = true;
 		else
 			queue_delayed_work(engram_srv_wq, &conn->idle_work,
-					   min(due - jiffies, ENGRAM_SRV_IDLE_RECHECK * 60UL));
+					   time_before(jiffies, due) ?
+					   min(due - jiffies, ENGRAM_SRV_IDLE_RECHECK * 60UL) :
+					   ENGRAM_SRV_IDLE_RECHECK);
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (!idle)
@@ -1198,6 +1222,8 @@ out:
 	if (is_req) {
 		spin_lock_irqsave(&conn->lock, flags);
 		conn->inflight--;
+		/* The idle timeout counts from the end of the last answer. */
+		WRITE_ONCE(conn->last_rx, jiffies);
 		spin_unlock_irqrestore(&conn->lock, flags);
 	}
 }

@@ -7,7 +7,10 @@
 # and a well-behaved link (from the guest's other address) keeps fetching
 # exact rows throughout.  A peer that connects and then stays silent is
 # closed after rdma_idle_timeout_ms (idle_closes), the heartbeating link is
-# not.  rdma_max_request_rows lowers what a new connection negotiates.
+# not, nor is one whose answer takes longer than that timeout (it used to
+# be: the client sends nothing while it waits).  rdma_max_request_rows
+# lowers what a new connection negotiates.  rdma_stall_timeout_ms reads
+# back and refuses values out of range.
 # kernels: 6.1
 # timeout: 600
 . "$(dirname "$0")/lib.sh"
@@ -31,12 +34,14 @@ module_load "listen=rdma://$IP:$PORT,rdma://[$IP6]:$PORT" rdma_max_conns_per_pee
 	rdma_max_conns=6 rdma_max_conns_total=8 rdma_idle_timeout_ms=0 ||
 	bail "insmod with the connection limits"
 for p in "rdma_max_conns_per_peer 4" "rdma_max_conns 6" "rdma_max_conns_total 8" \
-	"rdma_idle_timeout_ms 0" "rdma_max_request_rows 65536"; do
+	"rdma_idle_timeout_ms 0" "rdma_max_request_rows 65536" \
+	"rdma_stall_timeout_ms $(slow 10000)"; do
 	set -- $p
 	check "$1 reads back $2" test "$(cat $P/$1)" = "$2"
 done
 for p in "rdma_max_conns 0" "rdma_max_conns_per_peer 4097" "rdma_max_conns_total x" \
-	"rdma_max_request_rows 0" "rdma_max_request_rows 65537" "rdma_idle_timeout_ms 99"; do
+	"rdma_max_request_rows 0" "rdma_max_request_rows 65537" "rdma_idle_timeout_ms 99" \
+	"rdma_stall_timeout_ms 999" "rdma_stall_timeout_ms 600001"; do
 	set -- $p
 	dmesg_mark
 	check "$1=$2 is refused" sh -c "! echo $2 > $P/$1 2>/dev/null"
@@ -147,6 +152,22 @@ check "the heartbeating IPv6 link was never closed" test "$(link_field "$id6" co
 check "and still fetches exact" run --link "$id6" --count 5000 --batch 288 --seed 4
 touch "$HOLD"
 wait "$ppid"
+
+# --- a long answer is not idleness ----------------------------------------------------
+# The server holds the answer for 6 s; the client's one heartbeat waits
+# behind it, so nothing arrives for longer than the 4 s idle timeout while
+# the request is being served.  The connection must stay.
+i0=$(stat_global idle_closes)
+echo 6000 > $P/fault_delay_ms
+check "a fetch answered after 6 s, past the 4 s idle timeout, is exact" \
+	run --link "$id6" --count 288 --batch 288 --timeout-ms 30000 --seed 7
+echo 0 > $P/fault_delay_ms
+# Past another idle timeout: the connection must not be closed just after
+# the answer either (the heartbeat resumes once its echo went out).
+sleep 5
+check "its connection was not closed as idle (idle_closes unchanged)" \
+	test "$(stat_global idle_closes)" -eq "$i0"
+check "the IPv6 link is still on its first connection" test "$(link_field "$id6" connects)" = 1
 echo 0 > $P/rdma_idle_timeout_ms
 
 # --- the server's receive size -------------------------------------------------------
