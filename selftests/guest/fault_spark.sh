@@ -26,7 +26,7 @@ print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
 PY
 )
 DEADLINE=1000
-MARGIN=3000	# the break (disconnect, drain) in a TCG guest, stated in testing.rst
+MARGIN=$(slow 3000)	# the break (disconnect, drain) in a TCG guest, stated in testing.rst
 FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
 	--scale-offset "$SOFF" --rows-total $ROWS)
 fetchable() {
@@ -71,7 +71,7 @@ loop1=$!
 # disk: 2 to 3 s beside the other loops, and measured up to 9.9 s while
 # the host guest hashes its reloaded table on the same two cores.  Its
 # bound is there to catch a hang, not to time the disk.
-LOCAL_READ=30000
+LOCAL_READ=$(slow 30000)
 "${FC[@]}" --local "$F" --local-tensor $PREFIX --count 100000000 --batch 288 \
 	--timeout-ms $DEADLINE --max-ms $((DEADLINE + MARGIN)) --max-local-ms $LOCAL_READ \
 	--expect-fallbacks 1 --stop-file "$STOP" --seed 5 >"$SCRATCH/loop3" 2>&1 &

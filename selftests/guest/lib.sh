@@ -12,6 +12,16 @@ NL_RAW=$TOP/selftests/guest/nl_raw
 SCRATCH=${ENGRAM_SCRATCH:-/tmp/scratch}
 MODULE=${ENGRAM_MODULE:-}
 PREFIX=layers.1.engram.embed
+# The project's debug kernel (KASAN, lockdep, kmemleak, all under TCG) does
+# the same work three to five times slower than Debian's: every bound a
+# test places on time, and every timeout it gives the module, is multiplied
+# by SLOW there (see run.sh, which scales the tests' own timeouts alike).
+case "$(uname -r)" in
+*-engram-debug) SLOW=${ENGRAM_TIMEOUT_SCALE:-4} ;;
+*) SLOW=1 ;;
+esac
+# slow MS: a bound of MS on Debian's kernels, scaled for this one.
+slow() { echo $(($1 * SLOW)); }
 
 ok() { T_NO=$((T_NO + 1)); echo "ok $T_NO - $*"; }
 nok() { T_NO=$((T_NO + 1)); T_FAIL=$((T_FAIL + 1)); echo "not ok $T_NO - $*"; }
@@ -59,8 +69,15 @@ module_unload() { ! module_loaded || rmmod engram_rdma; }
 # module_load [PARAM=VALUE]...: insmod the module under test.  A TCG guest
 # on a loaded machine can leave a server's worker unscheduled for seconds:
 # tests allow 10 s of silence before a heartbeat breaks a link, unless they
-# pass their own heartbeat_timeout_ms (a later value wins).
-module_load() { insmod "$MODULE" heartbeat_timeout_ms=10000 "$@"; }
+# pass their own heartbeat_timeout_ms (a later value wins); the server's
+# stall bound gets the same, and the fetch deadline on the debug kernel.
+module_load() {
+	local t=()
+
+	[ "$SLOW" -eq 1 ] || t=("timeout_ms=$(slow 1000)")
+	insmod "$MODULE" "heartbeat_timeout_ms=$(slow 10000)" \
+		"rdma_stall_timeout_ms=$(slow 10000)" "${t[@]}" "$@"
+}
 
 # table_state NAME: ready, loading, ... or "absent".
 table_state() {

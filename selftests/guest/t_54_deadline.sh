@@ -9,6 +9,7 @@
 # WAIT, for a destination in ranges, and for a fetch on another fd while
 # one fd's deadline breaks the shared link.
 # timeout: 900
+# kernels: 6.12
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}
@@ -20,7 +21,7 @@ DELAY=1500	# ms the server holds each response back
 DEADLINE=300	# ms the fetch waits
 # How late the failing call may return past its deadline: the break
 # (disconnect, drain, destroy) runs through rxe's tasklets in a TCG guest.
-MARGIN=2000
+MARGIN=$(slow 2000)
 SETTLE=$((DELAY * 2))	# well past the moment the held rows would go out
 
 make_table "$F" $ROWS --seed 54 --pad-before 3 || bail "mktable"

@@ -31,17 +31,17 @@ DEADLINE=300	# ms a fetch waits
 # How late a fetch may return past its deadline, whether it failed or fell
 # back: the break of the link (disconnect, drain) runs through rxe's
 # tasklets in a TCG guest, then the rows are read from the file.
-MARGIN=2000
+MARGIN=$(slow 2000)
 BOUND=$((DEADLINE + MARGIN))
 # Reading 288 random rows from the copy is 576 O_DIRECT preads through an
 # emulated disk: about 0.8 s here, and up to 2 s while the other kernel's
 # guest shares the machine's two cores (as in selftests/guest/fault_spark.sh).
-LOCAL_READ=2000
+LOCAL_READ=$(slow 2000)
 FB_BOUND=$((BOUND + LOCAL_READ))
 # (a) bounds the two parts of a fallback apart (engram_result.local_ns):
 # the remote attempt by BOUND, the local read by LOCAL_MAX, which only
 # catches a hang.
-LOCAL_MAX=10000
+LOCAL_MAX=$(slow 10000)
 SPLIT=(--max-ms $BOUND --max-local-ms $LOCAL_MAX)
 # Running fetchers in (b) and (c) use a 1 s deadline.  A fetch in flight
 # when its link is deleted ends when the teardown has drained the link (no

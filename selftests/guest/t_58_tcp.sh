@@ -79,7 +79,7 @@ if [ -w "$FD" ]; then
 	echo 1500 >"$FD"
 	check "a fetch past its 300 ms deadline fails with ETIMEDOUT in time, nothing lands later" \
 		run --rows-list 1,2,3,4,5,6,7,8 --timeout-ms 300 --expect-errno ETIMEDOUT \
-		--max-ms 1300 --settle-ms 2500
+		--max-ms $(slow 1300) --settle-ms 2500
 	echo 0 >"$FD"
 	check "the link comes back and fetches are exact again" wait_fetchable 30
 	check "... on a new connection" \

@@ -16,6 +16,7 @@
 # - the post of a fetch's registrations and request fails: EIO, reconnect.
 # After each fault the link comes back by itself and fetches are exact.
 # timeout: 420
+# kernels: 6.1 debug
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}
@@ -26,7 +27,7 @@ P=/sys/module/engram_rdma/parameters
 HOLD=4000	# ms the connect worker is held before and after going live
 # A fault's fetch returns once the link is torn down, long before its deadline.
 TMO=20000
-BOUND=6000
+BOUND=$(slow 6000)
 
 make_table "$F" $ROWS --seed 62 || bail "mktable"
 module_unload || bail "rmmod"
