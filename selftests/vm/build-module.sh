@@ -38,15 +38,20 @@ done
 rsync -a --delete \
 	--exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
-	--exclude='*.a' --exclude='.*.d' --exclude='*.tmp' \
+	--exclude='*.a' --exclude='.*.d' --exclude='*.tmp' --exclude='*.gcno' \
 	--filter='P *.o' --filter='P *.ko' --filter='P *.mod' --filter='P *.mod.c' \
+	--filter='P *.gcno' \
 	--filter='P .*.cmd' --filter='P modules.order' --filter='P Module.symvers' \
 	--filter='P build.log' \
 	"$SRC/Kbuild" "$SRC/kmod" "$SRC/uapi" "$out/"
 
 echo "build-module: $KVER ($rel) -> $out" >&2
 set +e
-timeout 1200 make -C "$kdir" M="$out" W=1 -j"$(nproc)" modules >"$out/build.log" 2>&1
+# The debug kernel's module counts its lines (gcov) and edges (KCOV).
+cov=0
+[ "$KVER" != debug ] || cov=1
+timeout 1200 make -C "$kdir" M="$out" W=1 ENGRAM_COVERAGE=$cov -j"$(nproc)" modules \
+	>"$out/build.log" 2>&1
 rc=$?
 set -e
 cat "$out/build.log"

@@ -35,7 +35,7 @@ BASE_PKGS=(
 	qemu-system-x86 busybox-static kmod cpio xz-utils rsync dkms sparse
 	linux-source-6.1 clang gnuplot-nox python3 python3-numpy
 	e2fsprogs iproute2 util-linux coreutils
-	flex bison bc libelf-dev
+	flex bison bc libelf-dev lcov
 )
 
 log() { echo "deps: $*" >&2; }

@@ -16,7 +16,9 @@
 # with rxe0 on it and ADDR/24 (selftests/vm/run-pair.sh).  The command's output is streamed to stdout; run.sh exits with the
 # command's exit status, or 125 when the guest never reported one (timeout,
 # panic, crash, setup failure).  Logs of the last run: build/vm-<release>/
-# {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR.
+# {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR;
+# on the debug kernel, gcov.tar.gz beside them (the module's gcov counters,
+# see selftests/coverage.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -93,10 +95,17 @@ initrd=$BUILD/initramfs-$rel.cpio
 run=$(mktemp -d "$vmdir/run.XXXXXX")
 cleanup() {
 	# Keep the logs of this run (concurrent runs each have their own $run).
-	cp -f "$run/console.log" "$run/dmesg.log" "$vmdir/" 2>/dev/null
-	if [ -n "$LOGS" ]; then
-		mkdir -p "$LOGS" && cp -f "$run/console.log" "$run/dmesg.log" "$LOGS/" 2>/dev/null
+	local keep=("$run/console.log" "$run/dmesg.log") d
+
+	# The debug kernel's gcov counters, when the guest got them all out.
+	if grep -q '^ENGRAM-GCOV-END' "$run/gcov.b64" 2>/dev/null &&
+		sed '/^ENGRAM-GCOV-END/,$d' "$run/gcov.b64" | tr -d '\r' | base64 -d \
+			>"$run/gcov.tar.gz" 2>/dev/null; then
+		keep+=("$run/gcov.tar.gz")
 	fi
+	for d in "$vmdir" ${LOGS:+"$LOGS"}; do
+		mkdir -p "$d" && rm -f "$d/gcov.tar.gz" && cp -f "${keep[@]}" "$d/" 2>/dev/null
+	done
 	rm -rf "$run"
 }
 trap cleanup EXIT
@@ -122,8 +131,10 @@ truncate -s "$DISK" "$disk"
 
 console=$run/console.log
 dmesglog=$run/dmesg.log
+gcovlog=$run/gcov.b64
 : > "$console"
 : > "$dmesglog"
+: > "$gcovlog"
 
 # Boot + setup + dmesg + power-off take well under a minute on TCG; allow
 # generous slack before the outer timeout kills QEMU.
@@ -136,6 +147,7 @@ qemu=(
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD${modroot:+ engram_modroot=$modroot}"
 	-serial mon:stdio
 	-serial "file:$dmesglog"
+	-serial "file:$gcovlog"
 	-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap
 	-device virtio-9p-pci,fsdev=r,mount_tag=hostroot
 	-drive "file=$disk,if=none,id=scratch,format=raw,cache=unsafe,discard=unmap"
