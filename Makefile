@@ -44,10 +44,11 @@ debug-kernel: deps
 check:
 	selftests/check.sh
 
-# The suite on the debug kernel only (Documentation/testing.rst): about two
-# hours, four to five times the suite on a stock kernel.
+# The suite, the two-guest run and the fault run on the debug kernel only,
+# with line coverage (Documentation/testing.rst): about three hours, four
+# to five times the same on a stock kernel.
 check-debug: debug-kernel
-	KVERS=debug PAIR_KVERS= FAULT_KVERS= VM_TIMEOUT=$${VM_TIMEOUT:-9000} \
+	KVERS=debug PAIR_KVERS=debug FAULT_KVERS=debug VM_TIMEOUT=$${VM_TIMEOUT:-9000} \
 		selftests/check.sh
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT

@@ -20,6 +20,16 @@
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default "6.1"
 # and "6.12").
+#
+# The project's debug kernel (KASAN, lockdep, kmemleak, UBSAN, object
+# debugging: selftests/vm/debug-kernel.sh) is built in the background from
+# the start (at low priority: the stock suites come first), then runs the
+# tests of DEBUG_FILTER (every test there takes three to five times as
+# long), and the two-guest run with DEBUG_PAIR=1; its guests' gcov
+# counters of the module give
+# the line coverage of kmod/ (selftests/coverage.sh, report in
+# build/coverage/).  CHECK_DEBUG=0 leaves it out; with "debug" in KVERS
+# (make check-debug) it runs the whole suite instead.
 set -uo pipefail
 export LC_ALL=C
 
@@ -33,6 +43,14 @@ KVERS=${KVERS:-6.1 6.12}
 PAIR_KVERS=${PAIR_KVERS:-6.1}
 FAULT_KVERS=${FAULT_KVERS:-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-2700}
+CHECK_DEBUG=${CHECK_DEBUG:-1}
+[ "${CHECK_SKIP_VM:-0}" != 1 ] || CHECK_DEBUG=0
+case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
+DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_57_ioctl t_68_failslab}
+DEBUG_PAIR=${DEBUG_PAIR:-0}
+# t_68_failslab fails every fifth allocation site of each operation here
+# (from a random first one), each one in make check-debug.
+DEBUG_ENV=${DEBUG_ENV:-ENGRAM_FAILNTH_STRIDE=5}
 SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|detected stall|Kernel panic|unreferenced object|Call Trace:)'
 
 n=0 pass=0 fail=0
@@ -119,6 +137,14 @@ echo "# engram-rdma check: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -r), l
 # --- dependencies ----------------------------------------------------------------
 run_build deps "deps: build and test dependencies installed" selftests/vm/deps.sh
 
+# The debug kernel takes a quarter of an hour of both cores when it is not
+# cached: start it now, behind everything else.
+if [ "$CHECK_DEBUG" = 1 ]; then
+	rm -f "$logs/debug-kernel.rc"
+	(nice -n 19 selftests/vm/debug-kernel.sh >"$logs/debug-kernel.log" 2>&1 </dev/null
+	 echo $? >"$logs/debug-kernel.rc") &
+fi
+
 # --- builds --------------------------------------------------------------------------
 run_build tools "build: tools" make -C tools
 if [ -f selftests/guest/Makefile ]; then
@@ -204,44 +230,58 @@ two_guests() {
 		fi
 	done
 }
+# suite_start K [FILTER...]: kernel K's single-guest suite, in the background,
+# with the guest environment of SUITE_ENV (VAR=VALUE words).
+suite_start() {
+	local k=$1
+
+	shift
+	rm -f "$logs/vm-$k.rc"
+	# shellcheck disable=SC2086
+	(selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$k" \
+		-- ${SUITE_ENV:-} selftests/guest/run.sh "$@" >"$logs/vm-$k.out" 2>&1 </dev/null
+	 echo $? >"$logs/vm-$k.rc") &
+}
+# suite_report K: its TAP once it ended, and its kernel log checked.
+suite_report() {
+	local k=$1 dlog src
+
+	run_tap "vm-$k" "[$k]" vm_wait "$k"
+	echo "# [$k] guest run: done after $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+	if [ $STEP_COMPLETE -ne 1 ]; then
+		tap not-ok "[$k] guest selftests ran to completion (no ENGRAM-SELFTESTS-COMPLETE)"
+		tail_log "$logs/vm-$k.log" 25
+	fi
+	dlog=$logs/vm-$k/dmesg.log
+	src="kernel log"
+	if [ ! -s "$dlog" ]; then
+		# The guest died before writing its kernel log (panic, hang):
+		# what reached the console is all there is.
+		dlog=$logs/vm-$k/console.log
+		src="console (the guest wrote no kernel log)"
+	fi
+	if [ ! -s "$dlog" ]; then
+		tap not-ok "[$k] kernel log captured"
+	elif grep -Eq "$SPLAT" "$dlog"; then
+		tap not-ok "[$k] $src free of warnings and oopses"
+		grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
+	else
+		tap ok "[$k] $src free of warnings and oopses"
+	fi
+}
 if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	t0=$SECONDS
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue
-		rm -f "$logs/vm-$k.rc"
 		# shellcheck disable=SC2086
-		(selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$k" \
-			-- selftests/guest/run.sh ${GUEST_FILTER:-} >"$logs/vm-$k.out" 2>&1 </dev/null
-		 echo $? >"$logs/vm-$k.rc") &
+		suite_start "$k" ${GUEST_FILTER:-}
 	done
 	for k in $KVERS; do
-		rel=$(selftests/vm/kernels.sh release "$k")
 		if [ -z "${built[$k]:-}" ]; then
 			tap not-ok "[$k] guest selftests not run: module build failed"
 			continue
 		fi
-		run_tap "vm-$k" "[$k]" vm_wait "$k"
-		echo "# [$k] guest run: done after $((SECONDS - t0))s, exit ${STEP_RC:-?}"
-		if [ $STEP_COMPLETE -ne 1 ]; then
-			tap not-ok "[$k] guest selftests ran to completion (no ENGRAM-SELFTESTS-COMPLETE)"
-			tail_log "$logs/vm-$k.log" 25
-		fi
-		dlog=$logs/vm-$k/dmesg.log
-		src="kernel log"
-		if [ ! -s "$dlog" ]; then
-			# The guest died before writing its kernel log (panic, hang):
-			# what reached the console is all there is.
-			dlog=$logs/vm-$k/console.log
-			src="console (the guest wrote no kernel log)"
-		fi
-		if [ ! -s "$dlog" ]; then
-			tap not-ok "[$k] kernel log captured"
-		elif grep -Eq "$SPLAT" "$dlog"; then
-			tap not-ok "[$k] $src free of warnings and oopses"
-			grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
-		else
-			tap ok "[$k] $src free of warnings and oopses"
-		fi
+		suite_report "$k"
 	done
 	# Two guests at a time from here on, one kernel after the other.
 	for k in $KVERS; do
@@ -249,6 +289,43 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		case " $PAIR_KVERS " in *" $k "*) two_guests pair "$k" host spark ;; esac
 		case " $FAULT_KVERS " in *" $k "*) two_guests faults "$k" spark host1 host2 ;; esac
 	done
+fi
+
+# --- the debug kernel ----------------------------------------------------------------
+if [ "$CHECK_DEBUG" = 1 ]; then
+	t0=$SECONDS
+	for ((i = 0; i < 3600; i++)); do
+		[ -s "$logs/debug-kernel.rc" ] && break
+		sleep 1
+	done
+	read -r rc <"$logs/debug-kernel.rc" 2>/dev/null || rc=125
+	secs=$(sed -n 's/^BUILD_SECONDS_DEBUG=//p' \
+		"${CACHE:-/var/cache/engram-rdma}/debug-kernel.env" 2>/dev/null)
+	if [ "$rc" -eq 0 ]; then
+		how="cached, built in ${secs:-?}s"
+		grep -q '^debug-kernel: built ' "$logs/debug-kernel.log" &&
+			how="built now in ${secs:-?}s"
+		tap ok "build: debug kernel $(selftests/vm/kernels.sh release debug) ($how, waited for $((SECONDS - t0))s)"
+	else
+		tap not-ok "build: debug kernel (exit $rc)"
+		tail_log "$logs/debug-kernel.log"
+	fi
+	if [ "$rc" -eq 0 ] && run_build module-debug \
+		"build: module for debug ($(selftests/vm/kernels.sh release debug), W=1, gcov and KCOV)" \
+		selftests/vm/build-module.sh debug; then
+		# shellcheck disable=SC2086
+		SUITE_ENV=$DEBUG_ENV suite_start debug $DEBUG_FILTER
+		suite_report debug
+		[ "$DEBUG_PAIR" != 1 ] || two_guests pair debug host spark
+	else
+		tap not-ok "[debug] guest selftests not run: no debug kernel or module"
+	fi
+fi
+
+# --- line coverage of kmod/, from the debug kernel's guests -------------------------------
+mapfile -t gcov < <(find "$logs" -name gcov.tar.gz -newer "$logs/deps.log" 2>/dev/null | sort)
+if [ ${#gcov[@]} -gt 0 ]; then
+	run_tap coverage "[coverage]" selftests/coverage.sh "$root/build/coverage" "${gcov[@]}"
 fi
 
 echo "1..$n"

@@ -20,12 +20,13 @@
 # Each test gets ENGRAM_TEST_NAME and a fresh empty directory
 # ENGRAM_TEST_TMP under the scratch file system.
 #
-# A test with a "# kernels: 6.12" line (one or more versions) runs, in a
-# full run, only on those kernels and is reported as skipped on the others;
-# named on the command line it runs anywhere.  It keeps `make check` within
-# its time budget for tests whose subject does not depend on the kernel's
-# version (parsers, user-space libraries), while everything that touches a
-# kernel API runs on both.
+# A test with a "# kernels: 6.12" line (one or more versions; "6.12" takes
+# in the project's debug kernel, which is one, and "debug" names it alone)
+# runs, in a full run, only on those kernels and is reported as skipped on
+# the others; named on the command line it runs anywhere.  It keeps `make
+# check` within its time budget: a test whose subject does not depend on
+# the kernel's version runs on one of Debian's kernels, and one that `make
+# check` runs on the debug kernel (which is a 6.12) skips Debian's 6.12.
 set -u
 export LC_ALL=C
 
@@ -89,7 +90,9 @@ for t in "${tests[@]}"; do
 	if [ $# -eq 0 ] && [ -n "$kvers" ]; then
 		mine=0
 		for k in $kvers; do
-			case "$(uname -r)" in "$k".*) mine=1 ;; esac
+			case "$k:$(uname -r)" in
+			debug:*-engram-debug | "$k:$k".*) mine=1 ;;
+			esac
 		done
 		if [ $mine -eq 0 ]; then
 			skip=$((skip + 1))

@@ -5,6 +5,7 @@
 # the one loaded, Soft-RoCE is up, the scratch file system is a writable
 # ext4 on a block device, the project tree is visible read-only.
 # timeout: 60
+# kernels: 6.12
 set -u
 
 n=0 failed=0

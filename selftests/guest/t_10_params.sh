@@ -3,6 +3,7 @@
 # Module parameters: every bad listen=/remote=/timeout_ms= fails the load with
 # a log line naming the problem; good ones load and read back.
 # timeout: 120
+# kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
 [ -f "$MODULE" ] || bail "module under test not found"

@@ -3,6 +3,7 @@
 # An expected digest that does not match refuses the table and pins nothing;
 # the right one is accepted.
 # timeout: 300
+# kernels: 6.12
 . "$(dirname "$0")/lib.sh"
 
 F=$SCRATCH/digest.safetensors

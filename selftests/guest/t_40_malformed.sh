@@ -3,6 +3,7 @@
 # Malformed safetensors files are refused by engramctl with a clear message,
 # before anything reaches the kernel.
 # timeout: 200
+# kernels: 6.1 debug
 . "$(dirname "$0")/lib.sh"
 
 D=$SCRATCH/malformed

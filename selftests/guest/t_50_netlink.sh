@@ -3,6 +3,7 @@
 # Bad requests sent straight to the kernel (bypassing engramctl) are refused
 # with an errno and an extended-ack message, and the module stays usable.
 # timeout: 200
+# kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
 F=$SCRATCH/nl.safetensors

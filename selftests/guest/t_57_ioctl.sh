@@ -8,6 +8,7 @@
 # exact fetch_check run proves the module still serves rows, and the kernel
 # log must show no warning.
 # timeout: 300
+# kernels: 6.1 debug
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

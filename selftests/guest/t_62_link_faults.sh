@@ -16,7 +16,7 @@
 # - the post of a fetch's registrations and request fails: EIO, reconnect.
 # After each fault the link comes back by itself and fetches are exact.
 # timeout: 420
-# kernels: 6.1 debug
+# kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

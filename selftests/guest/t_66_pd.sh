@@ -9,6 +9,7 @@
 # and the client's buffer hold its canary, except for the 16 bytes that
 # the server the fetch went to writes as a control.
 # timeout: 240
+# kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

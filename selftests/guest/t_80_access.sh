@@ -4,6 +4,7 @@
 # list and stats stay readable, but without table paths and link URLs, and
 # the allow-list cannot be read.
 # timeout: 120
+# kernels: 6.12
 . "$(dirname "$0")/lib.sh"
 
 F=$SCRATCH/access.safetensors

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Counters move with what happens, and every command has JSON output.
 # timeout: 200
+# kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
 F=$SCRATCH/stats.safetensors

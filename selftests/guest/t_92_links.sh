@@ -5,6 +5,7 @@
 # and last error are reported for a link nobody answers, and only
 # CAP_NET_ADMIN may change either.
 # timeout: 300
+# kernels: 6.12
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

@@ -10,6 +10,7 @@
 # (rxe delivers RDMA between two addresses of one host internally, below
 # tc, so only the TCP link can be cut off without touching the server.)
 # timeout: 600
+# kernels: 6.12
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

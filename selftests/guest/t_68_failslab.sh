@@ -1,0 +1,161 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Every allocation of the module on the paths a command takes, failed in
+# turn (the debug kernel's failslab, as syzkaller drives it): for each
+# operation, run it with /proc/self/fail-nth = 1, 2, 3, ... so that its
+# first, second, third ... slab allocation made with a module function on
+# the stack fails (failslab's stack filter is set to the module area, above
+# the kernel's _etext: everything else the guest runs is built in), until
+# a run meets no allocation to fail (with ENGRAM_FAILNTH_STRIDE=S, as make
+# check sets it, every S-th from a random first).  Each failed allocation
+# must end the command with an error (or be absorbed), never a hang or a
+# splat, and
+# leave the module working: after each operation's series, a fetch is
+# exact and nothing of the failed attempts is left (tables, links,
+# listeners).  The runner's kmemleak scan at the end of the run catches
+# what a failed path leaked.
+# Operations: table load, table verify, listen add (RDMA and TCP), listen
+# allow add, link add (RDMA and TCP), a fetch through /dev/engram_rdma
+# (open, REG_BUF, FETCH), the netlink dumps (list, stats, link list).
+# timeout: 900
+# kernels: debug
+. "$(dirname "$0")/lib.sh"
+
+IP=${ENGRAM_IP:-192.0.2.1}
+FS=/sys/kernel/debug/failslab
+CHECK=$TOP/selftests/guest/fetch_check
+F=$SCRATCH/failslab.safetensors
+ROWS=20000
+F2=$SCRATCH/failslab-small.safetensors	# the one loaded again and again
+NMAX=60		# fail-nth values per operation at most
+# make check takes every STRIDE-th allocation site, from a random first one
+# (each site once in a few runs); a run of its own takes every one.
+STRIDE=${ENGRAM_FAILNTH_STRIDE:-1}
+
+if [ ! -w /proc/self/fail-nth ] || [ ! -d "$FS" ]; then
+	ok "# SKIP this kernel has no failslab or fail-nth"
+	done_testing
+fi
+
+make_table "$F" $ROWS --seed 68 || bail "mktable"
+make_table "$F2" 64 --seed 69 || bail "mktable (small)"
+module_unload || bail "rmmod"
+module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name fs --no-progress >/dev/null 2>&1
+check "the table loads" test "$(table_state fs)" = ready
+WOFF=$(table_field fs weight_offset)
+SOFF=$(table_field fs scale_offset)
+FC=("$CHECK" --table fs --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
+	--rows-total $ROWS)
+LINK=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP")
+fetchable() { "${FC[@]}" --count 288 --batch 288 >/dev/null 2>&1; }
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	while [ $SECONDS -lt $end ]; do
+		"$@" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+check "a link to it fetches exact rows" wait_for "$(slow 30)" fetchable
+
+# Only allocations with a module function on the stack: the module area
+# starts above the kernel's text.  fail_page_alloc is given an empty range,
+# so that fail-nth counts slab allocations only (a failed page allocation
+# prints a stack trace of its own, which the runner would take for a splat).
+etext=$(awk '$3 == "_etext" { print $1; exit }' /proc/kallsyms)
+[ -n "$etext" ] && [ "$etext" != 0000000000000000 ] || bail "no _etext in /proc/kallsyms"
+cfg() { echo "$2" >"$1" || bail "cannot set $1 to $2"; }
+cfg $FS/require-start "0x$etext"
+cfg $FS/require-end 0xfffffffffffff000
+cfg $FS/stacktrace-depth 32
+cfg $FS/ignore-gfp-wait N
+cfg $FS/probability 0
+cfg $FS/verbose 0
+cfg $FS/times 1000000000
+FPA=/sys/kernel/debug/fail_page_alloc
+if [ -d $FPA ]; then
+	cfg $FPA/require-start 1
+	cfg $FPA/require-end 1
+	cfg $FPA/stacktrace-depth 1
+fi
+injected() { cat $FS/times; }
+
+# series NAME SETUP OP CLEANUP: OP (a shell command) with fail-nth 1, 2, ...
+# after SETUP, then CLEANUP, until OP meets no allocation to fail; OP must
+# then succeed.  Every run is bounded; one that hangs fails the series.
+series() {
+	local name=$1 setup=$2 op=$3 cleanup=$4 n t0 t1 rc out fails=0 hangs=0 absorbed=0
+	local last_rc=1 done_at=0 first=$((1 + RANDOM % STRIDE))
+
+	for ((n = first; n <= NMAX; n += STRIDE)); do
+		eval "$setup" >/dev/null 2>&1
+		t0=$(injected)
+		out=$(timeout "$(slow 30)" sh -c "echo $n > /proc/self/fail-nth && exec $op" 2>&1)
+		rc=$?
+		t1=$(injected)
+		eval "$cleanup" >/dev/null 2>&1
+		if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+			hangs=$((hangs + 1))
+			diag "$name: fail-nth $n: timed out"
+		fi
+		if [ "$t0" -eq "$t1" ]; then
+			done_at=$n last_rc=$rc
+			break
+		fi
+		if [ "$rc" -eq 0 ]; then
+			absorbed=$((absorbed + 1))
+		else
+			fails=$((fails + 1))
+			[ $fails -gt 3 ] || diag "$name: fail-nth $n: exit $rc: $(head -c 200 <<<"$out")"
+		fi
+	done
+	diag "$name: $((fails + absorbed)) of $((done_at - 1)) allocation sites failed (every $STRIDE from $first): $fails errors, $absorbed absorbed"
+	check "$name: every failed allocation ends in an error or is absorbed, none hangs" \
+		test $hangs -eq 0
+	check "$name: the series reaches a run with nothing to fail (fail-nth $done_at, at most $NMAX)" \
+		test $done_at -gt 0
+	[ "$STRIDE" -gt 1 ] || check "$name: at least one allocation was failed" test $fails -gt 0 -o $absorbed -gt 0
+	check "$name: ... which succeeds" test "$last_rc" -eq 0
+	check "$name: afterwards a fetch is exact" wait_for "$(slow 30)" fetchable
+}
+
+# No python in the loops: it takes seconds to start on this kernel.
+links_but_first() {
+	"$ENGRAMCTL" link list | awk -v first="$LINK" \
+		'$1 == "link" { id = $2; sub(/:$/, "", id); if (id != first) print id }'
+}
+del_links() { local i; for i in $(links_but_first); do "$ENGRAMCTL" link del "$i"; done; }
+unload_fs2() { "$ENGRAMCTL" unload fs2; }
+
+series "table load" unload_fs2 \
+	"$ENGRAMCTL load $F2 --tensor $PREFIX --name fs2 --no-progress" unload_fs2
+check "no second table is left" test "$(table_state fs2)" = absent
+"$ENGRAMCTL" load "$F2" --tensor $PREFIX --name fs3 --no-progress >/dev/null 2>&1
+series "table verify" : "$ENGRAMCTL verify fs3 --no-progress" :
+series "listen add rdma" "" "$ENGRAMCTL listen add rdma://$IP:18668" \
+	"$ENGRAMCTL listen del rdma://$IP:18668"
+series "listen add tcp" "" "$ENGRAMCTL listen add tcp://$IP:18669" \
+	"$ENGRAMCTL listen del tcp://$IP:18669"
+check "no listener is left but the first" \
+	test "$("$ENGRAMCTL" -j listen show | jget "len(d)")" = 1
+series "listen allow add" "" "$ENGRAMCTL listen allow add 192.0.2.0/24" \
+	"$ENGRAMCTL listen allow del 192.0.2.0/24"
+# The first link has rdma://$IP:18515: a second link needs another server.
+"$ENGRAMCTL" listen add "rdma://$IP:18516" >/dev/null 2>&1
+series "link add rdma" del_links "$ENGRAMCTL link add rdma://$IP:18516@$IP" del_links
+"$ENGRAMCTL" listen add "tcp://$IP:18670" >/dev/null 2>&1
+series "link add tcp" del_links "$ENGRAMCTL link add tcp://$IP:18670@$IP" del_links
+check "no link is left but the first" test -z "$(links_but_first)"
+series "fetch through /dev/engram_rdma" "" "${FC[*]} --count 288 --batch 288,17" ""
+series "fetch of five ranges, submit and wait" "" \
+	"${FC[*]} --count 576 --batch 288 --ranges 5 --mode submit" ""
+series "table list" "" "$ENGRAMCTL -j list" ""
+series "stats" "" "$ENGRAMCTL -j stats" ""
+series "link list" "" "$ENGRAMCTL -j link list" ""
+
+cfg $FS/times 0
+check "the table is still there and ready" test "$(table_state fs)" = ready
+check "the first link still fetches exact rows" "${FC[@]}" --count 2000 --batch 288,1000
+done_testing
