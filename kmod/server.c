@@ -620,6 +620,9 @@ static void engram_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_sig_complete(conn);
 	spin_lock_irqsave(&conn->lock, flags);
 	c->in_flight = false;
+	/* The idle timeout counts from the end of the last answer. */
+	if (c->t)
+		WRITE_ONCE(conn->last_rx, jiffies);
 	list_add_tail(&c->node, &conn->ctrl_done);
 	/* The hold is dropped in process context; at teardown the release does it. */
 	if (c->t && !conn->closing)
@@ -846,6 +849,25 @@ static void engram_conn_watchdog(struct work_struct *work)
  * would otherwise stay until something is sent to it (the next catalog
  * push), which may be never.
  */
+/*
+ * Whether @conn is serving a request: one received and not yet answered,
+ * or an answer whose rows and RESPONSE the peer has not acknowledged yet
+ * (the peer sends nothing meanwhile: its heartbeat's echo is queued
+ * behind the answer).  An unacknowledged answer is the stall watchdog's.
+ * Called under conn->lock.
+ */
+static bool engram_conn_serving(struct engram_conn *conn)
+{
+	u32 i;
+
+	if (conn->inflight)
+		return true;
+	for (i = 0; conn->ctrl && i < conn->nr_ctrl; i++)
+		if (conn->ctrl[i].in_flight && conn->ctrl[i].t)
+			return true;
+	return false;
+}
+
 static void engram_conn_idle(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(to_delayed_work(work),
@@ -861,10 +883,9 @@ static void engram_conn_idle(struct work_struct *work)
 		/*
 		 * A client may send nothing while it waits for an answer, and
 		 * a large one can take longer than the timeout on a slow host:
-		 * a connection with a request still being served is not idle
-		 * (one whose peer stopped acknowledging is the stall watchdog's).
+		 * a connection with a request still being served is not idle.
 		 */
-		if (ms && !time_before(jiffies, due) && !conn->inflight)
+		if (ms && !time_before(jiffies, due) && !engram_conn_serving(conn))
 			idle = true;
 		else
 			queue_delayed_work(engram_srv_wq, &conn->idle_work,
