@@ -221,15 +221,20 @@ two_guests() {
 	for g in "$@"; do
 		dlog=$logs/$what-$k/$g/dmesg.log
 		[ -s "$dlog" ] || [ "$g" != host1 ] || dlog=$logs/$what-$k/$g/console.log
-		if [ ! -s "$dlog" ]; then
-			tap not-ok "[$k $what] $g guest's kernel log captured"
-		elif grep -Eq "$SPLAT" "$dlog"; then
-			tap not-ok "[$k $what] $g guest's kernel log free of warnings and oopses"
-			grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
-		else
-			tap ok "[$k $what] $g guest's kernel log free of warnings and oopses"
-		fi
+		log_clean "$dlog" "[$k $what] $g guest's kernel log"
 	done
+}
+# log_clean LOG DESC: TAP lines saying that LOG was captured and holds no
+# warning, oops or other splat.
+log_clean() {
+	if [ ! -s "$1" ]; then
+		tap not-ok "$2 captured"
+	elif grep -Eq "$SPLAT" "$1"; then
+		tap not-ok "$2 free of warnings and oopses"
+		grep -E -m 10 "$SPLAT" "$1" | sed 's/^/#   /'
+	else
+		tap ok "$2 free of warnings and oopses"
+	fi
 }
 # suite_start K [FILTER...]: kernel K's single-guest suite, in the background,
 # with the guest environment of SUITE_ENV (VAR=VALUE words).
@@ -261,14 +266,7 @@ suite_report() {
 		dlog=$logs/vm-$k/console.log
 		src="console (the guest wrote no kernel log)"
 	fi
-	if [ ! -s "$dlog" ]; then
-		tap not-ok "[$k] kernel log captured"
-	elif grep -Eq "$SPLAT" "$dlog"; then
-		tap not-ok "[$k] $src free of warnings and oopses"
-		grep -E -m 10 "$SPLAT" "$dlog" | sed 's/^/#   /'
-	else
-		tap ok "[$k] $src free of warnings and oopses"
-	fi
+	log_clean "$dlog" "[$k] $src"
 }
 if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	t0=$SECONDS

@@ -38,11 +38,14 @@ jget() { python3 -c "import sys, json; d = json.load(sys.stdin); print($1)"; }
 # Bytes of FILE resident in the page cache.
 resident() { fincore --bytes --noheadings --output RES "$1" | tr -d ' '; }
 drop_caches() { sync; echo 3 > /proc/sys/vm/drop_caches; }
-# wait_for SECONDS COMMAND...: until COMMAND succeeds, polled every 0.1 s.
+# wait_for SECONDS COMMAND...: until COMMAND succeeds, polled every 0.1 s,
+# for SECONDS of wall time (a count of polls would stretch on a slow
+# kernel, where COMMAND itself takes seconds).
 wait_for() {
-	local n=$(($1 * 10))
+	local end=$((SECONDS + $1))
+
 	shift
-	for _ in $(seq 1 "$n"); do
+	while [ $SECONDS -lt $end ]; do
 		"$@" && return 0
 		sleep 0.1
 	done

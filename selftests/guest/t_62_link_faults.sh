@@ -48,16 +48,6 @@ link_word() {
 		'index($0, id) == 1 { for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'
 }
 link_is() { [ "$(link_word "$1")" = "$2" ]; }
-# wait_for SECONDS COMMAND...: until COMMAND succeeds, bounded in time.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	while [ $SECONDS -lt $end ]; do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 # wait_fetchable SECONDS: the link is up and a fetch works.
 wait_fetchable() {
 	local i

@@ -49,15 +49,6 @@ FC=("$CHECK" --table fs --file "$F" --weight-offset "$WOFF" --scale-offset "$SOF
 	--rows-total $ROWS)
 LINK=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP")
 fetchable() { "${FC[@]}" --count 288 --batch 288 >/dev/null 2>&1; }
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	while [ $SECONDS -lt $end ]; do
-		"$@" && return 0
-		sleep 0.2
-	done
-	return 1
-}
 check "a link to it fetches exact rows" wait_for "$(slow 30)" fetchable
 
 # Only allocations with a module function on the stack: the module area
