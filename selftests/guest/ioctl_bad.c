@@ -4,7 +4,11 @@
  * (not through libengram) so that any struct can be built, and the exact
  * errno of each checked against kmod/chardev.c and kmod/ubuf.c.
  *
- *   ioctl_bad --table NAME --rows-total N [--dev PATH]
+ *   ioctl_bad --table NAME --rows-total N [--dev PATH] [--barrier-rows N]
+ *
+ * --barrier-rows (4096): the rows of the fetch that must end within the
+ * 2 s UNREG_BUF waits for it; the debug kernel moves rows several times
+ * slower, so its runs ask for fewer.
  *
  * NAME must be a ready table of N rows on a link that is up.  Prints one
  * TAP line per case ("ok N - desc", or "not ok N - desc: got errno X want
@@ -67,6 +71,7 @@ static const char *table_name;
 static uint64_t rows_total;
 static int dev_fd = -1;
 static uint32_t handle, max_rows, link_id;
+static uint32_t barrier_rows = 4096;	/* ends within UNREG_BUF's wait */
 static uint8_t table_sha[ENGRAM_SHA256_LEN];
 static uint64_t seed = 0x1234567;
 
@@ -1618,11 +1623,11 @@ static void lifetime_cases(void)
 	long pin0 = vm_pin(), pin;
 	uint32_t n = max_rows;
 	int e, rv, fd2, i, sent = 0;
-	uint32_t h2 = 0, id2 = 0, per = max_rows < 4096 ? max_rows : 4096;
+	uint32_t h2 = 0, id2 = 0, per = max_rows < barrier_rows ? max_rows : barrier_rows;
 
 	/*
 	 * UNREG_BUF under a fetch in flight: a barrier.  A fetch small enough
-	 * to end within the 2 s UNREG_BUF waits, so the connection stays up
+	 * to end within the 2 s UNREG_BUF waits (--barrier-rows), so the connection stays up
 	 * (t_63_barriers breaks one that does not end in time).
 	 */
 	fill_rows(rowbuf, n);
@@ -1733,7 +1738,8 @@ static void lifetime_cases(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: ioctl_bad --table NAME --rows-total N [--dev PATH]\n");
+	fprintf(stderr, "usage: ioctl_bad --table NAME --rows-total N [--dev PATH] "
+		"[--barrier-rows N]\n");
 	exit(2);
 }
 
@@ -1743,6 +1749,7 @@ int main(int argc, char **argv)
 		{ "table", required_argument, NULL, 't' },
 		{ "rows-total", required_argument, NULL, 'r' },
 		{ "dev", required_argument, NULL, 'd' },
+		{ "barrier-rows", required_argument, NULL, 'b' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct engram_ioc_open o;
@@ -1764,6 +1771,12 @@ int main(int argc, char **argv)
 			break;
 		case 'd':
 			dev_path = optarg;
+			break;
+		case 'b':
+			errno = 0;
+			barrier_rows = strtoul(optarg, &end, 0);
+			if (errno || *end || !barrier_rows)
+				usage();
 			break;
 		default:
 			usage();
