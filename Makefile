@@ -20,7 +20,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
-	install-module install-tools dkms-check clean debug-kernel check-debug
+	install-module install-tools dkms-check clean debug-kernel check-debug fuzz
 
 all: module tools
 
@@ -50,6 +50,12 @@ check:
 check-debug: debug-kernel
 	KVERS=debug PAIR_KVERS=debug FAULT_KVERS=debug VM_TIMEOUT=$${VM_TIMEOUT:-9000} \
 		selftests/check.sh
+
+# Coverage-guided fuzzing (KCOV) of the module's netlink, ioctl and TCP
+# surfaces on the debug kernel: FUZZ_INPUTS (1000000), FUZZ_SECONDS (14400)
+# per surface, FUZZ_SURFACES, FUZZ_SEED; see Documentation/testing.rst.
+fuzz: debug-kernel tools
+	selftests/fuzz.sh
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
 # (build/bench); see Documentation/performance.rst.

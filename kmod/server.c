@@ -54,6 +54,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "cover.h"
 #include "engram.h"
 #include "server.h"
 #include "tcp_server.h"
@@ -582,7 +583,7 @@ static void engram_rx_done(struct engram_conn *conn, struct engram_rx **rxp)
 	}
 }
 
-static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_rx *rx = container_of(wc->wr_cqe, struct engram_rx, cqe);
 	struct engram_conn *conn = rx->conn;
@@ -609,6 +610,14 @@ static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		queue_work(engram_srv_wq, &conn->work);
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
+}
+
+/* Softirq: what a peer sends starts here. */
+static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	engram_cover_start();
+	engram_recv_done_cq(cq, wc);
+	engram_cover_stop();
 }
 
 static void engram_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -1291,9 +1300,8 @@ static int engram_rx_register(struct engram_conn *conn)
 	return ret;
 }
 
-static void engram_conn_work(struct work_struct *work)
+static void engram_conn_serve(struct engram_conn *conn)
 {
-	struct engram_conn *conn = container_of(work, struct engram_conn, work);
 	struct engram_rx *rx;
 	unsigned long flags;
 	bool push;
@@ -1332,6 +1340,13 @@ static void engram_conn_work(struct work_struct *work)
 		}
 		cond_resched();
 	}
+}
+
+static void engram_conn_work(struct work_struct *work)
+{
+	engram_cover_start();
+	engram_conn_serve(container_of(work, struct engram_conn, work));
+	engram_cover_stop();
 }
 
 /* Free what setup allocated; the QP is drained first if it ever had receives. */

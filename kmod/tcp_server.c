@@ -69,6 +69,7 @@
 #include <net/sock.h>
 #include <net/tcp_states.h>
 
+#include "cover.h"
 #include "engram.h"
 #include "server.h"
 #include "tcp_server.h"
@@ -804,8 +805,10 @@ static void engram_tcp_conn_work(struct work_struct *work)
 {
 	struct engram_tcp_conn *conn = container_of(work, struct engram_tcp_conn, work);
 
+	engram_cover_start();
 	if (!engram_tcp_hello(conn))
 		engram_tcp_serve(conn);
+	engram_cover_stop();
 
 	engram_tcp_kill(conn, 0, NULL);
 	atomic_dec(&conn->l->nconns);
@@ -916,17 +919,19 @@ static void engram_tcp_accept_work(struct work_struct *work)
 	struct socket *sock;
 	int ret;
 
+	engram_cover_start();
 	for (;;) {
 		ret = kernel_accept(tl->sock, &sock, O_NONBLOCK);
 		if (ret) {
 			if (ret != -EAGAIN)
 				pr_warn_ratelimited("listen %s: accept failed (%d)\n",
 						    tl->l->url.text, ret);
-			return;
+			break;
 		}
 		engram_tcp_admit(tl, sock);
 		cond_resched();
 	}
+	engram_cover_stop();
 }
 
 /* Softirq: a connection is ready to be accepted. */

@@ -8,7 +8,8 @@
 # contains one of the FILTER words, when given).  Each test prints TAP lines
 # ("ok N - desc", "not ok N - desc", "# diagnostics") and exits non-zero on
 # failure; it runs under `timeout` (300 s, or the value of a "# timeout: N"
-# line in the test file).  The runner renumbers the results into one TAP
+# line in the test file, or ENGRAM_TEST_TIMEOUT's for every test, as make
+# fuzz sets it).  The runner renumbers the results into one TAP
 # stream, prefixes each description with the test's name, and adds a
 # "not ok" line of its own when a test timed out, crashed or exited non-zero
 # without reporting a failure, printed no result at all, ran a different
@@ -31,7 +32,7 @@ set -u
 export LC_ALL=C
 
 dir=$(cd "$(dirname "$0")" && pwd)
-DEFAULT_TIMEOUT=${ENGRAM_TEST_TIMEOUT:-300}
+DEFAULT_TIMEOUT=300
 # The debug kernel (KASAN, lockdep, kmemleak under TCG) does the same work
 # three to four times slower: its tests get that much longer.
 case "$(uname -r)" in
@@ -86,6 +87,7 @@ for t in "${tests[@]}"; do
 	name=$(basename "$t" .sh)
 	tmo=$(sed -n 's/^#[[:space:]]*timeout:[[:space:]]*\([0-9][0-9]*\).*/\1/p' "$t" | head -n1)
 	tmo=$((${tmo:-$DEFAULT_TIMEOUT} * TIMEOUT_SCALE))
+	[ -z "${ENGRAM_TEST_TIMEOUT:-}" ] || tmo=$ENGRAM_TEST_TIMEOUT
 	kvers=$(sed -n 's/^#[[:space:]]*kernels:[[:space:]]*\(.*\)$/\1/p' "$t" | head -n1)
 	if [ $# -eq 0 ] && [ -n "$kvers" ]; then
 		mine=0
