@@ -24,8 +24,9 @@
 # The project's debug kernel (KASAN, lockdep, kmemleak, UBSAN, object
 # debugging: selftests/vm/debug-kernel.sh) is built in the background from
 # the start (at low priority: the stock suites come first), then runs the
-# tests of DEBUG_FILTER (every test there takes three to five times as
-# long), and the two-guest run with DEBUG_PAIR=1; its guests' gcov
+# tests of DEBUG_FILTER and, in a second guest beside it, DEBUG_FILTER2
+# (every test there takes three to five times as long), and the two-guest
+# run with DEBUG_PAIR=1; its guests' gcov
 # counters of the module give
 # the line coverage of kmod/ (selftests/coverage.sh, report in
 # build/coverage/).  CHECK_DEBUG=0 leaves it out; with "debug" in KVERS
@@ -47,11 +48,16 @@ VM_TIMEOUT=${VM_TIMEOUT:-2700}
 CHECK_DEBUG=${CHECK_DEBUG:-1}
 [ "${CHECK_SKIP_VM:-0}" != 1 ] || CHECK_DEBUG=0
 case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
-DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_68_failslab}
+# The debug kernel's tests, in two guests side by side.
+DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_57_ioctl t_68_failslab}
+DEBUG_FILTER2=${DEBUG_FILTER2-t_69_kfuzz}
 DEBUG_PAIR=${DEBUG_PAIR:-0}
 # t_68_failslab fails every tenth allocation site of each operation here
-# (from a random first one), each one in make check-debug.
-DEBUG_ENV=${DEBUG_ENV:-ENGRAM_FAILNTH_STRIDE=10}
+# (from a random first one), each one in make check-debug; t_69_kfuzz runs
+# 10,000 netlink inputs (a million per surface in make fuzz), 5,000 ioctl
+# sequences (30 ms each on this kernel), 2,000 TCP and 500 RDMA
+# connections (60 to 450 ms each).
+DEBUG_ENV=${DEBUG_ENV:-ENGRAM_FAILNTH_STRIDE=10 ENGRAM_FUZZ_INPUTS=10000 ENGRAM_FUZZ_INPUTS_IOCTL=5000 ENGRAM_FUZZ_INPUTS_TCP=2000 ENGRAM_FUZZ_INPUTS_RDMA=500}
 SPLAT='(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|refcount_t:|list_(add|del) corruption|INFO: task .* blocked|detected stall|Kernel panic|unreferenced object|Call Trace:)'
 
 n=0 pass=0 fail=0
@@ -237,18 +243,19 @@ log_clean() {
 	fi
 }
 # suite_start K [FILTER...]: kernel K's single-guest suite, in the background,
-# with the guest environment of SUITE_ENV (VAR=VALUE words).
+# with the guest environment of SUITE_ENV (VAR=VALUE words), its logs named
+# SUITE_NAME (default K: two guests of one kernel need two names).
 suite_start() {
-	local k=$1
+	local k=$1 name=${SUITE_NAME:-$1}
 
 	shift
-	rm -f "$logs/vm-$k.rc"
+	rm -f "$logs/vm-$name.rc"
 	# shellcheck disable=SC2086
-	(selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$k" \
-		-- ${SUITE_ENV:-} selftests/guest/run.sh "$@" >"$logs/vm-$k.out" 2>&1 </dev/null
-	 echo $? >"$logs/vm-$k.rc") &
+	(selftests/vm/run.sh --kver "$k" --timeout "$VM_TIMEOUT" --logs "$logs/vm-$name" \
+		-- ${SUITE_ENV:-} selftests/guest/run.sh "$@" >"$logs/vm-$name.out" 2>&1 </dev/null
+	 echo $? >"$logs/vm-$name.rc") &
 }
-# suite_report K: its TAP once it ended, and its kernel log checked.
+# suite_report NAME: its TAP once it ended, and its kernel log checked.
 suite_report() {
 	local k=$1 dlog src
 
@@ -312,9 +319,14 @@ if [ "$CHECK_DEBUG" = 1 ]; then
 	if [ "$rc" -eq 0 ] && run_build module-debug \
 		"build: module for debug ($(selftests/vm/kernels.sh release debug), W=1, gcov and KCOV)" \
 		selftests/vm/build-module.sh debug; then
+		# Two guests side by side: the stock suites are done, both cores are free.
 		# shellcheck disable=SC2086
 		SUITE_ENV=$DEBUG_ENV suite_start debug $DEBUG_FILTER
+		# shellcheck disable=SC2086
+		[ -z "$DEBUG_FILTER2" ] ||
+			SUITE_ENV=$DEBUG_ENV SUITE_NAME=debug2 suite_start debug $DEBUG_FILTER2
 		suite_report debug
+		[ -z "$DEBUG_FILTER2" ] || suite_report debug2
 		[ "$DEBUG_PAIR" != 1 ] || two_guests pair debug host spark
 	else
 		tap not-ok "[debug] guest selftests not run: no debug kernel or module"

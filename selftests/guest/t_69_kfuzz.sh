@@ -112,12 +112,10 @@ cleanup_netlink() {
 fuzz() {
 	local s=$1 out rc pcf=$ENGRAM_TEST_TMP/kfuzz-$1.pcs replay=() c t0 n inputs=$INPUTS
 	shift
-	# A TCP or RDMA input is a connection: 60 to 450 ms each here, so
-	# make check gives them fewer (ENGRAM_FUZZ_INPUTS_TCP, _RDMA).
-	case $s in
-	tcp) inputs=${ENGRAM_FUZZ_INPUTS_TCP:-$INPUTS} ;;
-	rdma) inputs=${ENGRAM_FUZZ_INPUTS_RDMA:-$INPUTS} ;;
-	esac
+	# ENGRAM_FUZZ_INPUTS_NETLINK, _IOCTL, _TCP, _RDMA: a surface's own
+	# count (a TCP or RDMA input is a connection: 60 to 450 ms here).
+	c=ENGRAM_FUZZ_INPUTS_${s^^}
+	inputs=${!c:-$INPUTS}
 	for c in "$CASES/$s"-*.kfz; do
 		[ -e "$c" ] && replay+=(--replay "$c")
 	done
