@@ -279,22 +279,19 @@ static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *i
 int engram_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
 {
 	struct engram_cm_ctx *ctx = cm_id->context;
+	/* Only the CM's own work: a removal may run in any task. */
+	bool cover = ev->event != RDMA_CM_EVENT_DEVICE_REMOVAL;
 	int ret;
 
-	/* Only the CM's own work: a removal may run in any task. */
-	if (ev->event == RDMA_CM_EVENT_DEVICE_REMOVAL) {
-		if (ctx->kind == ENGRAM_CM_CONN)
-			return engram_conn_cm_event(cm_id, ev);
-		return engram_listener_event(container_of(ctx, struct engram_listener, ctx),
-					     cm_id, ev);
-	}
-	engram_cover_start();
+	if (cover)
+		engram_cover_start();
 	if (ctx->kind == ENGRAM_CM_CONN)
 		ret = engram_conn_cm_event(cm_id, ev);
 	else
 		ret = engram_listener_event(container_of(ctx, struct engram_listener, ctx),
 					    cm_id, ev);
-	engram_cover_stop();
+	if (cover)
+		engram_cover_stop();
 	return ret;
 }
 

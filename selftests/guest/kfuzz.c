@@ -611,8 +611,7 @@ static void ioctl_call(struct ioctl_state *s, uint8_t op, uint8_t fix,
 		/* Any command of the magic, with a size and direction of its own. */
 		cmd = _IOC(p && len ? p[0] & 3 : 0, ENGRAM_IOC_MAGIC,
 			   len > 1 ? p[1] : 0, len > 2 ? p[2] % 256 : 0);
-		if (ioctl(s->fd, cmd, fix & 1 ? (void *)arg : (void *)8) < 0)
-			return;
+		ioctl(s->fd, cmd, fix & 1 ? (void *)arg : (void *)8);
 		return;
 	}
 	case OP_POLL: {
