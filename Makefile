@@ -20,7 +20,8 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
-	install-module install-tools dkms-check clean debug-kernel check-debug fuzz
+	install-module install-tools dkms-check clean debug-kernel check-debug fuzz \
+	soak
 
 all: module tools
 
@@ -56,6 +57,13 @@ check-debug: debug-kernel
 # per surface, FUZZ_SURFACES, FUZZ_SEED; see Documentation/testing.rst.
 fuzz: debug-kernel tools
 	selftests/fuzz.sh
+
+# 10^8 rows over RDMA between two guests on a stock kernel, checked byte for
+# byte, with a fault every few minutes: SOAK_KVER (6.12), SOAK_ROWS
+# (100000000), SOAK_FAULT_EVERY (180 s), SOAK_PROCS (2), SOAK_OUT
+# (build/soak); see Documentation/testing.rst.
+soak: deps tools
+	selftests/soak.sh
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
 # (build/bench); see Documentation/performance.rst.

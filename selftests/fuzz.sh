@@ -28,10 +28,13 @@ n=$(wc -w <<<"$surfaces")
 mkdir -p "$out"
 make -s -C "$root/selftests/guest" kfuzz fetch_check >/dev/null || exit 1
 echo "# make fuzz: $surfaces, $inputs inputs or $secs s each, seed $seed"
+# run.sh hands the guest its command as one shell string: quote the words
+# here, or the list of surfaces would split.
+cmd=$(printf '%q ' env ENGRAM_FUZZ_INPUTS="$inputs" ENGRAM_FUZZ_SECONDS="$secs" \
+	ENGRAM_FUZZ_SURFACES="$surfaces" ENGRAM_FUZZ_SEED="$seed" \
+	ENGRAM_TEST_TIMEOUT=$((n * (secs + 600) + 900)) "$root/selftests/guest/run.sh" t_69_kfuzz)
 "$root/selftests/vm/run.sh" --kver debug --timeout $((n * (secs + 900) + 1800)) \
-	--logs "$out" -- env ENGRAM_FUZZ_INPUTS="$inputs" ENGRAM_FUZZ_SECONDS="$secs" \
-	ENGRAM_FUZZ_SURFACES="$surfaces" ENGRAM_FUZZ_SEED="$seed" ENGRAM_TEST_TIMEOUT=$((n * (secs + 600) + 900)) \
-	"$root/selftests/guest/run.sh" t_69_kfuzz | tee "$out/fuzz.log"
+	--logs "$out" -- "$cmd" | tee "$out/fuzz.log"
 rc=${PIPESTATUS[0]}
 if [ -s "$out/gcov.tar.gz" ]; then
 	"$root/selftests/coverage.sh" "$out/coverage" "$out/gcov.tar.gz" | tee -a "$out/fuzz.log"

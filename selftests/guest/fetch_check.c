@@ -11,7 +11,8 @@
  *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
  *               [--ranges N] [--rows-list LIST] [--expect-errno NAME]
  *               [--verify-after] [--settle-ms N] [--max-ms N] [--max-local-ms N]
- *               [--tolerate] [--duration-s N] [--stop-file PATH]
+ *               [--tolerate] [--duration-s N] [--stop-file PATH] [--progress-s N]
+ *               [--count-exact]
  *               [--local FILE] [--local-tensor PREFIX] [--required]
  *               [--expect-fallbacks MIN] [--expect-no-fallbacks]
  *
@@ -59,7 +60,13 @@
  * ESTALE or ENOENT the table is opened again (it was reloaded).  Any other
  * failure, a wrong byte, a slow or a late one fails the run.  --duration-s
  * and --stop-file end the run early (still a pass), so a fault script can
- * keep a loop running while it works.  Adds "tolerated T slow S late L".
+ * keep a loop running while it works.  Adds "tolerated T slow S late L"
+ * and "tolerated by kind: ETIMEDOUT N ENOTCONN N ..." (the errno names).
+ * --progress-s N: every process prints its counts so far to stderr every N
+ * seconds (for long soaks).  --count-exact: a tolerated failure does not use
+ * up --count, so the run ends with --count rows fetched exact (a soak's
+ * figure); a link that stays down keeps it running until --duration-s,
+ * --stop-file or the caller's timeout.
  *
  * Local fallback (libengram.h): --local FILE gives the table that local
  * copy (engram_table_set_local() right after the open; --local-tensor
@@ -141,16 +148,21 @@ struct opts {
 	uint32_t max_local_ms;		/* 0: a fallback's local read counts in max_ms */
 	bool tolerate;
 	uint32_t duration_s;		/* 0: no time limit */
+	uint32_t progress_s;		/* 0: no progress lines */
+	bool count_exact;		/* --tolerate: only rows that came back count */
 	const char *stop_file;
 	const char *local, *local_tensor;	/* --local copy and its tensor prefix */
 	bool required;
 	int64_t expect_fallbacks;	/* -1: not checked; 0: none allowed; else minimum */
 };
 
+#define NR_TOLERABLE	12
+
 /* What one process reports; lat[] follows in the shared area. */
 struct proc_result {
 	uint64_t rows, batches, bad, errors;
 	uint64_t tolerated, tolerated_rows, slow, late;
+	uint64_t tolerated_by_kind[NR_TOLERABLE];
 	uint64_t fallbacks, remote;	/* successful fetches, by where the rows came from */
 	uint64_t fb_remote_max_ms, fb_local_max_ms;	/* a fallback's two parts, longest */
 	uint64_t nr_lat;
@@ -198,7 +210,9 @@ static const struct {
 	{ "ENOLINK", ENOLINK }, { "EOVERFLOW", EOVERFLOW }, { "EMSGSIZE", EMSGSIZE },
 	{ "ECANCELED", ECANCELED }, { "EINTR", EINTR }, { "ENAMETOOLONG", ENAMETOOLONG },
 	{ "ETIME", ETIME }, { "EEXIST", EEXIST }, { "EBADF", EBADF }, { "ENODATA", ENODATA },
-	{ "EBADMSG", EBADMSG }, { "ENOTDIR", ENOTDIR },
+	{ "EBADMSG", EBADMSG }, { "ENOTDIR", ENOTDIR }, { "ENETDOWN", ENETDOWN },
+	{ "ENETUNREACH", ENETUNREACH }, { "EHOSTUNREACH", EHOSTUNREACH },
+	{ "ECONNREFUSED", ECONNREFUSED },
 };
 
 static const char *errname(int err)
@@ -321,6 +335,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
 		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_MAX_LOCAL_MS, O_TOLERATE, O_DURATION,
 		O_STOP, O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
+		O_PROGRESS, O_COUNT_EXACT,
 	};
 	static const struct option lo[] = {
 		{ "dev", required_argument, NULL, O_DEV },
@@ -357,6 +372,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "required", no_argument, NULL, O_REQUIRED },
 		{ "expect-fallbacks", required_argument, NULL, O_EXPECT_FB },
 		{ "expect-no-fallbacks", no_argument, NULL, O_EXPECT_NO_FB },
+		{ "progress-s", required_argument, NULL, O_PROGRESS },
+		{ "count-exact", no_argument, NULL, O_COUNT_EXACT },
 		{ NULL, 0, NULL, 0 }
 	};
 	uint64_t ms;
@@ -474,6 +491,12 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_DURATION:
 			o->duration_s = parse_u32("--duration-s", optarg);
 			break;
+		case O_PROGRESS:
+			o->progress_s = parse_u32("--progress-s", optarg);
+			break;
+		case O_COUNT_EXACT:
+			o->count_exact = true;
+			break;
 		case O_STOP:
 			o->stop_file = optarg;
 			break;
@@ -526,6 +549,8 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		usage_error("--local-tensor goes with --local");
 	if (o->tolerate && (o->expect || o->rows_list))
 		usage_error("--tolerate runs batches, not --expect-errno or --rows-list");
+	if (o->count_exact && !o->tolerate)
+		usage_error("--count-exact goes with --tolerate");
 	if (o->expect && o->procs > 1)
 		usage_error("--expect-errno runs one process");
 	if (o->stride < ROW && !o->expect)
@@ -754,18 +779,26 @@ static void describe(char *out, size_t len, int err, const struct engram_result 
 			 engram_status_name(res->wire_status), res->bad_index);
 }
 
-/* The normal run: --count random rows, or the rows of @list; every byte checked. */
+/* The transport errors --tolerate accepts during a fault, counted by kind. */
+static const int tolerable_errnos[NR_TOLERABLE] = {
+	ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN, ENETUNREACH, EHOSTUNREACH,
+	ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT
+};
+
+/* Index of -ret in tolerable_errnos[], or -1. */
+static int tolerable_kind(int ret)
+{
+	int i;
+
+	for (i = 0; i < NR_TOLERABLE; i++)
+		if (-ret == tolerable_errnos[i])
+			return i;
+	return -1;
+}
+
 static bool tolerable(int ret)
 {
-	static const int ok[] = { ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN,
-				  ENETUNREACH, EHOSTUNREACH, ECONNREFUSED, ENODEV, EAGAIN,
-				  ESTALE, ENOENT };
-	size_t i;
-
-	for (i = 0; i < ARRAY_SIZE(ok); i++)
-		if (-ret == ok[i])
-			return true;
-	return false;
+	return tolerable_kind(ret) >= 0;
 }
 
 static bool stop_now(const struct opts *o, uint64_t start)
@@ -801,6 +834,7 @@ static void tolerated(struct job *j, int ret, uint32_t n, uint64_t ms, uint8_t *
 
 	r->tolerated++;
 	r->tolerated_rows += n;
+	r->tolerated_by_kind[tolerable_kind(ret)]++;
 	if (o->max_ms && ms > o->max_ms) {
 		diag(j, "a fetch failed (%s) after %" PRIu64 " ms, bound %u ms",
 		     errname(-ret), ms, o->max_ms);
@@ -870,6 +904,7 @@ static void count_success(struct job *j, const struct engram_result *res, uint64
 	}
 }
 
+/* The normal run: --count random rows, or the rows of @list; every byte checked. */
 static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 {
 	const struct opts *o = j->o;
@@ -877,7 +912,7 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 	struct engram_result res;
 	uint64_t done = 0, b = 0, t0, t1;
 	uint64_t target = list ? nr_list : o->count;
-	uint64_t start = now_ns();
+	uint64_t start = now_ns(), next_progress = start;
 	uint8_t *snap = NULL;		/* the buffer when a tolerated failure returned */
 	char what[160];
 	uint32_t n;
@@ -894,6 +929,14 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 	while (done < target) {
 		if (stop_now(o, start) || (o->tolerate && check_snap(j, snap)))
 			break;
+		if (o->progress_s && now_ns() >= next_progress) {
+			/* A long soak shows it is alive, and how fast it goes. */
+			fprintf(stderr, "fetch_check: [%d] after %" PRIu64 " s: rows %" PRIu64
+				" fetches %" PRIu64 " tolerated %" PRIu64 " bad %" PRIu64
+				" errors %" PRIu64 "\n", j->procno, (now_ns() - start) / 1000000000,
+				r->rows, r->batches, r->tolerated, r->bad, r->errors);
+			next_progress += o->progress_s * 1000000000ULL;
+		}
 		if (list) {
 			n = (uint32_t)nr_list;
 			memcpy(j->rows, list, n * sizeof(*j->rows));
@@ -915,6 +958,10 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
 		r->batches++;
 		if (ret && o->tolerate && tolerable(ret)) {
 			tolerated(j, ret, n, (t1 - t0) / 1000000, snap);
+			if (o->count_exact) {
+				b++;
+				continue;
+			}
 		} else if (ret) {
 			describe(what, sizeof(what), ret, &res);
 			diag(j, "batch %" PRIu64 " of %" PRIu32 " rows failed: %s", b, n, what);
@@ -1161,7 +1208,7 @@ int main(int argc, char **argv)
 	struct opts o;
 	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
 	uint64_t tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
-	uint64_t fb_remote_max = 0, fb_local_max = 0;
+	uint64_t fb_remote_max = 0, fb_local_max = 0, by_kind[NR_TOLERABLE] = { 0 };
 	uint64_t *all_lat, p50 = 0, p99 = 0, want;
 	size_t slot, area;
 	uint8_t *shared;
@@ -1224,6 +1271,8 @@ int main(int argc, char **argv)
 		errors += r->errors;
 		tol += r->tolerated;
 		tol_rows += r->tolerated_rows;
+		for (int k = 0; k < NR_TOLERABLE; k++)
+			by_kind[k] += r->tolerated_by_kind[k];
 		slow += r->slow;
 		late += r->late;
 		fallbacks += r->fallbacks;
@@ -1277,9 +1326,16 @@ int main(int argc, char **argv)
 	if (o.tolerate) {
 		printf("fetch_check: tolerated %" PRIu64 " slow %" PRIu64 " late %" PRIu64 "\n",
 		       tol, slow, late);
+		printf("fetch_check: tolerated by kind:");
+		for (int k = 0; k < NR_TOLERABLE; k++)
+			if (by_kind[k])
+				printf(" %s %" PRIu64, errname(tolerable_errnos[k]), by_kind[k]);
+		printf("%s\n", tol ? "" : " none");
 		/* A run cut short by --duration-s or --stop-file checked fewer rows. */
 		if (o.duration_s || o.stop_file)
 			want = rows + tol_rows;
+		else if (o.count_exact)
+			want += tol_rows;
 		if (rows + tol_rows != want)
 			fprintf(stderr, "fetch_check: %" PRIu64 " rows tried, %" PRIu64
 				" wanted\n", rows + tol_rows, want);
