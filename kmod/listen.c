@@ -299,11 +299,19 @@ static int engram_listener_add_locked(const struct engram_url *u,
 				      struct netlink_ext_ack *extack)
 {
 	struct engram_listener *l;
+	unsigned int n = 0;
 
 	lockdep_assert_held(&engram_listen_mutex);
 	if (engram_listener_find(u)) {
 		NL_SET_ERR_MSG_MOD(extack, "already listening on that address");
 		return -EEXIST;
+	}
+	/* Each one is a socket or cm_id and a retry: bounded like the links. */
+	list_for_each_entry(l, &engram_listeners, node)
+		n++;
+	if (n >= ENGRAM_URL_MAX) {
+		NL_SET_ERR_MSG_MOD(extack, "too many listeners (16)");
+		return -ENOSPC;
 	}
 	l = kzalloc(sizeof(*l), GFP_KERNEL);
 	if (!l)
@@ -329,8 +337,8 @@ static int engram_listener_add_locked(const struct engram_url *u,
  * RDMA device on it) is added in state WAITING and retried.  Process
  * context; may sleep.
  *
- * Return: 0; -EEXIST for a URL already listened on,
- * -ESHUTDOWN while the server stops, or -ENOMEM.
+ * Return: 0; -EEXIST for a URL already listened on, -ENOSPC past
+ * ENGRAM_URL_MAX listeners, -ESHUTDOWN while the server stops, or -ENOMEM.
  */
 int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack)
 {

@@ -126,6 +126,32 @@ check "unprivileged listen show works" as_nobody "$ENGRAMCTL" listen show
 check "unprivileged link list works" as_nobody "$ENGRAMCTL" link list
 check "unprivileged stats works" as_nobody "$ENGRAMCTL" stats
 
+# --- at most 16 listeners and 16 links: a caller cannot make the module
+# hold sockets, cm_ids and retries without bound
+nl=$("$ENGRAMCTL" -j listen show | jget "len(d)")
+added=()
+for ((p = 19100; nl < 16 && p < 19140; p++)); do
+	"$ENGRAMCTL" listen add "tcp://$IP:$p" >/dev/null 2>&1 && { added+=("tcp://$IP:$p"); nl=$((nl + 1)); }
+done
+check "16 listeners in all ($nl, ${#added[@]} added here)" test "$nl" -eq 16
+refused "a 17th listener is refused" "No space left on device" "too many listeners (16)" \
+	listen add "tcp://$IP:19150"
+check "and is not listed" test "$(listen_field "tcp://$IP:19150" url)" = absent
+for u in "${added[@]}"; do "$ENGRAMCTL" listen del "$u" >/dev/null 2>&1; done
+check "listen add works again once some are gone" "$ENGRAMCTL" listen add "tcp://$IP:19150"
+"$ENGRAMCTL" listen del "tcp://$IP:19150" >/dev/null 2>&1
+nk=$("$ENGRAMCTL" link list | grep -c '^link ')
+links=()
+for ((p = 19200; nk < 16 && p < 19240; p++)); do
+	i=$("$ENGRAMCTL" link add "rdma://$IP:$p@$IP" 2>/dev/null) && { links+=("$i"); nk=$((nk + 1)); }
+done
+check "16 links in all ($nk, ${#links[@]} added here)" test "$nk" -eq 16
+refused "a 17th link is refused" "No space left on device" "too many links (16)" \
+	link add "rdma://$IP:19250@$IP"
+for i in "${links[@]}"; do "$ENGRAMCTL" link del "$i" >/dev/null 2>&1; done
+check "the links added for it are gone" \
+	test "$("$ENGRAMCTL" link list | grep -c '^link ')" -eq $((16 - ${#links[@]}))
+
 # --- clean up, and what is gone is gone
 check "link del" "$ENGRAMCTL" link del "$id"
 refused "link show after del" "No such file or directory" "no link with that id" link show "$id"
