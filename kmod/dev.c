@@ -25,6 +25,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "engram.h"
+#include "inject.h"
 
 static LIST_HEAD(engram_devs);
 static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs and engram_dead_devs */
@@ -108,7 +109,7 @@ struct engram_dev *engram_dev_open(struct ib_device *ibdev)
 	mutex_lock(&engram_devs_mutex);
 	if (engram_dev_dead_locked(ibdev))
 		goto fail;
-	pd = ib_alloc_pd(ibdev, 0);
+	pd = engram_alloc_pd(ibdev);
 	if (IS_ERR(pd)) {
 		pr_err_ratelimited("%s: cannot allocate a protection domain: %ld\n",
 				   dev_name(&ibdev->dev), PTR_ERR(pd));

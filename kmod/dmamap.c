@@ -13,6 +13,7 @@
 #include <rdma/ib_verbs.h>
 
 #include "engram.h"
+#include "inject.h"
 
 struct engram_dma_map {
 	struct list_head owner_node;	/* on the owner's list */
@@ -95,8 +96,8 @@ const dma_addr_t *engram_dma_map(struct list_head *owner, struct ib_device *dev,
 	list_add(&m->owner_node, owner);
 	list_add(&m->dev_node, &engram_dma_maps);
 	for (i = 0; i < nr; i++) {
-		m->addr[i] = ib_dma_map_page(dev, pages[i], 0, PAGE_SIZE, dir);
-		if (ib_dma_mapping_error(dev, m->addr[i]))
+		m->addr[i] = engram_dma_map_page(dev, pages[i], 0, PAGE_SIZE, dir);
+		if (engram_dma_mapping_error(dev, m->addr[i]))
 			break;
 		m->nr = i + 1;
 		if ((i & 1023) == 1023)

@@ -29,6 +29,7 @@
 #include <rdma/mr_pool.h>
 #include <rdma/rdma_cm.h>
 
+#include "inject.h"
 #include "link.h"
 
 /* Receives: one per ticket, plus room for unsolicited catalogs and heartbeat echoes. */
@@ -640,7 +641,7 @@ static int engram_link_invalidate(struct engram_link *l, struct engram_fetch *f)
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
 	f->inv_posted = true;
-	ret = engram_fault_client_inv_fail() ? -EIO : ib_post_send(l->qp, wrs, NULL);
+	ret = engram_fault_client_inv_fail() ? -EIO : engram_post_send(l->qp, wrs, NULL);
 	if (ret)
 		engram_link_wire_broken_locked(l, f, -ECONNRESET);
 	return ret;
@@ -738,7 +739,7 @@ static int engram_link_post_recv(struct engram_link *l, struct engram_link_recv 
 	wr.wr_cqe = &r->cqe;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	return ib_post_recv(l->qp, &wr, NULL);
+	return engram_post_recv(l->qp, &wr, NULL);
 }
 
 static void engram_link_frame(struct engram_link *l, struct engram_link_recv *r, u32 len);
@@ -976,9 +977,9 @@ static int engram_link_alloc_recvs(struct engram_link *l)
 		r->buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
 		if (!r->buf)
 			return -ENOMEM;
-		r->dma = ib_dma_map_single(ibdev, r->buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-					   DMA_FROM_DEVICE);
-		if (ib_dma_mapping_error(ibdev, r->dma)) {
+		r->dma = engram_dma_map_single(ibdev, r->buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
+					       DMA_FROM_DEVICE);
+		if (engram_dma_mapping_error(ibdev, r->dma)) {
 			r->dma = 0;
 			return -ENOMEM;
 		}
@@ -1007,14 +1008,14 @@ static int engram_link_alloc_slot(struct engram_link *l, struct engram_link_slot
 		return -ENOMEM;
 	for (p = 0; p < pages; p++) {
 		struct page *page = vmalloc_to_page(sl->buf + p * PAGE_SIZE);
-		u64 dma = ib_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_TO_DEVICE);
+		u64 dma = engram_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_TO_DEVICE);
 
-		if (ib_dma_mapping_error(ibdev, dma))
+		if (engram_dma_mapping_error(ibdev, dma))
 			return -ENOMEM;
 		sl->dma[p] = dma;
 		sl->nr_mapped++;
 	}
-	sl->mr = ib_alloc_mr(l->dev->pd, IB_MR_TYPE_MEM_REG, pages);
+	sl->mr = engram_alloc_mr(l->dev->pd, IB_MR_TYPE_MEM_REG, pages);
 	if (IS_ERR(sl->mr)) {
 		n = PTR_ERR(sl->mr);
 		sl->mr = NULL;
@@ -1025,7 +1026,7 @@ static int engram_link_alloc_slot(struct engram_link *l, struct engram_link_slot
 		sg_dma_address(&sgl[p]) = sl->dma[p];
 		sg_dma_len(&sgl[p]) = PAGE_SIZE;
 	}
-	n = ib_map_mr_sg(sl->mr, sgl, pages, NULL, PAGE_SIZE);
+	n = engram_map_mr_sg(sl->mr, sgl, pages, NULL, PAGE_SIZE);
 	if (n != pages)
 		return n < 0 ? n : -EINVAL;
 	return 0;
@@ -1066,7 +1067,7 @@ static int engram_link_reg_slots(struct engram_link *l)
 	regs[l->nr_slots - 1].wr.send_flags = IB_SEND_SIGNALED;
 	regs[l->nr_slots - 1].wr.wr_cqe = &l->slot_reg_cqe;
 	reinit_completion(&l->slot_reg_done);
-	ret = ib_post_send(l->qp, &regs[0].wr, NULL);
+	ret = engram_post_send(l->qp, &regs[0].wr, NULL);
 	kfree(regs);	/* the device copied the WRs when they were posted */
 	if (ret)
 		return ret;
@@ -1135,7 +1136,7 @@ static int engram_link_create_qp(struct engram_link *l)
 	 */
 	sq = ENGRAM_LINK_MAX_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
-	l->cq = ib_alloc_cq(ibdev, l, sq + ENGRAM_LINK_MAX_INFLIGHT +
+	l->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_LINK_MAX_INFLIGHT +
 			    ENGRAM_LINK_EXTRA_RECVS + 2, 0, IB_POLL_SOFTIRQ);
 	if (IS_ERR(l->cq)) {
 		ret = PTR_ERR(l->cq);
@@ -1152,7 +1153,7 @@ static int engram_link_create_qp(struct engram_link *l)
 	init.cap.max_recv_sge = 1;
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
 	init.qp_type = IB_QPT_RC;
-	ret = rdma_create_qp(l->cm_id, l->dev->pd, &init);
+	ret = engram_create_qp(l->cm_id, l->dev->pd, &init);
 	if (ret)
 		return ret;
 	l->qp = l->cm_id->qp;
@@ -1170,8 +1171,8 @@ static int engram_link_create_qp(struct engram_link *l)
 	l->hb_buf = kzalloc(ENGRAM_WIRE_HDR_BYTES, GFP_KERNEL);
 	if (!l->hb_buf)
 		return -ENOMEM;
-	l->hb_dma = ib_dma_map_single(ibdev, l->hb_buf, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
-	if (ib_dma_mapping_error(ibdev, l->hb_dma)) {
+	l->hb_dma = engram_dma_map_single(ibdev, l->hb_buf, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
+	if (engram_dma_mapping_error(ibdev, l->hb_dma)) {
 		l->hb_dma = 0;
 		return -ENOMEM;
 	}
@@ -1234,8 +1235,8 @@ static int engram_link_rdma_connect(struct engram_link *l)
 
 	lockdep_assert_held(&l->mutex);
 	reinit_completion(&l->cm_done);
-	l->cm_id = rdma_create_id(&init_net, engram_link_cm_handler, l, RDMA_PS_TCP,
-				  IB_QPT_RC);
+	l->cm_id = engram_create_id(&init_net, engram_link_cm_handler, l, RDMA_PS_TCP,
+				    IB_QPT_RC);
 	if (IS_ERR(l->cm_id)) {
 		ret = PTR_ERR(l->cm_id);
 		l->cm_id = NULL;
@@ -1570,7 +1571,7 @@ static int engram_link_post_fetch(struct engram_link *l, struct engram_fetch *f)
 	}
 	if (engram_fault_client_req_fail())
 		return -EIO;
-	return ib_post_send(l->qp, &regs[0].wr, NULL);
+	return engram_post_send(l->qp, &regs[0].wr, NULL);
 }
 
 /* Fast-register one piece of the destination, exposing exactly its bytes. */
@@ -1601,7 +1602,7 @@ static int engram_link_map_piece(struct engram_link *l, struct engram_piece *p,
 	if (!p->mr)
 		return -EBUSY;
 	ib_update_fast_reg_key(p->mr, ib_inc_rkey(p->mr->rkey));
-	mapped = ib_map_mr_sg(p->mr, sgl, n, &sg_off, PAGE_SIZE);
+	mapped = engram_map_mr_sg(p->mr, sgl, n, &sg_off, PAGE_SIZE);
 	if (mapped != n)
 		return mapped < 0 ? mapped : -EINVAL;
 	return 0;
@@ -1704,7 +1705,7 @@ static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
 	wr.wr_cqe = &l->hb_cqe;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	return ib_post_send(l->qp, &wr, NULL) ? -EIO : 0;
+	return engram_post_send(l->qp, &wr, NULL) ? -EIO : 0;
 }
 
 /**

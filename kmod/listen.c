@@ -30,6 +30,7 @@
 
 #include "cover.h"
 #include "engram.h"
+#include "inject.h"
 #include "server.h"
 #include "tcp_server.h"
 
@@ -131,8 +132,8 @@ static int engram_listener_start(struct engram_listener *l)
 		engram_listener_note_allow(l);
 		return 0;
 	}
-	id = rdma_create_id(&init_net, engram_cm_handler, &l->ctx, RDMA_PS_TCP,
-			    IB_QPT_RC);
+	id = engram_create_id(&init_net, engram_cm_handler, &l->ctx, RDMA_PS_TCP,
+			      IB_QPT_RC);
 	if (IS_ERR(id)) {
 		engram_listener_wait(l, PTR_ERR(id));
 		return PTR_ERR(id);
@@ -149,9 +150,9 @@ static int engram_listener_start(struct engram_listener *l)
 	spin_unlock(&l->lock);
 
 	/* Exactly the configured address: a wildcard would serve every port. */
-	ret = rdma_bind_addr(id, (struct sockaddr *)&l->url.addr);
+	ret = engram_bind_addr(id, (struct sockaddr *)&l->url.addr);
 	if (!ret)
-		ret = rdma_listen(id, ENGRAM_LISTEN_BACKLOG);
+		ret = engram_cm_listen(id, ENGRAM_LISTEN_BACKLOG);
 
 	spin_lock(&l->lock);
 	l->starting = false;

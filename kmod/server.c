@@ -56,6 +56,7 @@
 
 #include "cover.h"
 #include "engram.h"
+#include "inject.h"
 #include "server.h"
 #include "tcp_server.h"
 #include "wbuild.h"
@@ -474,7 +475,7 @@ static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
 	conn->sq_free -= nr;
 	conn->sig[conn->sig_tail] = nr;
 	conn->sig_tail = (conn->sig_tail + 1) % conn->sig_size;
-	ret = ib_post_send(conn->qp, first, &bad);
+	ret = engram_post_send(conn->qp, first, &bad);
 	if (ret && bad == first) {
 		/* Nothing went out: nothing will complete for it. */
 		conn->sig_tail = (conn->sig_tail + conn->sig_size - 1) % conn->sig_size;
@@ -558,7 +559,7 @@ static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 	};
 
 	engram_rx_sync(conn, rx, false);
-	return ib_post_recv(conn->qp, &wr, NULL);
+	return engram_post_recv(conn->qp, &wr, NULL);
 }
 
 static int engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
@@ -1653,7 +1654,7 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 	struct ib_qp_init_attr qa;
 	int ret;
 
-	conn->cq = ib_cq_pool_get(conn->ibdev, conn->nr_cqe, -1, IB_POLL_SOFTIRQ);
+	conn->cq = engram_cq_pool_get(conn->ibdev, conn->nr_cqe, -1, IB_POLL_SOFTIRQ);
 	if (IS_ERR(conn->cq)) {
 		ret = PTR_ERR(conn->cq);
 		conn->cq = NULL;
@@ -1672,7 +1673,7 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 		qa.cap.max_recv_sge = 1;
 		qa.sq_sig_type = IB_SIGNAL_REQ_WR;
 		qa.qp_type = IB_QPT_RC;
-		ret = rdma_create_qp(conn->cm_id, conn->dev->pd, &qa);
+		ret = engram_create_qp(conn->cm_id, conn->dev->pd, &qa);
 		if (!ret)
 			break;
 		if ((ret != -ENOMEM && ret != -EINVAL) ||
@@ -1700,14 +1701,14 @@ static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
 		return -ENOMEM;
 	for (p = 0; p < conn->rx_pages; p++) {
 		struct page *page = vmalloc_to_page(rx->buf + p * PAGE_SIZE);
-		u64 dma = ib_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_FROM_DEVICE);
+		u64 dma = engram_dma_map_page(ibdev, page, 0, PAGE_SIZE, DMA_FROM_DEVICE);
 
-		if (ib_dma_mapping_error(ibdev, dma))
+		if (engram_dma_mapping_error(ibdev, dma))
 			return -ENOMEM;
 		rx->dma[p] = dma;
 		rx->nr_mapped++;
 	}
-	rx->mr = ib_alloc_mr(conn->dev->pd, IB_MR_TYPE_MEM_REG, conn->rx_pages);
+	rx->mr = engram_alloc_mr(conn->dev->pd, IB_MR_TYPE_MEM_REG, conn->rx_pages);
 	if (IS_ERR(rx->mr)) {
 		n = PTR_ERR(rx->mr);
 		rx->mr = NULL;
@@ -1722,7 +1723,7 @@ static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
 		sg_dma_address(&sgl[p]) = rx->dma[p];
 		sg_dma_len(&sgl[p]) = PAGE_SIZE;
 	}
-	n = ib_map_mr_sg(rx->mr, sgl, conn->rx_pages, NULL, PAGE_SIZE);
+	n = engram_map_mr_sg(rx->mr, sgl, conn->rx_pages, NULL, PAGE_SIZE);
 	kfree(sgl);
 	if (n != conn->rx_pages)
 		return n < 0 ? n : -EINVAL;
@@ -1764,10 +1765,10 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 			return ret;
 	}
 
-	conn->ctrl_dma = ib_dma_map_single(ibdev, conn->ctrl_buf,
-					   conn->nr_ctrl * ENGRAM_SRV_CTRL_BYTES,
-					   DMA_TO_DEVICE);
-	if (ib_dma_mapping_error(ibdev, conn->ctrl_dma)) {
+	conn->ctrl_dma = engram_dma_map_single(ibdev, conn->ctrl_buf,
+					       conn->nr_ctrl * ENGRAM_SRV_CTRL_BYTES,
+					       DMA_TO_DEVICE);
+	if (engram_dma_mapping_error(ibdev, conn->ctrl_dma)) {
 		conn->ctrl_dma = 0;
 		return -ENOMEM;
 	}
@@ -1781,9 +1782,9 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 		list_add_tail(&c->node, &conn->ctrl_free);
 	}
 
-	conn->cat_dma = ib_dma_map_single(ibdev, conn->cat_buf,
-					  ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_TO_DEVICE);
-	if (ib_dma_mapping_error(ibdev, conn->cat_dma)) {
+	conn->cat_dma = engram_dma_map_single(ibdev, conn->cat_buf,
+					      ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_TO_DEVICE);
+	if (engram_dma_mapping_error(ibdev, conn->cat_dma)) {
 		conn->cat_dma = 0;
 		return -ENOMEM;
 	}
@@ -1980,7 +1981,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 	list_add_tail(&conn->node, &engram_conns);
 	mutex_unlock(&engram_conns_mutex);
 
-	ret = rdma_accept(cm_id, &param);
+	ret = engram_cm_accept(cm_id, &param);
 	if (ret) {
 		engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
 		pr_info_ratelimited("connection from %pISpc: accept failed (%d)\n",

@@ -28,6 +28,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 
+#include "inject.h"
 #include "link.h"
 
 /* Pieces of rows received with one recvmsg(): a row spans at most 2 pages. */
@@ -108,8 +109,8 @@ static int engram_tcp_connect(struct engram_link *l)
 	int ret;
 
 	lockdep_assert_held(&l->mutex);
-	ret = sock_create_kern(&init_net, l->url.addr.ss_family, SOCK_STREAM, IPPROTO_TCP,
-			       &sock);
+	ret = engram_sock_create_kern(&init_net, l->url.addr.ss_family, SOCK_STREAM, IPPROTO_TCP,
+				      &sock);
 	if (ret)
 		return ret;
 	l->sock = sock;
@@ -123,7 +124,7 @@ static int engram_tcp_connect(struct engram_link *l)
 				    l->id, l->url.text, ret);
 		return ret;
 	}
-	ret = kernel_connect(sock, (struct sockaddr *)&l->url.addr, alen, 0);
+	ret = engram_kernel_connect(sock, (struct sockaddr *)&l->url.addr, alen, 0);
 	if (ret)
 		return ret == -EINPROGRESS ? -ETIMEDOUT : ret;
 

@@ -71,6 +71,7 @@
 
 #include "cover.h"
 #include "engram.h"
+#include "inject.h"
 #include "server.h"
 #include "tcp_server.h"
 #include "wire.h"
@@ -921,7 +922,7 @@ static void engram_tcp_accept_work(struct work_struct *work)
 
 	engram_cover_start();
 	for (;;) {
-		ret = kernel_accept(tl->sock, &sock, O_NONBLOCK);
+		ret = engram_kernel_accept(tl->sock, &sock, O_NONBLOCK);
 		if (ret) {
 			if (ret != -EAGAIN)
 				pr_warn_ratelimited("listen %s: accept failed (%d)\n",
@@ -969,8 +970,8 @@ int engram_tcp_listen_start(struct engram_listener *l)
 		return -ENOMEM;
 	alen = l->url.addr.ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 						   sizeof(struct sockaddr_in);
-	ret = sock_create_kern(&init_net, l->url.addr.ss_family, SOCK_STREAM,
-			       IPPROTO_TCP, &sock);
+	ret = engram_sock_create_kern(&init_net, l->url.addr.ss_family, SOCK_STREAM,
+				      IPPROTO_TCP, &sock);
 	if (ret) {
 		kfree(tl);
 		return ret;
@@ -979,7 +980,7 @@ int engram_tcp_listen_start(struct engram_listener *l)
 	sock_set_reuseaddr(sk);
 	ret = kernel_bind(sock, (struct sockaddr *)&l->url.addr, alen);
 	if (!ret)
-		ret = kernel_listen(sock, ENGRAM_TCP_BACKLOG);
+		ret = engram_kernel_listen(sock, ENGRAM_TCP_BACKLOG);
 	if (ret) {
 		sock_release(sock);
 		kfree(tl);

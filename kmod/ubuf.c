@@ -14,6 +14,7 @@
 #include <linux/slab.h>
 
 #include "client.h"
+#include "inject.h"
 
 /* Largest buffer: far more than a 49,152-row batch, far less than RAM. */
 #define ENGRAM_UBUF_MAX		(64ULL << 30)
@@ -65,9 +66,9 @@ int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
 	b->mm = mm;
 
 	while (done < npages) {
-		ret = pin_user_pages_fast((addr & PAGE_MASK) + (done << PAGE_SHIFT),
-					  min_t(unsigned long, npages - done, 512),
-					  FOLL_WRITE | FOLL_LONGTERM, b->pages + done);
+		ret = engram_pin_user_pages_fast((addr & PAGE_MASK) + (done << PAGE_SHIFT),
+						 min_t(unsigned long, npages - done, 512),
+						 FOLL_WRITE | FOLL_LONGTERM, b->pages + done);
 		if (ret <= 0) {
 			ret = ret ? ret : -EFAULT;
 			goto err_unpin;
