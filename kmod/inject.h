@@ -13,9 +13,10 @@
  * The wrappers below call the hook first and, when it fails, return that
  * error without calling the real function, as the real one would fail:
  * nothing mapped, posted, allocated or pinned (a failed post names its
- * first WR as the bad one).  Documentation/testing.rst lists the hooks and
- * the test that drives each.  Without CONFIG_FUNCTION_ERROR_INJECTION the
- * hooks are constant 0 and compile away.
+ * first WR as the bad one).  Documentation/failures.rst lists the hooks,
+ * Documentation/testing.rst the test that drives each (t_67_failfunc).
+ * Without CONFIG_FUNCTION_ERROR_INJECTION the hooks are constant 0 and
+ * compile away.
  */
 #ifndef ENGRAM_INJECT_H
 #define ENGRAM_INJECT_H

@@ -8,14 +8,14 @@
 # mapping an IOMMU refuses, an accept that finds the socket gone.
 #
 # For each hook and an operation that reaches it, a first run counts the
-# hook's calls; then the operation runs with its first, second, third ...
-# call failed (fail_function's "space" lets all but one through, "times" 1
-# fails that one), at most ENGRAM_FAILFUNC_RUNS (10) runs spread evenly over the
-# calls (make check sets 3).  Each failure must end the operation with an error
-# or be absorbed (a link reconnects by itself), within its bound, with no
-# splat; after each hook's series a fetch over the first link is exact and
-# nothing of the failed attempts is left.  The runner's kmemleak scan at the
-# end sees what a failure path leaked.
+# hook's calls; then the operation runs with one call failed
+# (fail_function's "space" lets all but one through, "times" 1 fails that
+# one), for at most ENGRAM_FAILFUNC_RUNS (10) calls spread evenly over the
+# count, and the last call (make check sets 1).  Each failure must end the
+# operation with an error or be absorbed (a link reconnects by itself),
+# within its bound, with no splat; after each hook's series a fetch over
+# the first link is exact and nothing of the failed attempts is left.  The
+# runner's kmemleak scan at the end sees what a failure path leaked.
 # timeout: 2400
 # kernels: debug
 . "$(dirname "$0")/lib.sh"
