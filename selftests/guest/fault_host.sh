@@ -21,43 +21,6 @@ load_table() {
 	"$ENGRAMCTL" load "$F" --tensor $PREFIX --name faults >/dev/null 2>&1 &&
 		wait_state faults ready 120
 }
-lookups() {
-	"$ENGRAMCTL" -j stats 2>/dev/null |
-		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == 'faults')" 2>/dev/null ||
-		echo 0
-}
-# resumed SECONDS: a Spark connection is up and remote lookups are flowing.
-resumed() {
-	local i l0
-	l0=$(lookups)
-	for i in $(seq 1 "$1"); do
-		if [ "$(stat_global connections 2>/dev/null || echo 0)" -ge 1 ] &&
-		   [ "$(lookups)" -gt $((l0 + 5)) ]; then
-			return 0
-		fi
-		sleep 1
-	done
-	return 1
-}
-# bounded SECONDS CMD...: CMD's status, or 1 when it is still running after
-# SECONDS; then the blocked tasks and the end of the kernel log are shown,
-# so a hang is reported with its stack rather than ending the run silently.
-bounded() {
-	local secs=$1 pid i
-	shift
-	("$@") &
-	pid=$!
-	for ((i = 0; i < secs * 10; i++)); do
-		kill -0 $pid 2>/dev/null || { wait $pid; return; }
-		sleep 0.1
-	done
-	diag "still running after ${secs}s: $*"
-	echo 1 >/proc/sys/kernel/sysrq
-	echo w >/proc/sysrq-trigger
-	dmesg | tail -n 120 | sed 's/^/# dmesg: /'
-	kill -9 $pid 2>/dev/null
-	return 1
-}
 # nic_cycle: the host's NIC down for 6 s, then up (bounded).
 nic_cycle() {
 	bounded 30 ip link set dev "$netdev" down || return 1
@@ -72,7 +35,7 @@ netdev=$(rdma link show | sed -n 's/^link rxe0\/.* netdev \([^ ]*\).*/\1/p')
 diag "rxe0 is on $netdev"
 
 check "the table loads" load_table
-check "the Spark guest connects and fetches" resumed 600
+check "the Spark guest connects and fetches" resumed 600 faults
 
 if [ "$PHASE" = 1 ]; then
 	check "rmmod with the Spark connected" bounded 60 module_unload
@@ -80,19 +43,19 @@ if [ "$PHASE" = 1 ]; then
 	check "modprobe again" bounded 60 module_load "listen=rdma://$IP:18515"
 	check "the table loads again" bounded 150 load_table
 	check "after rmmod/modprobe the Spark's link comes back, fetches resume" \
-		bounded 150 resumed 120
+		bounded 150 resumed 120 faults
 
 	check "rdma link del" bounded 60 rdma link del rxe0
 	sleep 4
 	check "rdma link add" bounded 60 rdma link add rxe0 type rxe netdev "$netdev"
 	check "after rdma link del/add the Spark's link comes back, fetches resume" \
-		bounded 150 resumed 120
+		bounded 150 resumed 120 faults
 
 	check "table unload under the Spark's fetches" bounded 60 "$ENGRAMCTL" unload faults
 	sleep 4
 	check "the table loads again" bounded 150 load_table
 	check "after the table reload the Spark reopens it, fetches resume" \
-		bounded 150 resumed 120
+		bounded 150 resumed 120 faults
 
 	# Last before the kill, as it may leave the device unusable: the NIC
 	# down for 6 s and up.  Known failure of Soft-RoCE, not of this
@@ -104,7 +67,7 @@ if [ "$PHASE" = 1 ]; then
 	# re-created.  A 6 s netem outage with the NIC up did the same.
 	# Reported as TODO with the QP's state on both guests.
 	check "NIC down for 6 s, then up" nic_cycle
-	if bounded 100 resumed 30; then
+	if bounded 100 resumed 30 faults; then
 		ok "NIC down 6 s and up: the Spark's link comes back, fetches resume"
 	else
 		diag "rxe0 GSI QP state here: $(gsi_state)"
@@ -134,15 +97,10 @@ fi
 check "the marker table for the Spark loads" wait_state faults-done ready 60
 # The Spark fetches from faults-done once it is through, then unloads its
 # module: only then is this guest done.
-done_lookups() {
-	"$ENGRAMCTL" -j stats 2>/dev/null |
-		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == 'faults-done')" \
-		2>/dev/null || echo 0
-}
 wait_done() {
 	local i
 	for i in $(seq 1 "$1"); do
-		[ "$(done_lookups)" -ge 1 ] && [ "$(stat_global connections)" -eq 0 ] && return 0
+		[ "$(lookups faults-done)" -ge 1 ] && [ "$(stat_global connections)" -eq 0 ] && return 0
 		sleep 1
 	done
 	return 1

@@ -15,16 +15,7 @@ F=$SCRATCH/faults.safetensors
 ROWS=300000
 make_table "$F" $ROWS --seed 43 --pad-before 5 || bail "mktable"
 sha=$(sha256sum "$F" | cut -d' ' -f1)
-read -r WOFF SOFF < <(python3 - "$F" <<'PY'
-import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    h = json.loads(f.read(n))
-base = 8 + n
-print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
-      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
-PY
-)
+read -r WOFF SOFF < <(tensor_offsets "$F")
 DEADLINE=1000
 MARGIN=$(slow 3000)	# the break (disconnect, drain) in a TCG guest, stated in testing.rst
 FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
@@ -129,16 +120,7 @@ check "no WARN, BUG or refcount line in this guest's log" \
 # deterministic file on both sides), then the module goes.
 D=$SCRATCH/done.safetensors
 "$ENGRAMCTL" mktable "$D" --rows 16 --seed 1 >/dev/null || bail "mktable done"
-read -r DW DS < <(python3 - "$D" <<'PY'
-import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    h = json.loads(f.read(n))
-base = 8 + n
-print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
-      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
-PY
-)
+read -r DW DS < <(tensor_offsets "$D")
 check "a fetch from faults-done tells the host guest" \
 	"$TOP/selftests/guest/fetch_check" --table faults-done --file "$D" --weight-offset "$DW" \
 	--scale-offset "$DS" --count 16 --batch 16 --timeout-ms 60000

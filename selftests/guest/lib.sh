@@ -51,6 +51,25 @@ wait_for() {
 	done
 	return 1
 }
+# bounded SECONDS CMD...: CMD's status, or 1 when it is still running after
+# SECONDS; then the blocked tasks and the end of the kernel log are shown,
+# so a hang is reported with its stack rather than ending the run silently.
+bounded() {
+	local secs=$1 pid i
+	shift
+	("$@") &
+	pid=$!
+	for ((i = 0; i < secs * 10; i++)); do
+		kill -0 $pid 2>/dev/null || { wait $pid; return; }
+		sleep 0.1
+	done
+	diag "still running after ${secs}s: $*"
+	echo 1 >/proc/sys/kernel/sysrq
+	echo w >/proc/sysrq-trigger
+	dmesg | tail -n 100 | sed 's/^/# dmesg: /'
+	kill -9 $pid 2>/dev/null
+	return 1
+}
 # Does opening FILE for writing fail with ETXTBSY?
 write_denied() {
 	python3 - "$1" <<'PY'
@@ -92,6 +111,45 @@ table_field() {
 	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
 }
 stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+
+# lookups NAME: the table's lookups served so far (0 when absent).
+lookups() {
+	"$ENGRAMCTL" -j stats 2>/dev/null |
+		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == '$1')" 2>/dev/null ||
+		echo 0
+}
+# resumed SECONDS NAME [DONE_FILE]: a remote connection is up and lookups
+# of table NAME are flowing again (or DONE_FILE exists: the remote side is
+# done and nothing will flow again).
+resumed() {
+	local l0 end=$((SECONDS + $1))
+
+	l0=$(lookups "$2")
+	while [ $SECONDS -lt $end ]; do
+		if [ "$(stat_global connections 2>/dev/null || echo 0)" -ge 1 ] &&
+		   [ "$(lookups "$2")" -gt $((l0 + 5)) ]; then
+			return 0
+		fi
+		[ -z "${3:-}" ] || [ ! -e "$3" ] || return 0
+		sleep 1
+	done
+	return 1
+}
+
+# tensor_offsets FILE: the absolute file offsets of the weight and scale
+# tensors (as "WEIGHT SCALE"), read from the safetensors header itself, for
+# a remote side that has the file but not the host's table state.
+tensor_offsets() {
+	python3 - "$1" <<'PY'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))
+base = 8 + n
+print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
+      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
+PY
+}
 
 # make_table FILE ROWS [mktable options]: generate once, reuse afterwards.
 make_table() {

@@ -43,17 +43,7 @@ F=$SCRATCH/pair.safetensors
 ROWS=400000
 make_table "$F" $ROWS --seed 41 --pad-before 7 --pad-after 3 || bail "mktable"
 sha=$(sha256sum "$F" | cut -d' ' -f1)
-# The tensors' absolute offsets, from the safetensors header itself.
-read -r WOFF SOFF < <(python3 - "$F" <<'PY'
-import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    h = json.loads(f.read(n))
-base = 8 + n
-print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
-      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
-PY
-)
+read -r WOFF SOFF < <(tensor_offsets "$F")
 FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
 	--scale-offset "$SOFF" --rows-total $ROWS --timeout-ms 60000)
 fetchable() {

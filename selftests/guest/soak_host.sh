@@ -25,44 +25,6 @@ load_table() {
 	"$ENGRAMCTL" load "$F" --tensor "$PREFIX" --name soak >/dev/null 2>&1 &&
 		wait_state soak ready 300
 }
-lookups() {
-	"$ENGRAMCTL" -j stats 2>/dev/null |
-		jget "sum(t['lookups'] for t in d['tables'] if t['name'] == 'soak')" 2>/dev/null ||
-		echo 0
-}
-# resumed SECONDS: a Spark connection is up and remote lookups are flowing
-# (or the Spark is done: nothing will flow again).
-resumed() {
-	local i l0
-	l0=$(lookups)
-	for _ in $(seq 1 "$1"); do
-		if [ "$(stat_global connections 2>/dev/null || echo 0)" -ge 1 ] &&
-		   [ "$(lookups)" -gt $((l0 + 5)) ]; then
-			return 0
-		fi
-		[ ! -e "$SCRATCH/soak-done" ] || return 0
-		sleep 1
-	done
-	return 1
-}
-# bounded SECONDS CMD...: CMD's status, or 1 (with the blocked tasks shown)
-# when it still runs after SECONDS.
-bounded() {
-	local secs=$1 pid i
-	shift
-	("$@") &
-	pid=$!
-	for ((i = 0; i < secs * 10; i++)); do
-		kill -0 $pid 2>/dev/null || { wait $pid; return; }
-		sleep 0.1
-	done
-	diag "still running after ${secs}s: $*"
-	echo 1 >/proc/sys/kernel/sysrq
-	echo w >/proc/sysrq-trigger
-	dmesg | tail -n 80 | sed 's/^/# dmesg: /'
-	kill -9 $pid 2>/dev/null
-	return 1
-}
 netdev=$(rdma link show | sed -n 's/^link rxe0\/.* netdev \([^ ]*\).*/\1/p')
 [ -n "$netdev" ] || bail "no netdev under rxe0"
 # Jumbo frames, as the Spark guest has them (soak_spark.sh).
@@ -93,7 +55,7 @@ fault_nic() {
 	bounded 30 ip link set dev "$netdev" down || return 1
 	sleep 6
 	bounded 30 ip link set dev "$netdev" up || return 1
-	bounded 60 resumed 30 && return 0
+	bounded 60 resumed 30 soak "$SCRATCH/soak-done" && return 0
 	diag "after the NIC's down and up no connection in 30 s: rxe0 created again"
 	nic_healed=$((nic_healed + 1))
 	fault_device
@@ -124,7 +86,7 @@ PY
 sigpid=$!
 
 check "the table loads" load_table
-check "the Spark guest connects and fetches" resumed 900
+check "the Spark guest connects and fetches" resumed 900 soak "$SCRATCH/soak-done"
 t_start=$SECONDS
 n=0
 end=$((SECONDS + MAX_S))
@@ -147,7 +109,7 @@ while [ ! -e "$SCRATCH/soak-done" ] && [ $SECONDS -lt $end ]; do
 		rdma link show rxe0 >/dev/null 2>&1 ||
 			bounded 60 rdma link add rxe0 type rxe netdev "$netdev"
 	fi
-	if bounded $((RESUME_S + 30)) resumed "$RESUME_S"; then
+	if bounded $((RESUME_S + 30)) resumed "$RESUME_S" soak "$SCRATCH/soak-done"; then
 		diag "fault $n ($kind) at $((t0 - t_start))s: fetches resumed after $((SECONDS - t0))s"
 	else
 		stuck[$kind]=$((${stuck[$kind]:-0} + 1))

@@ -21,16 +21,7 @@ BATCH=${ENGRAM_SOAK_BATCH:-16384,4096,288}
 KILL_EVERY=${ENGRAM_SOAK_KILL_EVERY:-300}
 make_table "$F" "$TROWS" --seed 47 --pad-before 3 || bail "mktable"
 sha=$(sha256sum "$F" | cut -d' ' -f1)
-read -r WOFF SOFF < <(python3 - "$F" <<'PY'
-import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    h = json.loads(f.read(n))
-base = 8 + n
-print(base + h["layers.1.engram.embed.weight"]["data_offsets"][0],
-      base + h["layers.1.engram.embed.scale"]["data_offsets"][0])
-PY
-)
+read -r WOFF SOFF < <(tensor_offsets "$F")
 # A 16,384-row fetch between two TCG guests takes a few hundred ms; the
 # deadline leaves room for the other processes' fetches on the same link.
 DEADLINE=$(slow 5000)
