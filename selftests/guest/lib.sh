@@ -83,6 +83,9 @@ PY
 }
 writable() { python3 -c "import sys; open(sys.argv[1], 'r+b').close()" "$1"; }
 
+# kmsg_clean: nothing in this guest's kernel log fails a run
+# (selftests/splats.awk: warnings, oopses, KASAN and the like).
+kmsg_clean() { [ -z "$(dmesg | awk -f "$TOP/selftests/splats.awk")" ]; }
 dmesg_mark() { DMESG_MARK=$(dmesg | wc -l); }
 dmesg_since() { dmesg | tail -n +"$((DMESG_MARK + 1))"; }
 

@@ -17,6 +17,10 @@
 # Operations: table load, table verify, listen add (RDMA and TCP), listen
 # allow add, link add (RDMA and TCP), a fetch through /dev/engram_rdma
 # (open, REG_BUF, FETCH), the netlink dumps (list, stats, link list).
+# Then the same with the page allocations failed in turn instead
+# (fail_page_alloc): table load, link add (RDMA and TCP), listen add, a
+# 16,384-row fetch.  And module init (insmod with a listener per transport,
+# a link and an allow-list), its slab and then its page allocations.
 # timeout: 900
 # kernels: debug
 . "$(dirname "$0")/lib.sh"
@@ -71,7 +75,9 @@ if [ -d $FPA ]; then
 	cfg $FPA/require-end 1
 	cfg $FPA/stacktrace-depth 1
 fi
-injected() { cat $FS/times; }
+# The fault attribute whose "times" counts down with each injection.
+INJ=$FS
+injected() { cat $INJ/times; }
 
 # series NAME SETUP OP CLEANUP: OP (a shell command) with fail-nth 1, 2, ...
 # after SETUP, then CLEANUP, until OP meets no allocation to fail; OP must
@@ -109,7 +115,8 @@ series() {
 		test $done_at -gt 0
 	[ "$STRIDE" -gt 1 ] || check "$name: at least one allocation was failed" test $fails -gt 0 -o $absorbed -gt 0
 	check "$name: ... which succeeds" test "$last_rc" -eq 0
-	check "$name: afterwards a fetch is exact" wait_for "$(slow 30)" fetchable
+	check "$name: afterwards ${AFTER_DESC:-a fetch is exact}" \
+		wait_for "$(slow 30)" "${AFTER:-fetchable}"
 }
 
 # No python in the loops: it takes seconds to start on this kernel.
@@ -133,6 +140,9 @@ check "no listener is left but the first" \
 	test "$("$ENGRAMCTL" -j listen show | jget "len(d)")" = 1
 series "listen allow add" "" "$ENGRAMCTL listen allow add 192.0.2.0/24" \
 	"$ENGRAMCTL listen allow del 192.0.2.0/24"
+# An allow-list emptied again refuses every peer (admin-guide.rst): let
+# this guest's own links reconnect after a failure below breaks them.
+"$ENGRAMCTL" listen allow add 192.0.2.0/24 >/dev/null 2>&1
 # The first link has rdma://$IP:18515: a second link needs another server.
 "$ENGRAMCTL" listen add "rdma://$IP:18516" >/dev/null 2>&1
 series "link add rdma" del_links "$ENGRAMCTL link add rdma://$IP:18516@$IP" del_links
@@ -147,6 +157,72 @@ series "stats" "" "$ENGRAMCTL -j stats" ""
 series "link list" "" "$ENGRAMCTL -j link list" ""
 
 cfg $FS/times 0
+
+# Then the page allocations (fail_page_alloc, stack filter on the module as
+# above, every order, sleeping allocations too): vmalloc'ed slot buffers,
+# kvmalloc'ed row lists and frames, the table's page-cache reads, and what
+# the RDMA core and rxe allocate for the module.  failslab gets the empty
+# range, so fail-nth counts page allocations only.  A failed page
+# allocation without __GFP_NOWARN is reported by the allocator with a stack
+# dump: the runner expects those in this test (selftests/splats.awk).
+if [ -d $FPA ]; then
+	: >"$ENGRAM_TEST_TMP/kmsg-alloc-failures-expected"
+	cfg $FS/require-start 1
+	cfg $FS/require-end 1
+	cfg $FPA/require-start "0x$etext"
+	cfg $FPA/require-end 0xfffffffffffff000
+	cfg $FPA/stacktrace-depth 32
+	cfg $FPA/ignore-gfp-wait N
+	cfg $FPA/ignore-gfp-highmem N
+	cfg $FPA/min-order 0
+	cfg $FPA/probability 0
+	cfg $FPA/verbose 0
+	cfg $FPA/times 1000000000
+	INJ=$FPA
+	series "pages: table load" unload_fs2 \
+		"$ENGRAMCTL load $F2 --tensor $PREFIX --name fs2 --no-progress" unload_fs2
+	check "pages: no second table is left" test "$(table_state fs2)" = absent
+	series "pages: link add rdma" del_links "$ENGRAMCTL link add rdma://$IP:18516@$IP" del_links
+	series "pages: link add tcp" del_links "$ENGRAMCTL link add tcp://$IP:18670@$IP" del_links
+	check "pages: no link is left but the first" test -z "$(links_but_first)"
+	series "pages: listen add tcp" "" "$ENGRAMCTL listen add tcp://$IP:18669" \
+		"$ENGRAMCTL listen del tcp://$IP:18669"
+	series "pages: fetch of 16,384 rows" "" "${FC[*]} --count 16384 --batch 16384" ""
+	cfg $FPA/times 0
+	cfg $FPA/require-start 1
+	cfg $FPA/require-end 1
+else
+	ok "# SKIP pages: this kernel has no fail_page_alloc"
+fi
 check "the table is still there and ready" test "$(table_state fs)" = ready
 check "the first link still fetches exact rows" "${FC[@]}" --count 2000 --batch 288,1000
+
+# Last, the module's initialisation, with a listener on each transport, a
+# link and an allow-list from its parameters: a failed init must undo all
+# it did (the runner's kmemleak scan sees what it did not), and the next
+# insmod must work.
+PARAMS="listen=rdma://$IP:18515,tcp://$IP:18530 remote=rdma://$IP:18515@$IP allow=192.0.2.0/24"
+loaded_up() { module_loaded && "$ENGRAMCTL" listen show | grep -q "18530: state active"; }
+cfg $FS/require-start "0x$etext"
+cfg $FS/require-end 0xfffffffffffff000
+cfg $FS/times 1000000000
+INJ=$FS
+AFTER=loaded_up AFTER_DESC="the module is loaded and listening" \
+	series "module load (slab)" module_unload "insmod $MODULE $PARAMS" :
+cfg $FS/times 0
+if [ -d $FPA ]; then
+	cfg $FPA/require-start "0x$etext"
+	cfg $FPA/require-end 0xfffffffffffff000
+	cfg $FPA/times 1000000000
+	INJ=$FPA
+	AFTER=loaded_up AFTER_DESC="the module is loaded and listening" \
+		series "module load (pages)" module_unload "insmod $MODULE $PARAMS" :
+	cfg $FPA/times 0
+fi
+module_unload
+module_load "listen=rdma://$IP:18515" "allow=192.0.2.0/24" || bail "insmod"
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name fs --no-progress >/dev/null 2>&1
+LINK=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP")
+check "after the failed inits, a table and a link fetch exact rows" \
+	wait_for "$(slow 30)" fetchable
 done_testing

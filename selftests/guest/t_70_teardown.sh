@@ -9,6 +9,10 @@ F=$SCRATCH/two.safetensors
 make_table "$F" 100000 --seed 13 --prefix layers.1.engram.embed \
 	--prefix layers.14.engram.embed --pad-before 9 || bail "mktable"
 want=$(sha256sum "$F" | cut -d' ' -f1)
+# A fresh module: the module-wide counts below must not see an earlier
+# test's tables.
+module_unload || bail "rmmod"
+module_load || bail "insmod"
 
 drop_caches
 "$ENGRAMCTL" load "$F" --tensor layers.1.engram.embed --name l1 >/dev/null 2>&1 &

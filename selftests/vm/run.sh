@@ -18,7 +18,8 @@
 # panic, crash, setup failure).  Logs of the last run: build/vm-<release>/
 # {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR;
 # on the debug kernel, gcov.tar.gz beside them (the module's gcov counters,
-# see selftests/coverage.sh).
+# see selftests/coverage.sh), and with ENGRAM_GCOV_EACH=1 in the guest's
+# environment gcov-TEST.tar.gz, the counters after each test.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -97,14 +98,25 @@ cleanup() {
 	# Keep the logs of this run (concurrent runs each have their own $run).
 	local keep=("$run/console.log" "$run/dmesg.log") d
 
-	# The debug kernel's gcov counters, when the guest got them all out.
-	if grep -q '^ENGRAM-GCOV-END' "$run/gcov.b64" 2>/dev/null &&
-		sed '/^ENGRAM-GCOV-END/,$d' "$run/gcov.b64" | tr -d '\r' | base64 -d \
-			>"$run/gcov.tar.gz" 2>/dev/null; then
-		keep+=("$run/gcov.tar.gz")
+	# The debug kernel's gcov counters, when the guest got them all out;
+	# with ENGRAM_GCOV_EACH=1, a snapshot after each test before them.
+	if [ -s "$run/gcov.b64" ]; then
+		tr -d '\r' <"$run/gcov.b64" | awk -v dir="$run" '
+			/^ENGRAM-GCOV-(TEST|END)/ {
+				f = $1 == "ENGRAM-GCOV-END" ? "gcov" : "gcov-" $2
+				cmd = "base64 -d >" dir "/" f ".tar.gz 2>/dev/null"
+				printf "%s", buf | cmd
+				close(cmd)
+				buf = ""
+				next
+			}
+			{ buf = buf $0 "\n" }'
+		for f in "$run"/gcov*.tar.gz; do
+			[ -s "$f" ] && keep+=("$f")
+		done
 	fi
 	for d in "$vmdir" ${LOGS:+"$LOGS"}; do
-		mkdir -p "$d" && rm -f "$d/gcov.tar.gz" && cp -f "${keep[@]}" "$d/" 2>/dev/null
+		mkdir -p "$d" && rm -f "$d"/gcov*.tar.gz && cp -f "${keep[@]}" "$d/" 2>/dev/null
 	done
 	rm -rf "$run"
 }
