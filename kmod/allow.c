@@ -137,19 +137,6 @@ bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener)
 }
 
 /**
- * engram_allow_peer() - may this peer connect?
- * @peer: the peer's address as the transport reports it
- *
- * engram_allow_peer_on() without naming the listener.
- *
- * Return: true when no list was ever set or an entry matches @peer.
- */
-bool engram_allow_peer(const struct sockaddr *peer)
-{
-	return engram_allow_peer_on(peer, NULL);
-}
-
-/**
  * engram_allow_add() - put an entry on the allow-list
  * @p: the entry, from engram_prefix_parse()
  * @extack: for the reason of a refusal

@@ -256,7 +256,7 @@ void engram_chardev_exit(void);
 /*
  * allow.c: the client allow-list (prefix.h has the entries).  Never set
  * means any peer that can reach a listening address; emptied means none
- * (enum engram_allow_mode).  engram_allow_peer() is
+ * (enum engram_allow_mode).  engram_allow_peer_on() is
  * called at every rdma_cm connect request and TCP accept, may run in any
  * context that can take rcu_read_lock(), and on a refusal counts
  * CONNECTS_DENIED and logs a rate-limited line itself.
@@ -266,7 +266,6 @@ struct sockaddr;
 
 int engram_allow_init(void);
 void engram_allow_exit(void);
-bool engram_allow_peer(const struct sockaddr *peer);
 bool engram_allow_peer_on(const struct sockaddr *peer, const char *listener);
 int engram_allow_add(const struct engram_prefix *p, struct netlink_ext_ack *extack);
 int engram_allow_del(const struct engram_prefix *p, struct netlink_ext_ack *extack);

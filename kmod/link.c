@@ -445,24 +445,6 @@ void engram_link_end_all(struct engram_link *l, int error)
 }
 
 /**
- * engram_link_set_error() - fail a fetch on the wire, unless it failed already
- * @l: its link
- * @f: the fetch
- * @error: negative errno
- *
- * Under the link's lock, as the deadline worker may mark it timed out.
- */
-void engram_link_set_error(struct engram_link *l, struct engram_fetch *f, int error)
-{
-	unsigned long flags;
-
-	spin_lock_irqsave(&l->lock, flags);
-	if (!f->error)
-		f->error = error;
-	spin_unlock_irqrestore(&l->lock, flags);
-}
-
-/**
  * engram_link_claim() - match a RESPONSE to the fetch it answers
  * @l: the link
  * @resp: the decoded response

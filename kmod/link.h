@@ -175,7 +175,6 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 void engram_link_complete(struct engram_link *l, struct engram_fetch *f);
 int engram_link_track(struct engram_link *l, struct engram_fetch *f);
 void engram_link_end_all(struct engram_link *l, int error);
-void engram_link_set_error(struct engram_link *l, struct engram_fetch *f, int error);
 
 /* tcp_link.c */
 void engram_tcp_link_rx_work(struct work_struct *work);

@@ -404,20 +404,3 @@ int engram_url_list_parse(const char *s, enum engram_url_role role,
 	return engram_list_parse(s, &engram_url_list_ops, &role, urls, max, count,
 				 err, errlen);
 }
-
-/**
- * engram_transport_name() - URL scheme of a transport
- * @transport: enum engram_transport
- *
- * Return: "rdma", "tcp" or "?".
- */
-const char *engram_transport_name(unsigned int transport)
-{
-	switch (transport) {
-	case ENGRAM_TRANSPORT_RDMA:
-		return "rdma";
-	case ENGRAM_TRANSPORT_TCP:
-		return "tcp";
-	}
-	return "?";
-}

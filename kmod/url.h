@@ -58,6 +58,5 @@ int engram_url_list_parse(const char *s, enum engram_url_role role,
 			  struct engram_url *urls, unsigned int max,
 			  unsigned int *count, char *err, size_t errlen);
 bool engram_url_equal(const struct engram_url *a, const struct engram_url *b);
-const char *engram_transport_name(unsigned int transport);
 
 #endif /* _ENGRAM_URL_H */

@@ -696,7 +696,7 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
  * ENGRAM_ROW_BYTES; each range's reserved field zero, length nonzero, no
  * wrap; no row straddling two ranges; the ranges' total at least
  * (nr_rows - 1) * dest_stride + ENGRAM_ROW_BYTES.  The table identity and
- * the row indices are left to the caller (engram_wire_req_match(),
+ * the row indices are left to the caller (engram_table_serve_get(),
  * engram_wire_req_check_rows()).
  *
  * Return: ENGRAM_WIRE_OK, or the refusal's status (BAD_VERSION, MALFORMED,
@@ -846,22 +846,6 @@ int engram_wire_req_build(void *buf, size_t size,
 u32 engram_wire_req_row(const struct engram_wire_req *req, u32 i)
 {
 	return get32(req->rows_le + (size_t)i * 4);
-}
-
-/**
- * engram_wire_req_match() - does a request name this table?
- * @req: a parsed request
- * @sha256: the table's SHA-256 (ENGRAM_SHA256_LEN bytes)
- * @generation: the table's generation
- *
- * Return: true when the digest prefix and the generation both match.  A
- * request that matches no table is refused with ENGRAM_WIRE_UNKNOWN_TABLE.
- */
-bool engram_wire_req_match(const struct engram_wire_req *req,
-			   const u8 *sha256, u64 generation)
-{
-	return req->generation == generation &&
-	       !memcmp(req->digest, sha256, ENGRAM_WIRE_DIGEST_PREFIX);
 }
 
 /**

@@ -204,8 +204,6 @@ int engram_wire_req_parse(const void *buf, size_t len,
 			  const struct engram_wire_params *neg,
 			  struct engram_wire_req *req, char *err, size_t errlen);
 u32 engram_wire_req_row(const struct engram_wire_req *req, u32 i);
-bool engram_wire_req_match(const struct engram_wire_req *req,
-			   const u8 *sha256, u64 generation);
 int engram_wire_req_check_rows(const struct engram_wire_req *req, u64 table_rows,
 			       u32 *bad_index);
 void engram_wire_req_place(const struct engram_wire_req *req, u32 i,
