@@ -350,7 +350,14 @@ fi
 # --- line coverage of kmod/, from the debug kernel's guests -------------------------------
 mapfile -t gcov < <(find "$logs" -name gcov.tar.gz -newer "$logs/deps.log" 2>/dev/null | sort)
 if [ ${#gcov[@]} -gt 0 ]; then
-	run_tap coverage "[coverage]" selftests/coverage.sh "$root/build/coverage" "${gcov[@]}"
+	# The files the module shares with user space, from their unit tests too.
+	unit_info=$root/build/unit-coverage.info
+	run_tap unit-coverage "[coverage]" sh -c \
+		'selftests/unit-coverage.sh "$1" && echo "ok - coverage: unit tests of the shared files ran with --coverage"' \
+		sh "$unit_info"
+	export UNIT_INFO=$unit_info
+	run_tap coverage "[coverage]" selftests/coverage.sh \
+		"$root/build/coverage" "${gcov[@]}"
 elif [ "$CHECK_DEBUG" = 1 ]; then
 	tap not-ok "[coverage] the debug kernel's guest sent out gcov counters"
 fi

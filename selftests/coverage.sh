@@ -13,7 +13,10 @@
 # and the sum is kept to kmod/*.c.  Writes OUTDIR/coverage.info and an HTML
 # report in OUTDIR/html, and prints TAP diagnostics: one line per file
 # (lines run / lines, percent) and the total, then one TAP line saying how
-# many runs were merged.  Exits non-zero when no run could be read.
+# many runs were merged.  With UNIT_INFO=TRACEFILE (selftests/
+# unit-coverage.sh), the same table again with the unit tests' lines of
+# the files the module shares with user space added (coverage-all.info,
+# and the HTML report from it).  Exits non-zero when no run could be read.
 set -uo pipefail
 export LC_ALL=C
 
@@ -83,24 +86,63 @@ done
 	exit 1
 }
 
-# The table, from the tracefile itself: SF (source), LF (lines), LH (hit).
-awk '
-/^SF:/ { f = $0; sub(/^SF:/, "", f); sub(/.*\//, "", f) }
-/^LF:/ { lf[f] += substr($0, 4) }
-/^LH:/ { lh[f] += substr($0, 4) }
-END {
-	for (f in lf) {
-		printf "# coverage: %-16s %5d of %5d lines  %5.1f %%\n", f, lh[f], lf[f],
-			lf[f] ? 100 * lh[f] / lf[f] : 0 | "sort"
-		tl += lf[f]; th += lh[f]
-	}
-	close("sort")
-	printf "# coverage: %-16s %5d of %5d lines  %5.1f %%\n", "kmod/ total", th, tl,
-		tl ? 100 * th / tl : 0
-}' "$out/coverage.info" | tee "$out/summary.txt"
+# table TRACEFILE LABEL: from the tracefile itself: SF (source), LF (lines),
+# LH (hit).
+table() {
+	awk -v label="$2" '
+	/^SF:/ { f = $0; sub(/^SF:/, "", f); sub(/.*\//, "", f) }
+	/^LF:/ { lf[f] += substr($0, 4) }
+	/^LH:/ { lh[f] += substr($0, 4) }
+	END {
+		for (f in lf) {
+			printf "# coverage%s: %-16s %5d of %5d lines  %5.1f %%\n", label, f, lh[f],
+				lf[f], lf[f] ? 100 * lh[f] / lf[f] : 0 | "sort"
+			tl += lf[f]; th += lh[f]
+		}
+		close("sort")
+		printf "# coverage%s: %-16s %5d of %5d lines  %5.1f %%\n", label, "kmod/ total",
+			th, tl, tl ? 100 * th / tl : 0
+	}' "$1"
+}
+table "$out/coverage.info" "" | tee "$out/summary.txt"
 
-if genhtml --quiet --prefix "${moddirs[0]}" --title "engram_rdma (kmod/) under make check" \
-	--output-directory "$out/html" "$out/coverage.info" >/dev/null 2>"$tmp/genhtml.err"; then
+# With UNIT_INFO (selftests/unit-coverage.sh): the user-space unit tests'
+# lines of the files the module shares with them, added line by line,
+# counted only where the kernel build has a line (the user-space build
+# compiles a few lines of its own).
+report=$out/coverage.info
+title="engram_rdma (kmod/) under make check"
+if [ -n "${UNIT_INFO:-}" ] && [ -s "$UNIT_INFO" ]; then
+	awk -F'[:,]' '
+	FNR == NR {
+		if ($1 == "SF") { sf = substr($0, 4); b = sf; sub(/.*\//, "", b); path[b] = sf }
+		else if ($1 == "DA") has[b "," $2] = 1
+		next
+	}
+	$1 == "SF" {
+		b = substr($0, 4); sub(/.*\//, "", b)
+		keep = (b in path)
+		if (keep) print "SF:" path[b]
+		next
+	}
+	!keep { next }
+	$1 == "DA" { if ((b "," $2) in has) print; next }
+	$0 == "end_of_record" { print }
+	' "$out/coverage.info" "$UNIT_INFO" >"$tmp/unit.info"
+	if "${LCOV[@]}" -a "$out/coverage.info" -a "$tmp/unit.info" \
+		--output-file "$out/coverage-all.info" 2>"$tmp/lcov.err"; then
+		table "$out/coverage-all.info" " with unit tests" | tee -a "$out/summary.txt"
+		report=$out/coverage-all.info
+		title="$title, with the user-space unit tests"
+	else
+		echo "not ok - coverage: adding the unit tests' counters failed"
+		sed 's/^/#   /' "$tmp/lcov.err" | head -n 10
+		exit 1
+	fi
+fi
+
+if genhtml --quiet --prefix "${moddirs[0]}" --title "$title" \
+	--output-directory "$out/html" "$report" >/dev/null 2>"$tmp/genhtml.err"; then
 	echo "# coverage: HTML report in $out/html/index.html"
 else
 	echo "# coverage: genhtml failed:"
