@@ -85,10 +85,19 @@ ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "the link goes live and is held before it reads its first catalog" \
 	wait_for "$(slow 15)" live_connecting
+t_live=$(date +%s%N)
 check "lf unloads while the early catalog waits" "$ENGRAMCTL" unload lf
+held=$((($(date +%s%N) - t_live) / 1000000))
 # Still held after the server's push: the window was hit (and the newer
 # catalog was not read before the older one, which would make the link up).
-check "the newer catalog is not read before the early one" live_connecting
+# The window is the hold (less a second for noticing the link live); an
+# unload that outlasts it (the debug kernel beside another guest) cannot
+# show the order, and says so.
+if [ $((held + $(slow 1000))) -lt "$HOLD" ]; then
+	check "the newer catalog is not read before the early one" live_connecting
+else
+	ok "# SKIP the unload took ${held} ms, longer than the ${HOLD} ms window"
+fi
 check "the connect worker finishes" wait_for "$(slow 15)" connected_logged
 set_knob fault_client_live_delay_ms 0
 check "the link is up" wait_for "$(slow 5)" link_is state up
