@@ -51,11 +51,11 @@ case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
 # The debug kernel's tests, in two guests side by side: one debug guest
 # keeps about 1.2 of the two cores busy (it waits for the network, timers
 # and its own tests' sleeps), so a second one beside it finishes both sets
-# in about 0.6 of the time one after the other would take.  t_50_netlink
-# and t_62_link_faults are there for the lines they run that nothing
-# else on this kernel does (the netlink commands' refusals, the link's
-# fault paths: Documentation/testing.rst, "Line coverage").
-DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_50_netlink t_62_link_faults t_67_failfunc}
+# in about 0.6 of the time one after the other would take.
+# t_62_link_faults is there for the lines it runs that nothing else on
+# this kernel does (the link's fault paths: Documentation/testing.rst,
+# "Line coverage").
+DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_62_link_faults t_67_failfunc}
 DEBUG_FILTER2=${DEBUG_FILTER2-t_68_failslab t_69_kfuzz}
 DEBUG_PAIR=${DEBUG_PAIR:-0}
 # t_67_failfunc fails, for each hook of kmod/inject.h, one call at random
