@@ -14,7 +14,7 @@
 # expected, while everything else still counts.
 BEGIN {
 	splat = "(BUG:|WARNING:|Oops|general protection fault|KASAN:|UBSAN:|" \
-		"kmemleak:|refcount_t:|list_(add|del) corruption|" \
+		"kmemleak: [0-9]+ new suspected|refcount_t:|list_(add|del) corruption|" \
 		"INFO: task .* blocked|detected stall|Kernel panic|" \
 		"stack-protector|unreferenced object|Call Trace:)"
 	alloc = "(page allocation failure: order:|vmalloc error: size)"
