@@ -56,28 +56,48 @@ fetchable() { "${FC[@]}" --count 288 --batch 288 >/dev/null 2>&1; }
 check "a link to it fetches exact rows" wait_for "$(slow 30)" fetchable
 
 # Only allocations with a module function on the stack: the module area
-# starts above the kernel's text.  fail_page_alloc is given an empty range,
-# so that fail-nth counts slab allocations only (a failed page allocation
-# prints a stack trace of its own, which the runner would take for a splat).
+# starts above the kernel's text.  Sleeping allocations fail too, and
+# fail_page_alloc takes every order.
 etext=$(awk '$3 == "_etext" { print $1; exit }' /proc/kallsyms)
 [ -n "$etext" ] && [ "$etext" != 0000000000000000 ] || bail "no _etext in /proc/kallsyms"
 cfg() { echo "$2" >"$1" || bail "cannot set $1 to $2"; }
-cfg $FS/require-start "0x$etext"
-cfg $FS/require-end 0xfffffffffffff000
-cfg $FS/stacktrace-depth 32
-cfg $FS/ignore-gfp-wait N
-cfg $FS/probability 0
-cfg $FS/verbose 0
-cfg $FS/times 1000000000
 FPA=/sys/kernel/debug/fail_page_alloc
+ATTRS=$FS
+[ ! -d $FPA ] || ATTRS="$FS $FPA"
+for a in $ATTRS; do
+	cfg $a/stacktrace-depth 32
+	cfg $a/ignore-gfp-wait N
+	cfg $a/probability 0
+	cfg $a/verbose 0
+done
 if [ -d $FPA ]; then
-	cfg $FPA/require-start 1
-	cfg $FPA/require-end 1
-	cfg $FPA/stacktrace-depth 1
+	cfg $FPA/ignore-gfp-highmem N
+	cfg $FPA/min-order 0
 fi
-# The fault attribute whose "times" counts down with each injection.
-INJ=$FS
+# inject_into ATTR: fail-nth counts the allocations of ATTR (failslab or
+# fail_page_alloc) only; "" for none.  fail-nth ignores "times", so only an
+# empty stack range keeps the other attribute out.
+inject_into() {
+	local a
+
+	for a in $ATTRS; do
+		if [ "$a" = "$1" ]; then
+			cfg $a/require-start "0x$etext"
+			cfg $a/require-end 0xfffffffffffff000
+			cfg $a/times 1000000000
+		else
+			cfg $a/require-start 1
+			cfg $a/require-end 1
+			cfg $a/times 0
+		fi
+	done
+	INJ=$1
+}
+# How many failures ATTR has injected so far counts down in its "times".
 injected() { cat $INJ/times; }
+# Slab first: a failed page allocation prints a stack trace of its own,
+# which the runner takes for a report unless the test says it expects it.
+inject_into $FS
 
 # series NAME SETUP OP CLEANUP: OP (a shell command) with fail-nth 1, 2, ...
 # after SETUP, then CLEANUP, until OP meets no allocation to fail; OP must
@@ -157,29 +177,18 @@ series "table list" "" "$ENGRAMCTL -j list" ""
 series "stats" "" "$ENGRAMCTL -j stats" ""
 series "link list" "" "$ENGRAMCTL -j link list" ""
 
-cfg $FS/times 0
+inject_into ""
 
 # Then the page allocations (fail_page_alloc, stack filter on the module as
 # above, every order, sleeping allocations too): vmalloc'ed slot buffers,
 # kvmalloc'ed row lists and frames, the table's page-cache reads, and what
 # the RDMA core and rxe allocate for the module.  failslab gets the empty
-# range, so fail-nth counts page allocations only.  A failed page
+# range (inject_into), so fail-nth counts page allocations only.  A failed page
 # allocation without __GFP_NOWARN is reported by the allocator with a stack
 # dump: the runner expects those in this test (selftests/splats.awk).
 if [ -d $FPA ]; then
 	: >"$ENGRAM_TEST_TMP/kmsg-alloc-failures-expected"
-	cfg $FS/require-start 1
-	cfg $FS/require-end 1
-	cfg $FPA/require-start "0x$etext"
-	cfg $FPA/require-end 0xfffffffffffff000
-	cfg $FPA/stacktrace-depth 32
-	cfg $FPA/ignore-gfp-wait N
-	cfg $FPA/ignore-gfp-highmem N
-	cfg $FPA/min-order 0
-	cfg $FPA/probability 0
-	cfg $FPA/verbose 0
-	cfg $FPA/times 1000000000
-	INJ=$FPA
+	inject_into $FPA
 	series "pages: table load" unload_fs2 \
 		"$ENGRAMCTL load $F2 --tensor $PREFIX --name fs2 --no-progress" unload_fs2
 	check "pages: no second table is left" test "$(table_state fs2)" = absent
@@ -192,9 +201,7 @@ if [ -d $FPA ]; then
 	# packets (kmalloc slabs refilled on the poster's stack), and each
 	# failed one costs a deadline, as a lost packet does.
 	series "pages: fetch of 288 rows" "" "${FC[*]} --count 288 --batch 288" ""
-	cfg $FPA/times 0
-	cfg $FPA/require-start 1
-	cfg $FPA/require-end 1
+	inject_into ""
 else
 	ok "# SKIP pages: this kernel has no fail_page_alloc"
 fi
@@ -213,25 +220,14 @@ PARAMS="allow=192.0.2.0/24"
 loaded_up() { module_loaded && [ -e /dev/engram_rdma ]; }
 MOD_MAX=1000
 MOD_STRIDE=$((STRIDE * 10))
-cfg $FS/require-start "0x$etext"
-cfg $FS/require-end 0xfffffffffffff000
-cfg $FS/times 1000000000
-INJ=$FS
-SERIES_MAX=$MOD_MAX SERIES_STRIDE=$MOD_STRIDE AFTER=loaded_up AFTER_DESC="the module is loaded" \
-	series "module load (slab)" module_unload "insmod $MODULE $PARAMS" :
-cfg $FS/times 0
-if [ -d $FPA ]; then
-	# fail-nth ignores "times": only the empty range keeps slab out.
-	cfg $FS/require-start 1
-	cfg $FS/require-end 1
-	cfg $FPA/require-start "0x$etext"
-	cfg $FPA/require-end 0xfffffffffffff000
-	cfg $FPA/times 1000000000
-	INJ=$FPA
+for a in $ATTRS; do
+	inject_into "$a"
+	what=slab
+	[ "$a" = "$FS" ] || what=pages
 	SERIES_MAX=$MOD_MAX SERIES_STRIDE=$MOD_STRIDE AFTER=loaded_up AFTER_DESC="the module is loaded" \
-		series "module load (pages)" module_unload "insmod $MODULE $PARAMS" :
-	cfg $FPA/times 0
-fi
+		series "module load ($what)" module_unload "insmod $MODULE $PARAMS" :
+done
+inject_into ""
 module_unload
 module_load "listen=rdma://$IP:18515" "allow=192.0.2.0/24" || bail "insmod"
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name fs --no-progress >/dev/null 2>&1
