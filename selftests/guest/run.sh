@@ -83,22 +83,12 @@ fi
 KMEMLEAK=/sys/kernel/debug/kmemleak
 [ -w "$KMEMLEAK" ] && echo clear > "$KMEMLEAK" 2>/dev/null
 
-# gcov_snapshot NAME: with ENGRAM_GCOV_EACH=1 on the debug kernel, the
-# module's gcov counters so far, sent out on the third serial port as
-# guest-setup.sh sends the final ones, ended by "ENGRAM-GCOV-TEST NAME":
-# selftests/vm/run.sh keeps each as gcov-NAME.tar.gz, and the difference
-# between two snapshots is what one test added to the coverage.
+# With ENGRAM_GCOV_EACH=1 on the debug kernel, the module's gcov counters
+# after each test (selftests/vm/gcov-send.sh): the difference between two
+# snapshots is what one test added to the coverage.
 gcov_snapshot() {
-	local g=/sys/kernel/debug/gcov tmp f
-
-	[ "${ENGRAM_GCOV_EACH:-0}" = 1 ] && [ -d $g ] && [ -c /dev/ttyS2 ] || return 0
-	tmp=$(mktemp -d) || return 0
-	# debugfs reports every size as 0, which tar would believe: copy with cat.
-	while IFS= read -r f; do
-		mkdir -p "$tmp/${f%/*}" && cat "$g/$f" >"$tmp/$f"
-	done < <(cd $g && find . -name '*.gcda')
-	{ tar -C "$tmp" -cz . | base64 -w 76; echo "ENGRAM-GCOV-TEST $1"; } >/dev/ttyS2
-	rm -rf "$tmp"
+	[ "${ENGRAM_GCOV_EACH:-0}" = 1 ] || return 0
+	"$dir/../vm/gcov-send.sh" "ENGRAM-GCOV-TEST $1"
 }
 
 scratch=${ENGRAM_SCRATCH:-/tmp/scratch}

@@ -22,23 +22,8 @@ echo "$MARK-SETUP"
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/tmp LANG=C.UTF-8
 
-# gcov_out: the debug kernel's gcov counters of the module (debugfs keeps
-# them after rmmod) leave the guest on the third serial port, a gzipped tar
-# in base64 and an end marker, for selftests/coverage.sh to merge.  Other
-# kernels have no /sys/kernel/debug/gcov: nothing is written.
-gcov_out() {
-	local g=/sys/kernel/debug/gcov tmp f
-	[ -d "$g" ] && [ -c /dev/ttyS2 ] || return 0
-	tmp=$(mktemp -d) || return 0
-	# debugfs reports every size as 0, which tar would believe: copy with cat.
-	while IFS= read -r f; do
-		mkdir -p "$tmp/${f%/*}" && cat "$g/$f" >"$tmp/$f"
-	done < <(cd "$g" && find . -name '*.gcda')
-	{ tar -C "$tmp" -cz . | base64 -w 76; echo "ENGRAM-GCOV-END"; } >/dev/ttyS2
-	rm -rf "$tmp"
-}
 finish() {
-	gcov_out
+	"$(dirname "$0")/gcov-send.sh" ENGRAM-GCOV-END
 	echo "$MARK-EXIT $1"
 	exit 0
 }
