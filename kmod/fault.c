@@ -32,7 +32,7 @@
 /* Client knobs that count: fail the next this many posts (or fetches). */
 #define ENGRAM_FAULT_COUNT_MAX		1000
 /* The connect worker holds l->mutex meanwhile: keep it short. */
-#define ENGRAM_FAULT_LIVE_DELAY_MAX_MS	10000
+#define ENGRAM_FAULT_LIVE_DELAY_MAX_MS	30000
 /* Sleep in slices so an unload does not wait out a long delay. */
 #define ENGRAM_FAULT_SLICE_MS		20
 

@@ -4,7 +4,7 @@
 # The guest environment the other tests rely on: the module under test is
 # the one loaded, Soft-RoCE is up, the scratch file system is a writable
 # ext4 on a block device, the project tree is visible read-only.
-# timeout: 60
+# timeout: 120
 # kernels: 6.12
 set -u
 
@@ -95,10 +95,20 @@ rping_loop() {
 }
 check "rping over rxe0 to $ENGRAM_IP (5 round trips)" rping_loop
 
+# ib_send_lat's server is listening on its rdma_cm id.
+send_lat_listening() { rdma resource show cm_id 2>/dev/null | grep -q 'LISTEN.*comm ib_send_lat'; }
 send_lat() {
 	local srv rc=1
 	timeout 40 ib_send_lat -R -d rxe0 -n 200 >/tmp/.t00.sls 2>&1 &
 	srv=$!
+	# A client that comes before the server listens is rejected, and
+	# perftest's client then crashes in librdmacm (a general protection
+	# fault in the kernel log, seen on a loaded machine): wait for the
+	# listener first.
+	for _ in $(seq 1 200); do
+		send_lat_listening && break
+		sleep 0.1
+	done
 	for _ in 1 2 3 4 5 6 7 8 9 10; do
 		sleep 0.5
 		if timeout 30 ib_send_lat -R -d rxe0 -n 200 "$ENGRAM_IP" >/tmp/.t00.slc 2>&1; then

@@ -110,7 +110,7 @@ cleanup_netlink() {
 }
 
 fuzz() {
-	local s=$1 out rc pcf=$ENGRAM_TEST_TMP/kfuzz-$1.pcs replay=() c t0 n inputs=$INPUTS
+	local s=$1 out rc pcf=$ENGRAM_TEST_TMP/kfuzz-$1.pcs replay=() c t0 t1 n inputs=$INPUTS
 	shift
 	# ENGRAM_FUZZ_INPUTS_NETLINK, _IOCTL, _TCP, _RDMA: a surface's own
 	# count (a TCP or RDMA input is a connection: 60 to 450 ms here).
@@ -131,8 +131,9 @@ fuzz() {
 	grep "^kfuzz $s.*inputs[:,]" "$ENGRAM_TEST_TMP/kfuzz-$s.out" | tail -4 | sed 's/^/# /'
 	out=$(grep "^kfuzz $s: inputs " "$ENGRAM_TEST_TMP/kfuzz-$s.out")
 	if [ $rc -eq 0 ] && [ -n "$out" ]; then
+		t1=$SECONDS
 		n=$(lines "$pcf")
-		ok "kfuzz $s: no finding (${out#kfuzz $s: } lines $n, ${#replay[@]} replay args)"
+		ok "kfuzz $s: no finding (${out#kfuzz $s: } lines $n, ${#replay[@]} replay args; $((t1 - t0)) s, lines in $((SECONDS - t1)) s)"
 	else
 		nok "kfuzz $s: exit $rc after $((SECONDS - t0)) s"
 		sed 's/^/# /' "$ENGRAM_TEST_TMP/kfuzz-$s.out" | tail -20
