@@ -13,8 +13,11 @@ g=/sys/kernel/debug/gcov
 [ -d "$g" ] && [ -c /dev/ttyS2 ] || exit 0
 tmp=$(mktemp -d) || exit 0
 # debugfs reports every size as 0, which tar would believe: copy with cat.
-while IFS= read -r f; do
-	mkdir -p "$tmp/${f%/*}" && cat "$g/$f" >"$tmp/$f"
-done < <(cd "$g" && find . -name '*.gcda')
+# Opening one costs the kernel a copy and conversion of the file's counters
+# (about 1.5 s each on the debug kernel under TCG, 46 s for the module's 24
+# files): one reader per CPU.
+(cd "$g" && find . -name '*.gcda') |
+	xargs -r -P "$(nproc)" -I{} sh -c 'mkdir -p "$(dirname "$2/$3")" && cat "$1/$3" >"$2/$3"' \
+		sh "$g" "$tmp" {}
 { tar -C "$tmp" -cz . | base64 -w 76; echo "${1:?usage: gcov-send.sh END}"; } >/dev/ttyS2
 rm -rf "$tmp"
