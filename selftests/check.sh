@@ -62,7 +62,7 @@ DEBUG_FILTER2=${DEBUG_FILTER2-}
 DEBUG_PAIR=${DEBUG_PAIR:-0}
 # t_67_failfunc fails, for the hooks of kmod/inject.h whose failures no
 # other test reaches (the posts, a DMA mapping, pinning, a listener that
-# cannot listen yet), one call at
+# cannot listen yet, the only TCP link on this kernel), one call at
 # random and the last (every hook, ten calls spread over its calls, in make
 # check-debug: the connect-path hooks are absorbed by a link's reconnect);
 # t_68_failslab fails every tenth allocation site of each operation here
@@ -70,7 +70,7 @@ DEBUG_PAIR=${DEBUG_PAIR:-0}
 # a bounded pass of about a minute (a million inputs per surface in make
 # fuzz): 3,000 netlink inputs (5 ms each on this kernel), 1,000 ioctl
 # sequences (16 ms), 300 TCP and 100 RDMA connections (50 to 120 ms).
-DEBUG_ENV=${DEBUG_ENV:-ENGRAM_FAILNTH_STRIDE=10 ENGRAM_FAILFUNC_RUNS=1 ENGRAM_FAILFUNC_HOOKS=post_send,post_recv,dma_map,pin_pages,cm_listen,sock_listen ENGRAM_FUZZ_INPUTS=3000 ENGRAM_FUZZ_INPUTS_IOCTL=1000 ENGRAM_FUZZ_INPUTS_TCP=300 ENGRAM_FUZZ_INPUTS_RDMA=100}
+DEBUG_ENV=${DEBUG_ENV:-ENGRAM_FAILNTH_STRIDE=10 ENGRAM_FAILFUNC_RUNS=1 ENGRAM_FAILFUNC_HOOKS=post_send,post_recv,dma_map,pin_pages,cm_listen,sock_listen,sock_connect,sock_accept ENGRAM_FUZZ_INPUTS=3000 ENGRAM_FUZZ_INPUTS_IOCTL=1000 ENGRAM_FUZZ_INPUTS_TCP=300 ENGRAM_FUZZ_INPUTS_RDMA=100}
 
 n=0 pass=0 fail=0
 t_start=$SECONDS

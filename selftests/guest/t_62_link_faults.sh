@@ -35,7 +35,10 @@ BOUND=$(slow 6000)
 
 make_table "$F" $ROWS --seed 62 || bail "mktable"
 module_unload || bail "rmmod"
-module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
+# The held worker sends nothing: the server's idle timeout (30 s by
+# default) must outlast both holds, or it closes the connection under them.
+module_load "listen=rdma://$IP:18515" "rdma_idle_timeout_ms=$((2 * HOLD + $(slow 10000)))" ||
+	bail "insmod with listen="
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name lf >/dev/null 2>&1
 check "the table loads" test "$(table_state lf)" = ready
 WOFF=$(table_field lf weight_offset)
