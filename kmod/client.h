@@ -33,7 +33,7 @@ struct engram_ubuf {
 	struct page **pages;
 	unsigned long nr_pages;
 	struct mm_struct *mm;		/* charged; mmgrab()bed */
-	struct list_head maps;		/* its DMA maps, per device (dmamap.c) */
+	struct engram_dma_owner maps;	/* its DMA maps, per device (dmamap.c) */
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);

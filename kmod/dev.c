@@ -31,6 +31,18 @@ static LIST_HEAD(engram_devs);
 static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs and engram_dead_devs */
 
 /*
+ * Every device our ib_client was told about and not yet told to remove:
+ * what a table is mapped for when it is loaded.
+ */
+struct engram_present {
+	struct list_head node;
+	struct ib_device *ibdev;
+};
+
+static LIST_HEAD(engram_present_devs);	/* under engram_devs_mutex */
+static unsigned int engram_npresent;
+
+/*
  * Devices our remove() has run for.  A connection rdma_cm accepts between
  * our remove() and its own must not get a PD (or DMA maps) on it: nothing
  * would free them before the device goes.  An add() for the same pointer
@@ -144,26 +156,78 @@ void engram_dev_close(struct engram_dev *dev)
 	kfree(dev);
 }
 
+/**
+ * engram_dev_present() - the RDMA devices present now, each held
+ * @out: set to an array the caller frees with kfree(), after dropping each
+ *	device with ib_device_put()
+ *
+ * A device whose removal has begun may be in the array; engram_dev_dead()
+ * tells.  May sleep.
+ *
+ * Return: the number of devices in *@out (0 with *@out NULL when there is
+ * none or no memory).
+ */
+unsigned int engram_dev_present(struct ib_device ***out)
+{
+	struct engram_present *p;
+	unsigned int n = 0;
+
+	*out = NULL;
+	mutex_lock(&engram_devs_mutex);
+	if (engram_npresent)
+		*out = kmalloc_array(engram_npresent, sizeof(**out), GFP_KERNEL);
+	if (*out) {
+		list_for_each_entry(p, &engram_present_devs, node)
+			if (ib_device_try_get(p->ibdev))
+				(*out)[n++] = p->ibdev;
+	}
+	mutex_unlock(&engram_devs_mutex);
+	if (!n) {
+		kfree(*out);
+		*out = NULL;
+	}
+	return n;
+}
+
 static int engram_ib_add(struct ib_device *ibdev)
 {
+	struct engram_present *p = kzalloc(sizeof(*p), GFP_KERNEL);
 	unsigned int i;
 
 	mutex_lock(&engram_devs_mutex);
 	for (i = 0; i < ENGRAM_DEAD_DEVS; i++)
 		if (engram_dead_devs[i] == ibdev)
 			engram_dead_devs[i] = NULL;
+	if (p) {
+		p->ibdev = ibdev;
+		list_add_tail(&p->node, &engram_present_devs);
+		engram_npresent++;
+	}
 	mutex_unlock(&engram_devs_mutex);
+	if (!p)
+		pr_warn("%s: no memory to track it: tables are mapped for it at first use\n",
+			dev_name(&ibdev->dev));
 	/* A listener waiting for an address on this device can retry now. */
 	engram_server_add_device(ibdev);
+	/* Tables get mapped for it in the background, not by its first request. */
+	engram_tables_device_added();
 	return 0;
 }
 
 static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 {
+	struct engram_present *p, *tmp;
 	bool leak;
 
 	mutex_lock(&engram_devs_mutex);
 	engram_dead_devs[engram_dead_next++ % ENGRAM_DEAD_DEVS] = ibdev;
+	list_for_each_entry_safe(p, tmp, &engram_present_devs, node) {
+		if (p->ibdev != ibdev)
+			continue;
+		list_del(&p->node);
+		engram_npresent--;
+		kfree(p);
+	}
 	mutex_unlock(&engram_devs_mutex);
 	/* Server first: its connections and listeners accept no new users. */
 	engram_server_remove_device(ibdev);

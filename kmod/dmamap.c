@@ -2,12 +2,30 @@
 /*
  * Page arrays mapped for RDMA devices: a table's pinned page-cache pages
  * (read by the server's WRITEs) and a registered user buffer's pages
- * (written by them).  Each array is mapped page by page through
- * ib_dma_map_page() once per device, on first use, and kept on two lists:
- * its owner's, so the owner's end unmaps it, and a module-wide one, so a
- * departing device's maps are all found and unmapped before it goes.
+ * (written by them).
+ *
+ * An array is mapped once per device, outside the data path: a table when
+ * its load ends and when a device appears (table.c's map worker), a buffer
+ * on its first use per device under the buffer's own mutex.  Mapping goes
+ * through scatterlists in chunks of ENGRAM_DMA_CHUNK pages, so an IOMMU gets
+ * large segments and one call maps a gigabyte rather than a page; the
+ * per-page address the data path needs is then read off the mapped segments
+ * into an array.
+ *
+ * Lookups (engram_dma_lookup(), engram_dma_sync()) take no lock: an owner's
+ * maps are an RCU list.  Creating and freeing maps takes the owner's mutex;
+ * a departing device's maps are found through the module-wide list of
+ * owners, whose mutex only map teardown and owner registration take.
+ *
+ * Lock order: engram_dma_owners_mutex, then an owner's lock, then
+ * dev.c's engram_devs_mutex (inside engram_dev_dead()).
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/bits.h>
 #include <linux/mutex.h>
+#include <linux/rculist.h>
+#include <linux/scatterlist.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <rdma/ib_verbs.h>
@@ -15,155 +33,274 @@
 #include "engram.h"
 #include "inject.h"
 
+/* Pages per scatterlist: 1 GiB with 4 KiB pages; bounds one map call. */
+#define ENGRAM_DMA_CHUNK	BIT(18)
+
 struct engram_dma_map {
-	struct list_head owner_node;	/* on the owner's list */
-	struct list_head dev_node;	/* on engram_dma_maps */
+	struct list_head node;		/* on the owner's maps, RCU */
+	struct rcu_head rcu;
 	struct ib_device *dev;
 	enum dma_data_direction dir;
-	dma_addr_t *addr;
-	unsigned long nr;		/* mapped so far */
+	dma_addr_t *addr;		/* one per page */
+	unsigned long nr;		/* pages */
+	unsigned int nr_chunks;		/* chunks mapped */
+	struct sg_table *chunks;	/* DIV_ROUND_UP(nr, ENGRAM_DMA_CHUNK) */
 };
 
-static LIST_HEAD(engram_dma_maps);
-static DEFINE_MUTEX(engram_dma_mutex);	/* every map, on both its lists */
+static LIST_HEAD(engram_dma_owners);
+static DEFINE_MUTEX(engram_dma_owners_mutex);	/* engram_dma_owners */
 
-static void engram_dma_map_free(struct engram_dma_map *m)
+/**
+ * engram_dma_owner_init() - prepare an owner of per-device maps
+ * @o: the owner, embedded in a table or a buffer
+ */
+void engram_dma_owner_init(struct engram_dma_owner *o)
 {
-	unsigned long i;
-
-	lockdep_assert_held(&engram_dma_mutex);
-	list_del(&m->owner_node);
-	list_del(&m->dev_node);
-	for (i = 0; i < m->nr; i++) {
-		ib_dma_unmap_page(m->dev, m->addr[i], PAGE_SIZE, m->dir);
-		if ((i & 1023) == 1023)
-			cond_resched();
-	}
-	kvfree(m->addr);
-	kfree(m);
+	INIT_LIST_HEAD(&o->maps);
+	INIT_LIST_HEAD(&o->node);
+	mutex_init(&o->lock);
 }
 
-static struct engram_dma_map *engram_dma_find(struct list_head *owner,
+/* The map is off every list and no reader can see it any more. */
+static void engram_dma_map_free(struct engram_dma_map *m)
+{
+	unsigned int i;
+
+	for (i = 0; i < m->nr_chunks; i++) {
+		ib_dma_unmap_sgtable_attrs(m->dev, &m->chunks[i], m->dir, 0);
+		cond_resched();
+	}
+	for (i = 0; i < DIV_ROUND_UP(m->nr, ENGRAM_DMA_CHUNK); i++)
+		sg_free_table(&m->chunks[i]);
+	kvfree(m->chunks);
+	kvfree(m->addr);
+	kfree_rcu(m, rcu);
+}
+
+/*
+ * Map pages [first, first + n) as chunk @c and read each page's address off
+ * the mapped segments.  Every entry is whole pages, so each segment is too;
+ * an IOMMU may merge entries, never split a page.
+ */
+static int engram_dma_map_chunk(struct engram_dma_map *m, struct page **pages,
+				unsigned long first, unsigned int n, unsigned int c)
+{
+	struct sg_table *sgt = &m->chunks[c];
+	unsigned int max_seg = max_t(unsigned int, PAGE_SIZE,
+				     round_down(ib_dma_max_seg_size(m->dev), PAGE_SIZE));
+	unsigned long p = first;
+	struct scatterlist *sg;
+	unsigned int i;
+	int ret;
+
+	ret = sg_alloc_table_from_pages_segment(sgt, pages + first, n, 0,
+						(unsigned long)n << PAGE_SHIFT, max_seg,
+						GFP_KERNEL);
+	if (ret)
+		return ret;
+	ret = engram_dma_map_sgtable(m->dev, sgt, m->dir);
+	if (ret)
+		return ret;
+	m->nr_chunks = c + 1;
+	for_each_sgtable_dma_sg(sgt, sg, i) {
+		dma_addr_t a = sg_dma_address(sg);
+		unsigned int len = sg_dma_len(sg);
+
+		if (WARN_ON_ONCE(!PAGE_ALIGNED(len) || p + (len >> PAGE_SHIFT) > first + n))
+			return -EIO;
+		for (; len; len -= PAGE_SIZE, a += PAGE_SIZE)
+			m->addr[p++] = a;
+	}
+	return p == first + n ? 0 : -EIO;
+}
+
+static struct engram_dma_map *engram_dma_find(struct engram_dma_owner *o,
 					      struct ib_device *dev)
 {
 	struct engram_dma_map *m;
 
-	lockdep_assert_held(&engram_dma_mutex);
-	list_for_each_entry(m, owner, owner_node)
+	list_for_each_entry_rcu(m, &o->maps, node, lockdep_is_held(&o->lock))
 		if (m->dev == dev)
 			return m;
 	return NULL;
 }
 
 /**
- * engram_dma_map() - the DMA address of every page of an array, for a device
- * @owner: the owner's list of maps (a table's, a buffer's)
+ * engram_dma_lookup() - the DMA address of every page of an array, if mapped
+ * @o: the owner
+ * @dev: the device
+ *
+ * Takes no lock.  The caller keeps the addresses valid by what it holds: a
+ * table hold or a buffer reference keeps the owner's maps, a connection or
+ * link on @dev keeps the device's (its removal tears those down first).
+ *
+ * Return: one address per page, or NULL when @o has no map for @dev yet.
+ */
+const dma_addr_t *engram_dma_lookup(struct engram_dma_owner *o, struct ib_device *dev)
+{
+	struct engram_dma_map *m;
+	const dma_addr_t *addr;
+
+	rcu_read_lock();
+	m = engram_dma_find(o, dev);
+	addr = m ? m->addr : NULL;
+	rcu_read_unlock();
+	return addr;
+}
+
+/**
+ * engram_dma_map() - map every page of an array for a device, once
+ * @o: the owner
  * @dev: the RDMA device that will access the pages
- * @pages: the pages, pinned for as long as @owner keeps maps
+ * @pages: the pages, pinned for as long as @o keeps maps
  * @nr: how many
  * @dir: DMA_TO_DEVICE for pages the device reads, DMA_BIDIRECTIONAL for
  *	pages it writes next to bytes the CPU keeps
+ * @created: if not NULL, set to whether this call made the map (rather
+ *	than finding one another caller made)
  *
- * Mapped on the first call for @dev and kept until engram_dma_unmap_all()
- * or engram_dma_unmap_device().  A device being removed gets no new map.
- * Process context.
+ * Kept until engram_dma_unmap_all() or engram_dma_unmap_device().  A device
+ * being removed gets no new map.  Sleeps for as long as the mapping takes
+ * (about a second per 10 GiB through an IOMMU): never call it where a
+ * request waits.  Holds only @o's lock meanwhile.
  *
  * Return: one address per page, or NULL.
  */
-const dma_addr_t *engram_dma_map(struct list_head *owner, struct ib_device *dev,
+const dma_addr_t *engram_dma_map(struct engram_dma_owner *o, struct ib_device *dev,
 				 struct page **pages, unsigned long nr,
-				 enum dma_data_direction dir)
+				 enum dma_data_direction dir, bool *created)
 {
+	unsigned long first, nchunks = DIV_ROUND_UP(nr, ENGRAM_DMA_CHUNK);
 	struct engram_dma_map *m;
-	unsigned long i;
+	unsigned int c;
+	int ret = -ENOMEM;
 
-	mutex_lock(&engram_dma_mutex);
-	m = engram_dma_find(owner, dev);
-	/* Under the mutex, so the device's unmap cannot run in between. */
-	if (m || engram_dev_dead(dev))
+	if (created)
+		*created = false;
+	/* Known module-wide first, so a departing device finds our maps. */
+	mutex_lock(&engram_dma_owners_mutex);
+	if (list_empty(&o->node))
+		list_add(&o->node, &engram_dma_owners);
+	mutex_unlock(&engram_dma_owners_mutex);
+
+	mutex_lock(&o->lock);
+	m = engram_dma_find(o, dev);
+	/* Under the lock, so the device's unmap cannot run in between. */
+	if (m || !nr || engram_dev_dead(dev))
 		goto out;
 	m = kzalloc(sizeof(*m), GFP_KERNEL);
 	if (!m)
 		goto out;
-	m->addr = kvcalloc(nr, sizeof(*m->addr), GFP_KERNEL);
-	if (!m->addr) {
-		kfree(m);
-		m = NULL;
-		goto out;
-	}
 	m->dev = dev;
 	m->dir = dir;
-	list_add(&m->owner_node, owner);
-	list_add(&m->dev_node, &engram_dma_maps);
-	for (i = 0; i < nr; i++) {
-		m->addr[i] = engram_dma_map_page(dev, pages[i], 0, PAGE_SIZE, dir);
-		if (engram_dma_mapping_error(dev, m->addr[i]))
-			break;
-		m->nr = i + 1;
-		if ((i & 1023) == 1023)
-			cond_resched();
+	m->nr = nr;
+	m->addr = kvcalloc(nr, sizeof(*m->addr), GFP_KERNEL);
+	m->chunks = kvcalloc(nchunks, sizeof(*m->chunks), GFP_KERNEL);
+	if (!m->addr || !m->chunks)
+		goto err;
+	if (dir == DMA_TO_DEVICE)
+		engram_fault_map();
+	for (c = 0, first = 0; c < nchunks; c++, first += ENGRAM_DMA_CHUNK) {
+		ret = engram_dma_map_chunk(m, pages, first,
+					   min(nr - first, ENGRAM_DMA_CHUNK), c);
+		if (ret)
+			goto err;
+		/* A device removal waits for our lock: let it have it soon. */
+		ret = -ENODEV;
+		if (engram_dev_dead(dev))
+			goto err;
+		cond_resched();
 	}
-	if (m->nr != nr) {
-		engram_dma_map_free(m);
-		m = NULL;
-	}
+	list_add_tail_rcu(&m->node, &o->maps);
+	if (created)
+		*created = true;
+	goto out;
+
+err:
+	pr_warn_ratelimited("cannot map %lu pages for %s: %d\n", nr, dev_name(&dev->dev), ret);
+	engram_dma_map_free(m);
+	m = NULL;
 out:
-	mutex_unlock(&engram_dma_mutex);
+	mutex_unlock(&o->lock);
 	return m ? m->addr : NULL;
 }
 
 /**
  * engram_dma_sync() - hand pages of a mapped array to the device, or back
- * @owner: the owner's list of maps
+ * @o: the owner
  * @dev: the device
  * @first: first page index
  * @last: last page index
  * @to_device: before the device accesses them (true) or after (false)
  *
- * A no-op on coherent machines without bounce buffers.  Process context.
+ * A no-op on coherent machines without bounce buffers, and for an array
+ * not mapped for @dev.  Takes no lock; may run while the map is being
+ * removed (unmapping waits for an RCU grace period).
  */
-void engram_dma_sync(struct list_head *owner, struct ib_device *dev,
+void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev,
 		     unsigned long first, unsigned long last, bool to_device)
 {
 	struct engram_dma_map *m;
 	unsigned long i;
 
-	mutex_lock(&engram_dma_mutex);
-	m = engram_dma_find(owner, dev);
+	rcu_read_lock();
+	m = engram_dma_find(o, dev);
 	for (i = first; m && i <= last && i < m->nr; i++) {
 		if (to_device)
 			ib_dma_sync_single_for_device(dev, m->addr[i], PAGE_SIZE, m->dir);
 		else
 			ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE, m->dir);
 	}
-	mutex_unlock(&engram_dma_mutex);
+	rcu_read_unlock();
+}
+
+/* Take @o's maps of @dev (every map when NULL) off its list and free them. */
+static void engram_dma_unmap(struct engram_dma_owner *o, struct ib_device *dev)
+{
+	struct engram_dma_map *m, *tmp;
+	LIST_HEAD(gone);
+
+	mutex_lock(&o->lock);
+	list_for_each_entry_safe(m, tmp, &o->maps, node) {
+		if (dev && m->dev != dev)
+			continue;
+		list_del_rcu(&m->node);
+		list_add(&m->node, &gone);
+	}
+	mutex_unlock(&o->lock);
+	if (list_empty(&gone))
+		return;
+	/* A lock-free sync may still be reading the addresses. */
+	synchronize_rcu();
+	list_for_each_entry_safe(m, tmp, &gone, node)
+		engram_dma_map_free(m);
 }
 
 /**
- * engram_dma_unmap_all() - unmap every map of an owner
- * @owner: the owner's list of maps, about to go away
+ * engram_dma_unmap_all() - unmap every map of an owner that is going away
+ * @o: the owner; nothing may map it again
  */
-void engram_dma_unmap_all(struct list_head *owner)
+void engram_dma_unmap_all(struct engram_dma_owner *o)
 {
-	struct engram_dma_map *m, *tmp;
-
-	mutex_lock(&engram_dma_mutex);
-	list_for_each_entry_safe(m, tmp, owner, owner_node)
-		engram_dma_map_free(m);
-	mutex_unlock(&engram_dma_mutex);
+	mutex_lock(&engram_dma_owners_mutex);
+	list_del_init(&o->node);
+	mutex_unlock(&engram_dma_owners_mutex);
+	engram_dma_unmap(o, NULL);
 }
 
 /**
  * engram_dma_unmap_device() - unmap every map of a departing device
- * @dev: the device, with no connection or link left on it
+ * @dev: the device, with no connection or link left on it, and marked dead
+ *	(engram_dev_dead()) so that no new map is made
+ *
+ * Waits for a map of @dev being made to end.
  */
 void engram_dma_unmap_device(struct ib_device *dev)
 {
-	struct engram_dma_map *m, *tmp;
+	struct engram_dma_owner *o;
 
-	mutex_lock(&engram_dma_mutex);
-	list_for_each_entry_safe(m, tmp, &engram_dma_maps, dev_node)
-		if (m->dev == dev)
-			engram_dma_map_free(m);
-	mutex_unlock(&engram_dma_mutex);
+	mutex_lock(&engram_dma_owners_mutex);
+	list_for_each_entry(o, &engram_dma_owners, node)
+		engram_dma_unmap(o, dev);
+	mutex_unlock(&engram_dma_owners_mutex);
 }

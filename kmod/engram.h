@@ -10,6 +10,7 @@
 #include <linux/dma-direction.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mutex.h>
 #include <linux/types.h>
 #include <linux/engram_rdma.h>
 
@@ -39,6 +40,7 @@ void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(void);
+void engram_fault_map(void);
 /* fault.c: test knobs on the client side; any context. */
 bool engram_fault_client_req_fail(void);
 bool engram_fault_client_inv_fail(void);
@@ -167,14 +169,26 @@ struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
 u32 engram_tables_catalog(struct engram_wire_table *out, u32 max);
+void engram_tables_device_added(void);
 
-/* dmamap.c: page arrays mapped per RDMA device. */
-const dma_addr_t *engram_dma_map(struct list_head *owner, struct ib_device *dev,
+/*
+ * dmamap.c: page arrays mapped per RDMA device.  An owner (a table, a
+ * registered buffer) embeds one of these; lookups take no lock.
+ */
+struct engram_dma_owner {
+	struct list_head maps;		/* per device, RCU; changed under @lock */
+	struct list_head node;		/* on dmamap.c's owners, once mapped */
+	struct mutex lock;		/* making and freeing maps */
+};
+
+void engram_dma_owner_init(struct engram_dma_owner *o);
+const dma_addr_t *engram_dma_map(struct engram_dma_owner *o, struct ib_device *dev,
 				 struct page **pages, unsigned long nr,
-				 enum dma_data_direction dir);
-void engram_dma_sync(struct list_head *owner, struct ib_device *dev,
+				 enum dma_data_direction dir, bool *created);
+const dma_addr_t *engram_dma_lookup(struct engram_dma_owner *o, struct ib_device *dev);
+void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev,
 		     unsigned long first, unsigned long last, bool to_device);
-void engram_dma_unmap_all(struct list_head *owner);
+void engram_dma_unmap_all(struct engram_dma_owner *o);
 void engram_dma_unmap_device(struct ib_device *dev);
 
 /* Latency histograms (stats.c). */
@@ -200,6 +214,7 @@ struct engram_dev {
 
 struct engram_dev *engram_dev_open(struct ib_device *ibdev);
 bool engram_dev_dead(struct ib_device *ibdev);
+unsigned int engram_dev_present(struct ib_device ***out);
 void engram_dev_close(struct engram_dev *dev);
 int engram_dev_init(void);
 void engram_dev_exit(void);

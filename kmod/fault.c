@@ -13,9 +13,13 @@
  *   /sys/module/engram_rdma/parameters/fault_drop_pct
  *   /sys/module/engram_rdma/parameters/fault_client_*
  *
- * All are 0 (off) unless set; every response, post or connect they touch
- * is counted in FAULTS_INJECTED so a production host shows at a glance
- * that a knob was left on.
+ * and one that stands in for a slow IOMMU, which Soft-RoCE (no DMA
+ * mapping at all) cannot be: fault_map_delay_ms makes every DMA mapping of
+ * a table's pages (dmamap.c) take that long.
+ *
+ * All are 0 (off) unless set; every response, post, connect or mapping
+ * they touch is counted in FAULTS_INJECTED so a production host shows at a
+ * glance that a knob was left on.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -38,6 +42,7 @@
 
 static unsigned int engram_fault_delay;
 static unsigned int engram_fault_drop;
+static unsigned int engram_fault_map_delay;
 
 static int engram_fault_set(const char *val, const struct kernel_param *kp,
 			    unsigned int max)
@@ -80,6 +85,25 @@ MODULE_PARM_DESC(fault_delay_ms,
 module_param_cb(fault_drop_pct, &engram_fault_drop_ops, &engram_fault_drop, 0644);
 MODULE_PARM_DESC(fault_drop_pct,
 		 "testing only: drop this percentage of responses, rows and all (0-100, default 0)");
+module_param_cb(fault_map_delay_ms, &engram_fault_delay_ops, &engram_fault_map_delay, 0644);
+MODULE_PARM_DESC(fault_map_delay_ms,
+		 "testing only: make every DMA mapping of a table take this long, as a slow IOMMU would (0-60000, default 0)");
+
+/**
+ * engram_fault_map() - apply fault_map_delay_ms to one DMA mapping
+ *
+ * Called where a table's pages are about to be mapped for a device, with
+ * whatever lock the mapping holds; sleeps.
+ */
+void engram_fault_map(void)
+{
+	unsigned int delay = READ_ONCE(engram_fault_map_delay);
+
+	if (!delay)
+		return;
+	engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);
+	msleep(delay);
+}
 
 /**
  * engram_fault_response() - apply the fault knobs to one response

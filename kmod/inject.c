@@ -11,7 +11,7 @@
 
 #ifdef CONFIG_FUNCTION_ERROR_INJECTION
 /**
- * engram_inject_dma_map() - fails ib_dma_map_page() and ib_dma_map_single()
+ * engram_inject_dma_map() - fails ib_dma_map_page(), ib_dma_map_single() and ib_dma_map_sgtable_attrs()
  *
  * Return: 0, or the errno injected.
  */

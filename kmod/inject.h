@@ -154,6 +154,16 @@ static inline u64 engram_dma_map_single(struct ib_device *dev, void *cpu_addr, s
 	return ib_dma_map_single(dev, cpu_addr, size, dir);
 }
 
+static inline int engram_dma_map_sgtable(struct ib_device *dev, struct sg_table *sgt,
+					 enum dma_data_direction dir)
+{
+	int ret = engram_inject_dma_map();
+
+	if (ret)
+		return ret;
+	return ib_dma_map_sgtable_attrs(dev, sgt, dir, 0);
+}
+
 static inline int engram_dma_mapping_error(struct ib_device *dev, u64 dma_addr)
 {
 	return dma_addr == DMA_MAPPING_ERROR || ib_dma_mapping_error(dev, dma_addr);

@@ -1157,9 +1157,10 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		goto refuse;
 	dma = engram_table_dma(t, conn->ibdev);
 	if (!dma) {
-		pr_warn_ratelimited("connection from %pISpc: table pages not mapped for %s\n",
+		/* Mapped in the background (a device that just appeared): retry later. */
+		pr_info_ratelimited("connection from %pISpc: table pages not mapped for %s yet\n",
 				    &conn->peer, dev_name(&conn->ibdev->dev));
-		st = ENGRAM_WIRE_INTERNAL;
+		st = ENGRAM_WIRE_TABLE_NOT_READY;
 		goto refuse;
 	}
 	if (engram_fault_response()) {

@@ -18,6 +18,7 @@
 
 #include <crypto/hash.h>
 #include <linux/bits.h>
+#include <linux/fadvise.h>
 #include <linux/file.h>
 #include <linux/fs.h>
 #include <linux/highmem.h>
@@ -28,6 +29,7 @@
 #include <linux/overflow.h>
 #include <linux/pagemap.h>
 #include <linux/pagevec.h>
+#include <linux/rculist.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -64,6 +66,10 @@ struct engram_table {
 
 	struct page **pages;		/* one per file page, each holds a folio ref */
 	pgoff_t nr_pages;
+	/* The file's page cache was movable before we pinned it (see below). */
+	bool gfp_was_movable;
+	bool drop_cached;		/* the load drops the file's cached pages first */
+	pgoff_t nr_moved;		/* pages read again out of ZONE_MOVABLE */
 	pgoff_t nr_pinned;		/* written by the worker, read racily */
 	atomic64_t done_bytes;		/* progress of the running job */
 	bool cancel;
@@ -85,9 +91,14 @@ struct engram_table {
 	/* Server requests building a response from this table right now. */
 	atomic_t holds;
 	/* Per-device DMA addresses of pages[] (dmamap.c). */
-	struct list_head maps;
+	struct engram_dma_owner maps;
+	/* Every page is pinned for good: the map worker may map them. */
+	bool pinned_all;
+	/* Maps the table for devices it has no map for yet. */
+	struct work_struct map_work;
 };
 
+/* Changed under engram_tables_mutex; requests walk it under RCU. */
 static LIST_HEAD(engram_tables);
 static DEFINE_MUTEX(engram_tables_mutex);	/* the list, and unevictable flags */
 static unsigned int engram_ntables;
@@ -209,6 +220,39 @@ static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
 }
 
 /*
+ * Pinned pages stay where they are for as long as the table is loaded, so,
+ * as FOLL_LONGTERM does for user pages, they must not sit where memory has
+ * to stay movable: ZONE_MOVABLE (memory hot-unplug, movablecore=) and CMA.
+ * Page cache is allocated movable (GFP_HIGHUSER_MOVABLE), so while a table
+ * pins a file its mapping allocates without __GFP_MOVABLE, which keeps new
+ * pages out of both, and pages cached before are dropped at the start of
+ * the load and read again (engram_table_pin()).  What survives that (a
+ * page mapped or dirtied by someone else) is checked here; a module cannot
+ * read a page's CMA pageblock type (get_pfnblock_flags_mask() is not
+ * exported), so that check sees ZONE_MOVABLE only.
+ */
+static bool engram_folio_movable(struct folio *folio)
+{
+	return folio_zonenum(folio) == ZONE_MOVABLE;
+}
+
+/*
+ * Write back and drop the unpinned pages of [@idx, @idx + @nr), so that they
+ * are read again outside movable memory.  Pages already pinned have our
+ * reference and stay.  POSIX_FADV_DONTNEED rather than
+ * invalidate_mapping_pages(): it also drains the per-CPU LRU batches, whose
+ * references would keep freshly read pages (the header engramctl just
+ * parsed) from being dropped.
+ */
+static void engram_drop_cached(struct engram_table *t, pgoff_t idx, pgoff_t nr)
+{
+	loff_t start = (loff_t)idx << PAGE_SHIFT, len = (loff_t)nr << PAGE_SHIFT;
+
+	filemap_write_and_wait_range(t->mapping, start, start + len - 1);
+	vfs_fadvise(t->file, start, len, POSIX_FADV_DONTNEED);
+}
+
+/*
  * Stream the file through the page cache as filemap_read() does: readahead
  * where a page is missing, asynchronous readahead when the cursor reaches
  * the marker of the previous window, so I/O runs ahead of hashing.
@@ -247,6 +291,13 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 
 	file_ra_state_init(&ra, t->mapping);
 	ra.ra_pages = max_t(unsigned int, ra.ra_pages, ENGRAM_RA_PAGES);
+	/*
+	 * Pages cached before the load may be in ZONE_MOVABLE or CMA: drop the
+	 * clean, unmapped ones, so that they are read again where they may
+	 * stay pinned.  (Reading is not what a load costs, hashing is.)
+	 */
+	if (t->drop_cached)
+		engram_drop_cached(t, 0, t->nr_pages);
 
 	while (idx < t->nr_pages) {
 		u64 pos = (u64)idx << PAGE_SHIFT;
@@ -256,6 +307,20 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 		if (READ_ONCE(t->cancel))
 			return -ECANCELED;
 		folio = engram_read_folio(t, &ra, idx);
+		if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+			folio_put(folio);
+			engram_drop_cached(t, idx, min_t(pgoff_t, ENGRAM_RA_PAGES,
+							 t->nr_pages - idx));
+			t->nr_moved += min_t(pgoff_t, ENGRAM_RA_PAGES, t->nr_pages - idx);
+			folio = engram_read_folio(t, &ra, idx);
+			if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+				folio_put(folio);
+				snprintf(msg, msglen,
+					 "page at offset %llu is in ZONE_MOVABLE and cannot be moved out (mapped or busy): close the file's other users and load again",
+					 pos);
+				return -EBUSY;
+			}
+		}
 		if (IS_ERR(folio)) {
 			snprintf(msg, msglen, "read error at offset %llu", pos);
 			return PTR_ERR(folio);
@@ -324,8 +389,12 @@ static void engram_table_release(struct engram_table *t)
 		list_for_each_entry(o, &engram_tables, node)
 			if (o != t && o->file && o->mapping == mapping)
 				last = false;
-		if (last)
+		if (last) {
 			mapping_clear_unevictable(mapping);
+			if (t->gfp_was_movable)
+				mapping_set_gfp_mask(mapping,
+						     mapping_gfp_mask(mapping) | __GFP_MOVABLE);
+		}
 	}
 	mutex_unlock(&engram_tables_mutex);
 	if (!file)
@@ -370,6 +439,43 @@ static void engram_sha256_free(struct shash_desc *desc)
 	kfree_sensitive(desc);
 }
 
+/*
+ * Map every pinned page for every RDMA device present that the table has
+ * no map for yet, so that requests find the addresses without waiting.
+ * Runs in the table's workers only: mapping a large table takes seconds.
+ */
+static void engram_table_map_devices(struct engram_table *t)
+{
+	struct ib_device **devs;
+	unsigned int i, n, done = 0;
+	u64 start = ktime_get_ns();
+
+	n = engram_dev_present(&devs);
+	for (i = 0; i < n; i++) {
+		bool created = false;
+
+		if (!READ_ONCE(t->cancel) && !engram_dma_lookup(&t->maps, devs[i]))
+			engram_dma_map(&t->maps, devs[i], t->pages, t->nr_pages,
+				       DMA_TO_DEVICE, &created);
+		done += created;
+		ib_device_put(devs[i]);
+	}
+	kfree(devs);
+	if (done)
+		pr_info("table %s: %lu pages mapped for %u device(s) in %llu ms\n",
+			t->name, t->nr_pages, done,
+			div_u64(ktime_get_ns() - start, NSEC_PER_MSEC));
+}
+
+static void engram_table_map_work(struct work_struct *work)
+{
+	struct engram_table *t = container_of(work, struct engram_table, map_work);
+
+	/* Before that, the load worker maps the table itself when it ends. */
+	if (READ_ONCE(t->pinned_all))
+		engram_table_map_devices(t);
+}
+
 static void engram_table_do_load(struct engram_table *t)
 {
 	char msg[ENGRAM_ERRMSG_MAX] = "";
@@ -406,6 +512,14 @@ static void engram_table_do_load(struct engram_table *t)
 		goto fail;
 	}
 
+	/*
+	 * Mapped before READY is published, so no request waits for it.  The
+	 * flag first: a device added after engram_table_map_devices() looked
+	 * at the present devices has its map worker find it set.
+	 */
+	WRITE_ONCE(t->pinned_all, true);
+	engram_table_map_devices(t);
+
 	spin_lock(&t->lock);
 	memcpy(t->sha, sha, sizeof(sha));
 	t->have_sha = true;
@@ -420,6 +534,9 @@ static void engram_table_do_load(struct engram_table *t)
 	pr_info("table %s loaded: %llu rows, %llu bytes, sha256 %*phN, generation %llu, %llu ms\n",
 		t->name, t->rows, t->file_bytes, ENGRAM_SHA256_LEN, sha,
 		t->generation, div_u64(ns, NSEC_PER_MSEC));
+	if (t->nr_moved)
+		pr_info("table %s: up to %lu cached pages were in ZONE_MOVABLE and were read again outside it\n",
+			t->name, t->nr_moved);
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
 	engram_server_catalog_changed();
 	return;
@@ -499,14 +616,17 @@ static void engram_table_work(struct work_struct *work)
 
 /*
  * Stop any job, wait until no server request reads the pages any more,
- * release everything, free.  The table is off the list, so no new hold can
- * be taken.
+ * release everything, free.  The table is off the list, so once the
+ * requests that found it there under RCU are gone, no new hold can be taken.
  */
 static void engram_table_destroy(struct engram_table *t)
 {
 	WRITE_ONCE(t->cancel, true);
 	cancel_work_sync(&t->work);
+	synchronize_rcu();
 	wait_var_event(&t->holds, !atomic_read(&t->holds));
+	/* Only a request (holding the table) or a device add queue it. */
+	cancel_work_sync(&t->map_work);
 	engram_dma_unmap_all(&t->maps);
 	engram_table_release(t);
 	if (t->state == ENGRAM_TABLE_LOADING)
@@ -631,6 +751,32 @@ static char *engram_table_path(struct file *file, const char *given)
 }
 
 /*
+ * Keep the file's page cache out of ZONE_MOVABLE and CMA from now on (see
+ * engram_folio_movable()), remembering whether it was movable, so the last
+ * table of the file gives it back.  Under engram_tables_mutex, before @t
+ * joins the list.
+ */
+static void engram_table_unmovable(struct engram_table *t)
+{
+	struct address_space *mapping = t->mapping;
+	gfp_t gfp = mapping_gfp_mask(mapping);
+	struct engram_table *o;
+
+	lockdep_assert_held(&engram_tables_mutex);
+	list_for_each_entry(o, &engram_tables, node) {
+		if (o->file && o->mapping == mapping) {
+			t->gfp_was_movable = o->gfp_was_movable;
+			return;
+		}
+	}
+	t->gfp_was_movable = gfp & __GFP_MOVABLE;
+	if (!t->gfp_was_movable)
+		return;
+	mapping_set_gfp_mask(mapping, gfp & ~__GFP_MOVABLE);
+	t->drop_cached = true;
+}
+
+/*
  * May @t join the list, replacing @old (a table of the same name, or NULL)?
  * Checked under the table mutex; a refusal leaves @old in place.
  */
@@ -692,7 +838,8 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	strscpy(t->name, a->name, sizeof(t->name));
 	spin_lock_init(&t->lock);
 	INIT_WORK(&t->work, engram_table_work);
-	INIT_LIST_HEAD(&t->maps);
+	INIT_WORK(&t->map_work, engram_table_map_work);
+	engram_dma_owner_init(&t->maps);
 	atomic_set(&t->holds, 0);
 	atomic64_set(&t->done_bytes, 0);
 	t->rows = a->rows;
@@ -721,14 +868,15 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 		goto err_file;
 	}
 	if (old) {
-		list_del(&old->node);
+		list_del_rcu(&old->node);
 		engram_ntables--;
 	}
+	engram_table_unmovable(t);
 	mapping_set_unevictable(t->mapping);
 	t->generation = atomic64_inc_return(&engram_generation);
 	t->state = ENGRAM_TABLE_LOADING;
 	t->job_start = ktime_get();
-	list_add_tail(&t->node, &engram_tables);
+	list_add_tail_rcu(&t->node, &engram_tables);
 	engram_ntables++;
 	engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_STARTED);
 	queue_work(engram_wq, &t->work);
@@ -765,7 +913,7 @@ int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
 	mutex_lock(&engram_tables_mutex);
 	t = engram_table_find(name);
 	if (t) {
-		list_del(&t->node);
+		list_del_rcu(&t->node);
 		engram_ntables--;
 	}
 	mutex_unlock(&engram_tables_mutex);
@@ -916,7 +1064,9 @@ static bool engram_table_serving(struct engram_table *t)
  * @tp: set to the held table on ENGRAM_WIRE_OK
  *
  * The hold keeps the table's pages and DMA maps alive (unload waits for it)
- * until engram_table_serve_put().  Process context.
+ * until engram_table_serve_put().  Takes no module-wide lock: the list is
+ * walked under RCU, and unload waits for a grace period before it waits
+ * for the holds.  Any context that may take a spinlock.
  *
  * Return: ENGRAM_WIRE_OK, ENGRAM_WIRE_UNKNOWN_TABLE or
  * ENGRAM_WIRE_TABLE_NOT_READY.
@@ -926,8 +1076,8 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
 	int status = ENGRAM_WIRE_UNKNOWN_TABLE;
 	struct engram_table *t;
 
-	mutex_lock(&engram_tables_mutex);
-	list_for_each_entry(t, &engram_tables, node) {
+	rcu_read_lock();
+	list_for_each_entry_rcu(t, &engram_tables, node) {
 		if (t->generation != generation)
 			continue;
 		/* Generations are unique, so the digest only guards against a stale client. */
@@ -942,7 +1092,7 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
 		}
 		break;
 	}
-	mutex_unlock(&engram_tables_mutex);
+	rcu_read_unlock();
 	return status;
 }
 
@@ -1021,21 +1171,20 @@ struct page *engram_table_page(const struct engram_table *t, pgoff_t idx)
  * @t: a held table (so every page is pinned)
  * @dev: the RDMA device that will read the pages
  *
- * Mapped on first use (through ib_dma_map_page(), so that real IOMMUs see
- * the mappings) and kept until the table goes or the device is removed.
- * Process context.
+ * The table is mapped for every device present when its load ends, and for
+ * a device that appears later by the map worker.  This only looks the
+ * addresses up, without a lock; when there are none yet (the worker is
+ * still mapping, or an earlier attempt failed) it kicks the worker and
+ * returns NULL, and the request is refused as TABLE_NOT_READY.
  *
- * Return: an array indexed like the table's pages, or NULL when mapping
- * failed.
+ * Return: an array indexed like the table's pages, or NULL.
  */
 const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev)
 {
-	const dma_addr_t *dma = engram_dma_map(&t->maps, dev, t->pages, t->nr_pages,
-						DMA_TO_DEVICE);
+	const dma_addr_t *dma = engram_dma_lookup(&t->maps, dev);
 
 	if (!dma)
-		pr_warn_ratelimited("table %s: cannot map its pages for %s\n", t->name,
-				    dev_name(&dev->dev));
+		queue_work(engram_wq, &t->map_work);
 	return dma;
 }
 
@@ -1111,6 +1260,22 @@ u32 engram_tables_catalog(struct engram_wire_table *out, u32 max)
 }
 
 /**
+ * engram_tables_device_added() - map every table for a new RDMA device
+ *
+ * Called from the ib_client's add; the mapping runs in the tables' map
+ * workers.
+ */
+void engram_tables_device_added(void)
+{
+	struct engram_table *t;
+
+	mutex_lock(&engram_tables_mutex);
+	list_for_each_entry(t, &engram_tables, node)
+		queue_work(engram_wq, &t->map_work);
+	mutex_unlock(&engram_tables_mutex);
+}
+
+/**
  * engram_tables_init() - set up the table worker
  *
  * Return: 0 or -ENOMEM.
@@ -1140,7 +1305,7 @@ void engram_tables_exit(void)
 		mutex_lock(&engram_tables_mutex);
 		t = list_first_entry_or_null(&engram_tables, struct engram_table, node);
 		if (t) {
-			list_del(&t->node);
+			list_del_rcu(&t->node);
 			engram_ntables--;
 		}
 		mutex_unlock(&engram_tables_mutex);

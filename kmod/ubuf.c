@@ -4,7 +4,9 @@
  * pages are pinned for as long as any fetch may still target them (a fetch
  * holds the buffer, so unregistering one in flight only drops the fd's
  * reference), charged to RLIMIT_MEMLOCK like ib_umem does, and DMA-mapped
- * once per device that uses them.
+ * once per device that uses them, under the buffer's own lock: a fetch
+ * takes no module-wide lock, and after the first fetch on a device none at
+ * all for the mapping.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -56,7 +58,7 @@ int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
 	if (!b)
 		goto err_uncharge;
 	kref_init(&b->ref);
-	INIT_LIST_HEAD(&b->maps);
+	engram_dma_owner_init(&b->maps);
 	b->addr = addr;
 	b->length = length;
 	b->pages = kvcalloc(npages, sizeof(*b->pages), GFP_KERNEL);
@@ -132,15 +134,22 @@ void engram_ubuf_put(struct engram_ubuf *b)
  * @b: the buffer
  * @dev: the device that will write into it
  *
- * Mapped on first use and kept until the buffer goes or the device does.
- * Process context.
+ * Mapped on the first use for @dev (in coalesced chunks, holding only this
+ * buffer's lock, so fetches into other buffers do not wait) and kept until
+ * the buffer goes or the device does; later calls take no lock.  Process
+ * context.
  *
  * Return: one address per page, or NULL.
  */
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
 {
+	const dma_addr_t *dma = engram_dma_lookup(&b->maps, dev);
+
+	if (dma)
+		return dma;
 	/* Bidirectional: a fetch writes rows next to bytes the CPU keeps. */
-	return engram_dma_map(&b->maps, dev, b->pages, b->nr_pages, DMA_BIDIRECTIONAL);
+	return engram_dma_map(&b->maps, dev, b->pages, b->nr_pages, DMA_BIDIRECTIONAL,
+			      NULL);
 }
 
 /**

@@ -6,8 +6,10 @@
 #
 #   run.sh --kver 6.1|6.12 [--params "MODPARAMS"] [--no-module] [--mem 3G]
 #          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR]
-#          [--net listen:PORT|connect:PORT --ip ADDR] -- CMD
+#          [--net listen:PORT|connect:PORT --ip ADDR] [--append ARGS] -- CMD
 #
+# --append (or ENGRAM_VM_APPEND) adds ARGS to the guest kernel's command
+# line, e.g. "movablecore=1G" for a ZONE_MOVABLE.
 # The host's root is shared read-only over virtio-9p, so the project tree is
 # visible at the same path in the guest; a fresh sparse scratch disk is
 # formatted ext4 and mounted at /tmp/scratch.  The guest gets no network
@@ -27,8 +29,9 @@ SRC=${ENGRAM_SRC:-$(cd "$here/../.." && pwd)}
 BUILD=${ENGRAM_BUILD:-$SRC/build}
 
 KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS="" NET="" IP=192.0.2.1
+APPEND=${ENGRAM_VM_APPEND:-}
 usage() {
-	sed -n '4,9p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,12p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -43,6 +46,7 @@ while [ $# -gt 0 ]; do
 	--logs) LOGS=${2:?}; shift 2 ;;
 	--net) NET=${2:?}; shift 2 ;;
 	--ip) IP=${2:?}; shift 2 ;;
+	--append) APPEND=${2-}; shift 2 ;;
 	--) shift; break ;;
 	-h|--help) usage ;;
 	*) echo "run.sh: unknown option '$1'" >&2; usage ;;
@@ -156,7 +160,7 @@ qemu=(
 	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
 	-nographic -no-reboot "${nic[@]}"
 	-kernel "$vmlinuz" -initrd "$initrd"
-	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD${modroot:+ engram_modroot=$modroot}"
+	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD${modroot:+ engram_modroot=$modroot}${APPEND:+ $APPEND}"
 	-serial mon:stdio
 	-serial "file:$dmesglog"
 	-serial "file:$gcovlog"
