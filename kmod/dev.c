@@ -37,10 +37,11 @@ static DEFINE_MUTEX(engram_devs_mutex);	/* engram_devs and engram_dead_devs */
 struct engram_present {
 	struct list_head node;
 	struct ib_device *ibdev;
+	u64 seq;			/* order of arrival, from 1 */
 };
 
-static LIST_HEAD(engram_present_devs);	/* under engram_devs_mutex */
-static unsigned int engram_npresent;
+static LIST_HEAD(engram_present_devs);	/* under engram_devs_mutex, by seq */
+static u64 engram_present_seq;
 
 /*
  * Devices our remove() has run for.  A connection rdma_cm accepts between
@@ -157,36 +158,34 @@ void engram_dev_close(struct engram_dev *dev)
 }
 
 /**
- * engram_dev_present() - the RDMA devices present now, each held
- * @out: set to an array the caller frees with kfree(), after dropping each
- *	device with ib_device_put()
+ * engram_dev_next_present() - the next RDMA device present, held
+ * @seq: 0 to start; the cursor, advanced past the device returned
  *
- * A device whose removal has begun may be in the array; engram_dev_dead()
- * tells.  May sleep.
+ * Walks the devices present in order of arrival, one at a time, so that a
+ * caller that works long on each holds only the device it works on (a
+ * device being unregistered waits for its holders).  A device that arrives
+ * during the walk is found by it; one whose removal has begun may be
+ * returned (engram_dev_dead() tells).  May sleep.
  *
- * Return: the number of devices in *@out (0 with *@out NULL when there is
- * none or no memory).
+ * Return: a device the caller drops with ib_device_put(), or NULL at the end.
  */
-unsigned int engram_dev_present(struct ib_device ***out)
+struct ib_device *engram_dev_next_present(u64 *seq)
 {
+	struct ib_device *ibdev = NULL;
 	struct engram_present *p;
-	unsigned int n = 0;
 
-	*out = NULL;
 	mutex_lock(&engram_devs_mutex);
-	if (engram_npresent)
-		*out = kmalloc_array(engram_npresent, sizeof(**out), GFP_KERNEL);
-	if (*out) {
-		list_for_each_entry(p, &engram_present_devs, node)
-			if (ib_device_try_get(p->ibdev))
-				(*out)[n++] = p->ibdev;
+	list_for_each_entry(p, &engram_present_devs, node) {
+		if (p->seq <= *seq)
+			continue;
+		*seq = p->seq;
+		if (ib_device_try_get(p->ibdev)) {
+			ibdev = p->ibdev;
+			break;
+		}
 	}
 	mutex_unlock(&engram_devs_mutex);
-	if (!n) {
-		kfree(*out);
-		*out = NULL;
-	}
-	return n;
+	return ibdev;
 }
 
 static int engram_ib_add(struct ib_device *ibdev)
@@ -200,12 +199,12 @@ static int engram_ib_add(struct ib_device *ibdev)
 			engram_dead_devs[i] = NULL;
 	if (p) {
 		p->ibdev = ibdev;
+		p->seq = ++engram_present_seq;
 		list_add_tail(&p->node, &engram_present_devs);
-		engram_npresent++;
 	}
 	mutex_unlock(&engram_devs_mutex);
 	if (!p)
-		pr_warn("%s: no memory to track it: tables are mapped for it at first use\n",
+		pr_warn("%s: no memory to track it: no table is mapped for it, its requests are refused as not ready\n",
 			dev_name(&ibdev->dev));
 	/* A listener waiting for an address on this device can retry now. */
 	engram_server_add_device(ibdev);
@@ -225,7 +224,6 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 		if (p->ibdev != ibdev)
 			continue;
 		list_del(&p->node);
-		engram_npresent--;
 		kfree(p);
 	}
 	mutex_unlock(&engram_devs_mutex);

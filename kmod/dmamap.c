@@ -38,6 +38,11 @@
 
 struct engram_dma_map {
 	struct list_head node;		/* on the owner's maps, RCU */
+	/*
+	 * On an unmapper's list of maps to free: not @node, which a lock-free
+	 * reader may still be following until the grace period ends.
+	 */
+	struct list_head gone;
 	struct rcu_head rcu;
 	struct ib_device *dev;
 	enum dma_data_direction dir;
@@ -254,25 +259,31 @@ void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev,
 	rcu_read_unlock();
 }
 
-/* Take @o's maps of @dev (every map when NULL) off its list and free them. */
-static void engram_dma_unmap(struct engram_dma_owner *o, struct ib_device *dev)
+/* Move @o's maps of @dev (every map when NULL) off its list onto @gone. */
+static void engram_dma_take(struct engram_dma_owner *o, struct ib_device *dev,
+			    struct list_head *gone)
 {
 	struct engram_dma_map *m, *tmp;
-	LIST_HEAD(gone);
 
 	mutex_lock(&o->lock);
 	list_for_each_entry_safe(m, tmp, &o->maps, node) {
 		if (dev && m->dev != dev)
 			continue;
 		list_del_rcu(&m->node);
-		list_add(&m->node, &gone);
+		list_add(&m->gone, gone);
 	}
 	mutex_unlock(&o->lock);
-	if (list_empty(&gone))
+}
+
+/* Free maps taken off their lists, once no lock-free reader can see them. */
+static void engram_dma_free_gone(struct list_head *gone)
+{
+	struct engram_dma_map *m, *tmp;
+
+	if (list_empty(gone))
 		return;
-	/* A lock-free sync may still be reading the addresses. */
 	synchronize_rcu();
-	list_for_each_entry_safe(m, tmp, &gone, node)
+	list_for_each_entry_safe(m, tmp, gone, gone)
 		engram_dma_map_free(m);
 }
 
@@ -282,10 +293,13 @@ static void engram_dma_unmap(struct engram_dma_owner *o, struct ib_device *dev)
  */
 void engram_dma_unmap_all(struct engram_dma_owner *o)
 {
+	LIST_HEAD(gone);
+
 	mutex_lock(&engram_dma_owners_mutex);
 	list_del_init(&o->node);
 	mutex_unlock(&engram_dma_owners_mutex);
-	engram_dma_unmap(o, NULL);
+	engram_dma_take(o, NULL, &gone);
+	engram_dma_free_gone(&gone);
 }
 
 /**
@@ -293,14 +307,18 @@ void engram_dma_unmap_all(struct engram_dma_owner *o)
  * @dev: the device, with no connection or link left on it, and marked dead
  *	(engram_dev_dead()) so that no new map is made
  *
- * Waits for a map of @dev being made to end.
+ * Waits for a map of @dev being made to end, then for one grace period.
+ * Holds the owners' mutex throughout, so that an owner going away
+ * (engram_dma_unmap_all()) unpins its pages only once they are unmapped.
  */
 void engram_dma_unmap_device(struct ib_device *dev)
 {
 	struct engram_dma_owner *o;
+	LIST_HEAD(gone);
 
 	mutex_lock(&engram_dma_owners_mutex);
 	list_for_each_entry(o, &engram_dma_owners, node)
-		engram_dma_unmap(o, dev);
+		engram_dma_take(o, dev, &gone);
+	engram_dma_free_gone(&gone);
 	mutex_unlock(&engram_dma_owners_mutex);
 }

@@ -214,7 +214,7 @@ struct engram_dev {
 
 struct engram_dev *engram_dev_open(struct ib_device *ibdev);
 bool engram_dev_dead(struct ib_device *ibdev);
-unsigned int engram_dev_present(struct ib_device ***out);
+struct ib_device *engram_dev_next_present(u64 *seq);
 void engram_dev_close(struct engram_dev *dev);
 int engram_dev_init(void);
 void engram_dev_exit(void);

@@ -11,7 +11,7 @@
 
 #ifdef CONFIG_FUNCTION_ERROR_INJECTION
 /**
- * engram_inject_dma_map() - fails ib_dma_map_page(), ib_dma_map_single() and ib_dma_map_sgtable_attrs()
+ * engram_inject_dma_map() - fails the module's DMA mappings (page, single, sg_table)
  *
  * Return: 0, or the errno injected.
  */

@@ -446,21 +446,19 @@ static void engram_sha256_free(struct shash_desc *desc)
  */
 static void engram_table_map_devices(struct engram_table *t)
 {
-	struct ib_device **devs;
-	unsigned int i, n, done = 0;
-	u64 start = ktime_get_ns();
+	unsigned int done = 0;
+	u64 seq = 0, start = ktime_get_ns();
+	struct ib_device *dev;
 
-	n = engram_dev_present(&devs);
-	for (i = 0; i < n; i++) {
+	while ((dev = engram_dev_next_present(&seq))) {
 		bool created = false;
 
-		if (!READ_ONCE(t->cancel) && !engram_dma_lookup(&t->maps, devs[i]))
-			engram_dma_map(&t->maps, devs[i], t->pages, t->nr_pages,
+		if (!READ_ONCE(t->cancel) && !engram_dma_lookup(&t->maps, dev))
+			engram_dma_map(&t->maps, dev, t->pages, t->nr_pages,
 				       DMA_TO_DEVICE, &created);
 		done += created;
-		ib_device_put(devs[i]);
+		ib_device_put(dev);
 	}
-	kfree(devs);
 	if (done)
 		pr_info("table %s: %lu pages mapped for %u device(s) in %llu ms\n",
 			t->name, t->nr_pages, done,
