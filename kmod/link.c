@@ -1574,6 +1574,15 @@ static int engram_link_map_piece(struct engram_link *l, struct engram_piece *p,
 		return -E2BIG;
 	sg_init_table(sgl, n);
 	for (i = 0; i < n; i++) {
+		/*
+		 * A soft device (rxe, siw) writes through these addresses
+		 * with the CPU: a stale one would land rows in whatever
+		 * memory it now points to.  Its address is the page's own.
+		 */
+		if (ib_uses_virt_dma(l->dev->ibdev) &&
+		    WARN_ON_ONCE(dma[first + i] !=
+				 (uintptr_t)page_address(p->buf->pages[first + i])))
+			return -EIO;
 		sg_dma_address(&sgl[i]) = dma[first + i];
 		sg_dma_len(&sgl[i]) = PAGE_SIZE;
 	}
