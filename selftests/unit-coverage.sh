@@ -27,7 +27,7 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/selftests" "$tmp/tools"
 cp -r "$root/kmod" "$root/uapi" "$tmp/"
 cp -r "$root/selftests/unit" "$tmp/selftests/"
-cp -r "$root/tools/engramctl" "$tmp/tools/"
+cp -r "$root/tools/engramctl" "$root/tools/lib" "$tmp/tools/"
 make -s -C "$tmp/selftests/unit" clean >/dev/null 2>&1
 rm -f "$tmp"/selftests/unit/*.gcda "$tmp"/selftests/unit/*.gcno
 if ! make -s -C "$tmp/selftests/unit" CFLAGS="-O0 -g --coverage" "${TESTS[@]}" \

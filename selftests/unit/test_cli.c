@@ -610,6 +610,53 @@ static void test_link(void)
 	tap_ok(run("link", "-h", NULL) == 0 && strstr(out, "link show [ID]"), "link -h");
 }
 
+/* "engramctl ARGS" prints what "engramctl FULL" prints, with the same status. */
+static int same_as(const char *what, const char *const *args, const char *const *full)
+{
+	static char want[sizeof(out)], want_err[sizeof(err)];
+	int rc_full, rc;
+
+	rc_full = run(full[0], full[1], full[2], full[3], NULL);
+	memcpy(want, out, sizeof(want));
+	memcpy(want_err, err, sizeof(want_err));
+	rc = run(args[0], args[1], args[2], args[3], NULL);
+	return tap_ok(rc == rc_full && !strcmp(out, want) && !strcmp(err, want_err) &&
+		      (out[0] || err[0]), "%s (exit %d)", what, rc);
+}
+
+/* Words may be cut to a prefix: the first command, in each table's order, that it begins. */
+static void test_prefixes(void)
+{
+	static const char *const tl[] = { "t", "l", NULL, NULL };
+	static const char *const table_list[] = { "table", "list", NULL, NULL };
+	static const char *const tsh[] = { "ta", "sh", NULL, NULL };
+	static const char *const table_show[] = { "table", "show", NULL, NULL };
+	static const char *const l[] = { "l", NULL, NULL, NULL };
+	static const char *const link_list[] = { "link", "list", NULL, NULL };
+	static const char *const lis[] = { "lis", "al", "s", NULL };
+	static const char *const allow_show[] = { "listen", "allow", "show", NULL };
+	static const char *const sh[] = { "sh", NULL, NULL, NULL };
+	static const char *const show[] = { "show", NULL, NULL, NULL };
+	static const char *const lisp[] = { "listen", "show", NULL, NULL };
+	static const char *const lis_[] = { "list", NULL, NULL, NULL };
+
+	same_as("engramctl t l is table list", tl, table_list);
+	same_as("engramctl ta sh is table show", tsh, table_show);
+	same_as("engramctl l is link list", l, link_list);
+	same_as("engramctl lis al s is listen allow show", lis, allow_show);
+	same_as("engramctl sh is show", sh, show);
+	same_as("engramctl listen with no command is listen show", (const char *const[]){
+		"listen", NULL, NULL, NULL }, lisp);
+	same_as("engramctl list is the table list, not listen", lis_, table_list);
+	mock_reset();
+	tap_ok(run("lo", file, "--tensor", "a", "--name", "p", "--no-progress", NULL) == 0 &&
+	       strstr(mock.log, "LOAD "), "engramctl lo FILE is load");
+	tap_ok(run("table", "z", NULL) == 2 && strstr(err, "table: unknown command 'z'"),
+	       "a prefix of nothing: unknown command, exit 2");
+	tap_ok(run("link", "h", NULL) == 0 && strstr(out, "link show [ID]"), "link h is help");
+	tap_ok(run("x", NULL) == 2 && strstr(err, "unknown object 'x'"), "x: unknown object");
+}
+
 static void test_usage(void)
 {
 	tap_ok(run("bogus", NULL) == 2 && strstr(err, "unknown object 'bogus'") &&
@@ -647,6 +694,7 @@ int main(void)
 	test_listen();
 	test_listen_allow();
 	test_link();
+	test_prefixes();
 	test_usage();
 	unlink(file);
 	gen_plan_free(&plan);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests for the safetensors header parser (tools/engramctl/safetensors.c):
+ * Unit tests for the safetensors header parser (tools/lib/safetensors.c):
  * valid layouts the tool must accept and every malformed one it must refuse
  * with a message that says why.
  */

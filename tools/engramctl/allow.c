@@ -238,6 +238,26 @@ out:
 	return rc;
 }
 
+static int allow_add(int argc, char **argv)
+{
+	return allow_change(argc, argv, 1);
+}
+
+static int allow_del(int argc, char **argv)
+{
+	return allow_change(argc, argv, 0);
+}
+
+static const struct cli_cmd allow_cmds[] = {
+	{ "show", allow_show },
+	{ "list", allow_show },
+	{ "add", allow_add },
+	{ "del", allow_del },
+	{ "delete", allow_del },
+	{ "help", NULL },
+	{ NULL, NULL },
+};
+
 /**
  * cmd_listen_allow() - engramctl listen allow ...
  * @argc: arguments from "allow" on
@@ -247,23 +267,5 @@ out:
  */
 int cmd_listen_allow(int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : "show";
-
-	if (argc > 1) {
-		argc--;
-		argv++;
-	}
-	if (!strcmp(sub, "add"))
-		return allow_change(argc, argv, 1);
-	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
-		return allow_change(argc, argv, 0);
-	if (!strcmp(sub, "show") || !strcmp(sub, "list"))
-		return allow_show(argc, argv);
-	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
-		usage_listen_allow(stdout);
-		return EXIT_OK;
-	}
-	err_msg("listen allow: unknown command '%s'", sub);
-	usage_listen_allow(stderr);
-	return EXIT_USAGE;
+	return cli_dispatch("listen allow", allow_cmds, "show", argc, argv, usage_listen_allow);
 }

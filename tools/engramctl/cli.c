@@ -72,3 +72,42 @@ int nl_open_or_explain(struct enl *nl)
 		err_msg("cannot open generic netlink socket: %s", strerror(-ret));
 	return ret;
 }
+
+const struct cli_cmd *cli_find(const struct cli_cmd *cmds, const char *word)
+{
+	const struct cli_cmd *c;
+	size_t len = strlen(word);
+
+	if (!len)
+		return NULL;
+	for (c = cmds; c->name; c++)
+		if (!strcmp(c->name, word))
+			return c;
+	for (c = cmds; c->name; c++)
+		if (!strncmp(c->name, word, len))
+			return c;
+	return NULL;
+}
+
+int cli_dispatch(const char *what, const struct cli_cmd *cmds, const char *dflt,
+		 int argc, char **argv, void (*usage)(FILE *))
+{
+	const struct cli_cmd *c;
+	const char *word = argc > 1 ? argv[1] : dflt;
+
+	if (!strcmp(word, "-h") || !strcmp(word, "--help")) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	c = cli_find(cmds, word);
+	if (!c) {
+		err_msg("%s: unknown command '%s'", what, word);
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	if (!c->run) {
+		usage(stdout);
+		return EXIT_OK;
+	}
+	return argc > 1 ? c->run(argc - 1, argv + 1) : c->run(argc, argv);
+}

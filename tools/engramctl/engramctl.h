@@ -44,8 +44,31 @@ int nl_open_or_explain(struct enl *nl);
  */
 int common_opt(int c, char **argv, const char *cmd, void (*usage)(FILE *), int *rc);
 
+/*
+ * One word of a command line and what it runs.  A command line may give
+ * the word or any prefix of it; as in iproute2, a prefix picks the first
+ * command of the table that begins with it, so tables list their most
+ * used commands first ("engramctl t l" is "engramctl table list").
+ */
+struct cli_cmd {
+	const char *name;
+	/* Called with argv[0] the word; NULL: print the usage on stdout. */
+	int (*run)(int argc, char **argv);
+};
+
+/* The entry of @cmds, ended by a NULL name, that @word names; NULL if none. */
+const struct cli_cmd *cli_find(const struct cli_cmd *cmds, const char *word);
+/*
+ * Run "OBJECT WORD ARGS" (argv[0] is OBJECT): WORD's command with
+ * argv + 1, or without a WORD @dflt's command with argv as it is.  -h,
+ * --help and help print @usage on stdout; an unknown WORD is an error
+ * that names @what and prints @usage on stderr.  Returns the exit code.
+ */
+int cli_dispatch(const char *what, const struct cli_cmd *cmds, const char *dflt,
+		 int argc, char **argv, void (*usage)(FILE *));
+
 int cmd_table(int argc, char **argv);
-int cmd_table_sub(const char *sub, int argc, char **argv);
+int cmd_table_sub(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_mktable(int argc, char **argv);
 int cmd_listen(int argc, char **argv);

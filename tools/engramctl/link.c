@@ -177,29 +177,30 @@ out:
 	return rc;
 }
 
+static int listen_add(int argc, char **argv)
+{
+	return listen_change(argc, argv, 1);
+}
+
+static int listen_del(int argc, char **argv)
+{
+	return listen_change(argc, argv, 0);
+}
+
+static const struct cli_cmd listen_cmds[] = {
+	{ "show", listen_show },
+	{ "list", listen_show },
+	{ "add", listen_add },
+	{ "del", listen_del },
+	{ "delete", listen_del },
+	{ "allow", cmd_listen_allow },
+	{ "help", NULL },
+	{ NULL, NULL },
+};
+
 int cmd_listen(int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : "show";
-
-	if (argc > 1) {
-		argc--;
-		argv++;
-	}
-	if (!strcmp(sub, "add"))
-		return listen_change(argc, argv, 1);
-	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
-		return listen_change(argc, argv, 0);
-	if (!strcmp(sub, "show") || !strcmp(sub, "list"))
-		return listen_show(argc, argv);
-	if (!strcmp(sub, "allow"))
-		return cmd_listen_allow(argc, argv);
-	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
-		usage_listen(stdout);
-		return EXIT_OK;
-	}
-	err_msg("listen: unknown command '%s'", sub);
-	usage_listen(stderr);
-	return EXIT_USAGE;
+	return cli_dispatch("listen", listen_cmds, "show", argc, argv, usage_listen);
 }
 
 struct link_list {
@@ -348,27 +349,27 @@ static int link_show(int argc, char **argv, int detail)
 	return rc;
 }
 
+static int link_list(int argc, char **argv)
+{
+	return link_show(argc, argv, 0);
+}
+
+static int link_show_all(int argc, char **argv)
+{
+	return link_show(argc, argv, 1);
+}
+
+static const struct cli_cmd link_cmds[] = {
+	{ "list", link_list },
+	{ "show", link_show_all },
+	{ "add", link_add },
+	{ "del", link_del },
+	{ "delete", link_del },
+	{ "help", NULL },
+	{ NULL, NULL },
+};
+
 int cmd_link(int argc, char **argv)
 {
-	const char *sub = argc > 1 ? argv[1] : "list";
-
-	if (argc > 1) {
-		argc--;
-		argv++;
-	}
-	if (!strcmp(sub, "add"))
-		return link_add(argc, argv);
-	if (!strcmp(sub, "del") || !strcmp(sub, "delete"))
-		return link_del(argc, argv);
-	if (!strcmp(sub, "list"))
-		return link_show(argc, argv, 0);
-	if (!strcmp(sub, "show"))
-		return link_show(argc, argv, 1);
-	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
-		usage_link(stdout);
-		return EXIT_OK;
-	}
-	err_msg("link: unknown command '%s'", sub);
-	usage_link(stderr);
-	return EXIT_USAGE;
+	return cli_dispatch("link", link_cmds, "list", argc, argv, usage_link);
 }

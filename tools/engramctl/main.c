@@ -29,6 +29,9 @@ static void usage(FILE *f)
 	      "          [--pad-after BYTES] [--meta KEY=VALUE]...\n"
 	      "\n"
 	      "Shortcuts: load, unload, list, show and verify stand for \"table COMMAND\".\n"
+	      "Any word may be shortened to a prefix; the first object or command that\n"
+	      "begins with it, in the order above, is taken (\"engramctl t l\" is\n"
+	      "\"engramctl table list\", \"engramctl l\" is \"engramctl link\").\n"
 	      "\n"
 	      "Options:\n"
 	      "  -j, --json      print results as JSON on stdout\n"
@@ -36,6 +39,25 @@ static void usage(FILE *f)
 	      "  -h, --help      this help; \"engramctl OBJECT help\" for one object\n"
 	      "  -V, --version   print the version\n", f);
 }
+
+/*
+ * Objects, then the table commands that stand alone; a prefix picks the
+ * first that it begins, as in iproute2 ("engramctl l" is "link").
+ */
+static const struct cli_cmd objects[] = {
+	{ "table", cmd_table },
+	{ "stats", cmd_stats },
+	{ "link", cmd_link },
+	{ "listen", cmd_listen },
+	{ "mktable", cmd_mktable },
+	{ "list", cmd_table_sub },
+	{ "show", cmd_table_sub },
+	{ "load", cmd_table_sub },
+	{ "unload", cmd_table_sub },
+	{ "verify", cmd_table_sub },
+	{ "help", NULL },
+	{ NULL, NULL },
+};
 
 int main(int argc, char **argv)
 {
@@ -46,12 +68,13 @@ int main(int argc, char **argv)
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
+	const struct cli_cmd *c;
 	const char *obj;
-	int c;
+	int opt;
 
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "+jphV", longopts, NULL)) != -1) {
-		switch (c) {
+	while ((opt = getopt_long(argc, argv, "+jphV", longopts, NULL)) != -1) {
+		switch (opt) {
 		case 'j':
 			opts.json = 1;
 			break;
@@ -79,20 +102,10 @@ int main(int argc, char **argv)
 	argc -= optind;
 	argv += optind;
 
-	if (!strcmp(obj, "table"))
-		return cmd_table(argc, argv);
-	if (!strcmp(obj, "stats"))
-		return cmd_stats(argc, argv);
-	if (!strcmp(obj, "mktable"))
-		return cmd_mktable(argc, argv);
-	if (!strcmp(obj, "listen"))
-		return cmd_listen(argc, argv);
-	if (!strcmp(obj, "link"))
-		return cmd_link(argc, argv);
-	if (!strcmp(obj, "load") || !strcmp(obj, "unload") || !strcmp(obj, "list") ||
-	    !strcmp(obj, "show") || !strcmp(obj, "verify"))
-		return cmd_table_sub(obj, argc, argv);
-	if (!strcmp(obj, "help")) {
+	c = cli_find(objects, obj);
+	if (c && c->run)
+		return c->run(argc, argv);
+	if (c) {
 		usage(stdout);
 		return EXIT_OK;
 	}

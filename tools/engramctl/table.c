@@ -602,33 +602,43 @@ out:
 	return rc;
 }
 
-int cmd_table_sub(const char *sub, int argc, char **argv)
+static int table_list_brief(int argc, char **argv)
 {
-	if (!strcmp(sub, "load"))
-		return table_load(argc, argv);
-	if (!strcmp(sub, "unload"))
-		return table_unload(argc, argv);
-	if (!strcmp(sub, "list"))
-		return table_list(argc, argv, 0);
-	if (!strcmp(sub, "show"))
-		return table_list(argc, argv, 1);
-	if (!strcmp(sub, "verify"))
-		return table_verify(argc, argv);
-	if (!strcmp(sub, "mktable"))
-		return cmd_mktable(argc, argv);
-	if (!strcmp(sub, "help") || !strcmp(sub, "-h") || !strcmp(sub, "--help")) {
-		usage_table(stdout);
-		return EXIT_OK;
+	return table_list(argc, argv, 0);
+}
+
+static int table_show(int argc, char **argv)
+{
+	return table_list(argc, argv, 1);
+}
+
+/* Most used first: a prefix picks the first command it begins. */
+static const struct cli_cmd table_cmds[] = {
+	{ "list", table_list_brief },
+	{ "show", table_show },
+	{ "load", table_load },
+	{ "unload", table_unload },
+	{ "verify", table_verify },
+	{ "mktable", cmd_mktable },
+	{ "help", NULL },
+	{ NULL, NULL },
+};
+
+/* argv[0] is a table command ("load", or a prefix of one), as in "engramctl load". */
+int cmd_table_sub(int argc, char **argv)
+{
+	const struct cli_cmd *c = cli_find(table_cmds, argv[0]);
+
+	if (!c || !c->run) {
+		err_msg("table: unknown command '%s'", argv[0]);
+		usage_table(stderr);
+		return EXIT_USAGE;
 	}
-	err_msg("table: unknown command '%s'", sub);
-	usage_table(stderr);
-	return EXIT_USAGE;
+	return c->run(argc, argv);
 }
 
 /* argv[0] is "table"; no command means list, as "ip link" means "ip link show". */
 int cmd_table(int argc, char **argv)
 {
-	if (argc < 2)
-		return table_list(1, argv, 0);
-	return cmd_table_sub(argv[1], argc - 1, argv + 1);
+	return cli_dispatch("table", table_cmds, "list", argc, argv, usage_table);
 }
