@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "link_table.h"
+#include "pieces.h"
 
 /* Per fd: bounds, so one process cannot pin the module's memory without end. */
 #define ENGRAM_FILE_MAX_BUFS	1024
@@ -59,19 +60,6 @@ static void engram_fetch_free(struct engram_fetch *f)
 static void engram_fetch_release(struct kref *ref)
 {
 	engram_fetch_free(container_of(ref, struct engram_fetch, ref));
-}
-
-/**
- * engram_fetch_release_never() - the release of a put that is never the last
- * @ref: the fetch's kref
- *
- * The link drops its reference from completion handlers, before it marks
- * the fetch done, while the fd still holds its own.  Reaching zero there is
- * a bug, which the caller WARNs about; leaking then beats freeing (which may
- * sleep) in atomic context.
- */
-void engram_fetch_release_never(struct kref *ref)
-{
 }
 
 /**
@@ -297,49 +285,36 @@ struct engram_dest {
  * whole rows: the concatenation of the caller's ranges, row i at i * stride,
  * cut only where no row straddles.  Each piece becomes one MR and one wire
  * range, so the server's placement rule and ours agree byte for byte.
+ * The arithmetic is pieces.c's; each piece holds its buffer.
  */
 static int engram_fetch_cut(struct engram_fetch *f, const struct engram_dest *d,
 			    unsigned int nd, u32 mr_pages, u32 max_pieces)
 {
-	u64 total = (u64)(f->nr_rows - 1) * f->stride + ENGRAM_ROW_BYTES;
-	u64 base = 0, s, end, c, row;
+	struct engram_pieces_dest pd[ENGRAM_WIRE_MAX_RANGES];
+	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
 	unsigned int i;
+	u32 n;
+	int ret;
 
-	f->nr_pieces = 0;
-	for (i = 0; i < nd && base < total; i++) {
-		end = min(base + d[i].len, total);
-		if (end < total && i + 1 == nd)
-			return -ENOSPC;
-		/* A row across the end of a range (other than the last) is refused. */
-		if (end < total) {
-			row = div64_u64(end, f->stride);
-			if (end > row * f->stride && end < row * f->stride + ENGRAM_ROW_BYTES)
-				return -EINVAL;
-		}
-		for (s = base; s < end; s = c) {
-			u64 boff = d[i].off + (s - base);
-			u64 room = (u64)mr_pages * PAGE_SIZE -
-				   offset_in_page(d[i].buf->addr + boff);
-
-			c = min(end, s + room);
-			if (c < end) {
-				row = div64_u64(c, f->stride);
-				if (c > row * f->stride && c < row * f->stride + ENGRAM_ROW_BYTES)
-					c = row * f->stride;
-				if (c <= s)
-					return -E2BIG;
-			}
-			if (f->nr_pieces == max_pieces)
-				return -E2BIG;
-			engram_ubuf_get(d[i].buf);
-			f->pieces[f->nr_pieces].buf = d[i].buf;
-			f->pieces[f->nr_pieces].off = boff;
-			f->pieces[f->nr_pieces].len = c - s;
-			f->nr_pieces++;
-		}
-		base += d[i].len;
+	for (i = 0; i < nd; i++) {
+		pd[i].addr = d[i].buf->addr;
+		pd[i].off = d[i].off;
+		pd[i].len = d[i].len;
 	}
-	return base >= total ? 0 : -ENOSPC;
+	ret = engram_pieces_cut(f->nr_rows, f->stride, ENGRAM_ROW_BYTES, pd, nd,
+				(u64)mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
+				min_t(u32, max_pieces, ARRAY_SIZE(pp)), &n);
+	f->nr_pieces = 0;
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		engram_ubuf_get(d[pp[i].dest].buf);
+		f->pieces[i].buf = d[pp[i].dest].buf;
+		f->pieces[i].off = pp[i].off;
+		f->pieces[i].len = pp[i].len;
+	}
+	f->nr_pieces = n;
+	return 0;
 }
 
 static bool engram_dest_overlap(const struct engram_dest *a, const struct engram_dest *b)

@@ -104,7 +104,6 @@ struct engram_fetch {
 };
 
 void engram_fetch_put(struct engram_fetch *f);
-void engram_fetch_release_never(struct kref *ref);
 
 /* Has the fetch ended?  Its result fields may be read once this is true. */
 static inline bool engram_fetch_done(const struct engram_fetch *f)

@@ -9,12 +9,10 @@
  * addresses (dmamap.c, ubuf.c) belong to the device, not to a PD, and a
  * PD's local_dma_lkey covers any of them.
  *
- * The ib_client is what makes device removal safe: the RDMA core calls
- * .remove before it frees the device, and every user of the device (server
- * connections and listeners, client links, the tables' DMA mappings) must
- * be gone when it returns.  Clients are removed in the reverse order of
- * registration, so ours runs before rdma_cm's: our listeners and
- * connections are torn down by us, not by DEVICE_REMOVAL events.
+ * The module's ib_client (main.c, where the order of init and exit is
+ * written) tells this file when a device comes and goes: the devices
+ * present (what tables are mapped for) and those whose removal began,
+ * which no new user may open.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -188,7 +186,14 @@ struct ib_device *engram_dev_next_present(u64 *seq)
 	return ibdev;
 }
 
-static int engram_ib_add(struct ib_device *ibdev)
+/**
+ * engram_dev_added() - a device appeared
+ * @ibdev: the device, from the ib_client's add
+ *
+ * Tables are mapped for the devices present (engram_dev_next_present()),
+ * and a device at the address of one removed before is alive again.
+ */
+void engram_dev_added(struct ib_device *ibdev)
 {
 	struct engram_present *p = kzalloc(sizeof(*p), GFP_KERNEL);
 	unsigned int i;
@@ -206,17 +211,16 @@ static int engram_ib_add(struct ib_device *ibdev)
 	if (!p)
 		pr_warn("%s: no memory to track it: no table is mapped for it, its requests are refused as not ready\n",
 			dev_name(&ibdev->dev));
-	/* A listener waiting for an address on this device can retry now. */
-	engram_server_add_device(ibdev);
-	/* Tables get mapped for it in the background, not by its first request. */
-	engram_tables_device_added();
-	return 0;
 }
 
-static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
+/**
+ * engram_dev_removing() - a device is going: no new user may open it
+ * @ibdev: the device, from the ib_client's remove, before its users are
+ *	torn down
+ */
+void engram_dev_removing(struct ib_device *ibdev)
 {
 	struct engram_present *p, *tmp;
-	bool leak;
 
 	mutex_lock(&engram_devs_mutex);
 	engram_dead_devs[engram_dead_next++ % ENGRAM_DEAD_DEVS] = ibdev;
@@ -227,48 +231,29 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 		kfree(p);
 	}
 	mutex_unlock(&engram_devs_mutex);
-	/* Server first: its connections and listeners accept no new users. */
-	engram_server_remove_device(ibdev);
-	engram_links_remove_device(ibdev);
-	engram_dma_unmap_device(ibdev);
+}
+
+/**
+ * engram_dev_removed() - check that a departing device has no user left
+ * @ibdev: the device, once every user was torn down
+ *
+ * A PD left behind would be freed under us by the driver: warns.
+ */
+void engram_dev_removed(struct ib_device *ibdev)
+{
+	bool leak;
 
 	mutex_lock(&engram_devs_mutex);
 	leak = engram_dev_in_use_locked(ibdev);
 	mutex_unlock(&engram_devs_mutex);
-	/* A PD left behind would be freed under us by the driver. */
 	WARN(leak, KBUILD_MODNAME ": %s removed while still in use\n",
 	     dev_name(&ibdev->dev));
 }
 
-static struct ib_client engram_ib_client = {
-	.name = "engram_rdma",
-	.add = engram_ib_add,
-	.remove = engram_ib_remove,
-};
-
 /**
- * engram_dev_init() - start watching RDMA devices
- *
- * Context: process context.  Registering calls .add for every device
- * present, which only kicks the listeners' retry, so this may run before
- * or after engram_server_init().
- *
- * Return: 0 or a negative errno from ib_register_client().
- */
-int engram_dev_init(void)
-{
-	return ib_register_client(&engram_ib_client);
-}
-
-/**
- * engram_dev_exit() - stop watching RDMA devices
- *
- * Unregistering calls .remove for every device, which tears down whatever
- * still uses it; call it after the server and the links are stopped, and
- * before the tables are freed (their DMA mappings are undone here).
+ * engram_dev_exit() - after the ib_client is gone: no device is open
  */
 void engram_dev_exit(void)
 {
-	ib_unregister_client(&engram_ib_client);
 	WARN_ON(!list_empty(&engram_devs));
 }

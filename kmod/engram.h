@@ -10,6 +10,7 @@
 #include <linux/dma-direction.h>
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/moduleparam.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 #include <linux/engram_rdma.h>
@@ -32,6 +33,25 @@ struct engram_config {
 
 extern struct engram_config engram_config;
 
+/*
+ * params.c: an unsigned module parameter with its range beside its value,
+ * for module_param_cb(name, &engram_uint_param_ops, &param, 0644).  A value
+ * out of range is refused with "NAME=VALUE: want [UNIT in ][0 or ]MIN-MAX"
+ * in the log; readers take READ_ONCE(param.val), each time they use it, so
+ * a change applies at once.
+ */
+struct engram_uint_param {
+	unsigned int val;
+	unsigned int min;
+	unsigned int max;
+	bool zero_ok;		/* 0 is allowed besides MIN-MAX (a limit turned off) */
+	bool warn;		/* a test knob: logged when set to anything but 0 */
+	const char *unit;	/* "milliseconds", "seconds" or NULL */
+	void (*changed)(void);	/* called after each change, process context */
+};
+
+extern const struct kernel_param_ops engram_uint_param_ops;
+
 int engram_params_init(void);
 unsigned int engram_timeout_ms(void);
 unsigned int engram_heartbeat_ms(void);
@@ -39,7 +59,7 @@ unsigned int engram_heartbeat_timeout_ms(void);
 void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
-bool engram_fault_response(void);
+bool engram_fault_response(bool (*stop)(void));
 void engram_fault_map(void);
 /* fault.c: test knobs on the client side; any context. */
 bool engram_fault_client_req_fail(void);
@@ -121,6 +141,7 @@ struct engram_table_info {
 
 int engram_tables_init(void);
 void engram_tables_exit(void);
+void engram_tables_notify(void (*fn)(void));
 int engram_table_load(const struct engram_load_args *args,
 		      struct netlink_ext_ack *extack);
 int engram_table_unload(const char *name, struct netlink_ext_ack *extack);
@@ -198,6 +219,8 @@ struct engram_hist {
 
 void engram_hist_add(struct engram_hist *h, u64 ns);
 void engram_hist_snapshot(const struct engram_hist *h, u64 *out);
+void engram_stats_log_line(const char *name, u32 link_id, const u64 *cur, const u64 *prev,
+			   const u64 *lat, const u64 *prev_lat);
 void engram_count_refusal(struct engram_counters *c, unsigned int wire_status);
 
 /*
@@ -216,7 +239,9 @@ struct engram_dev *engram_dev_open(struct ib_device *ibdev);
 bool engram_dev_dead(struct ib_device *ibdev);
 struct ib_device *engram_dev_next_present(u64 *seq);
 void engram_dev_close(struct engram_dev *dev);
-int engram_dev_init(void);
+void engram_dev_added(struct ib_device *ibdev);
+void engram_dev_removing(struct ib_device *ibdev);
+void engram_dev_removed(struct ib_device *ibdev);
 void engram_dev_exit(void);
 
 /* listen.c + server.c: the host role. */
@@ -229,11 +254,14 @@ struct engram_listen_info {
 	u8 allow_mode;			/* enum engram_allow_mode */
 };
 
+/* serve.c: the host role's core, under its transports (serve.h). */
+int engram_serve_init(void);
+void engram_serve_exit(void);
+
 int engram_server_init(void);
 void engram_server_exit(void);
 void engram_server_remove_device(struct ib_device *ibdev);
 void engram_server_add_device(struct ib_device *ibdev);
-void engram_server_catalog_changed(void);
 int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack);
 int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack);
 int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info);

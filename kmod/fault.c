@@ -30,7 +30,6 @@
 #include <linux/sched.h>
 
 #include "engram.h"
-#include "server.h"
 
 #define ENGRAM_FAULT_DELAY_MAX_MS	60000
 /* Client knobs that count: fail the next this many posts (or fetches). */
@@ -40,52 +39,23 @@
 /* Sleep in slices so an unload does not wait out a long delay. */
 #define ENGRAM_FAULT_SLICE_MS		20
 
-static unsigned int engram_fault_delay;
-static unsigned int engram_fault_drop;
-static unsigned int engram_fault_map_delay;
-
-static int engram_fault_set(const char *val, const struct kernel_param *kp,
-			    unsigned int max)
-{
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || v > max) {
-		pr_err("%s=%s: want 0-%u\n", kp->name, val, max);
-		return -EINVAL;
-	}
-	if (v)
-		pr_warn("fault injection on: %s=%u\n", kp->name, v);
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static int engram_fault_delay_set(const char *val, const struct kernel_param *kp)
-{
-	return engram_fault_set(val, kp, ENGRAM_FAULT_DELAY_MAX_MS);
-}
-
-static int engram_fault_drop_set(const char *val, const struct kernel_param *kp)
-{
-	return engram_fault_set(val, kp, 100);
-}
-
-static const struct kernel_param_ops engram_fault_delay_ops = {
-	.set = engram_fault_delay_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_fault_delay = {
+	.max = ENGRAM_FAULT_DELAY_MAX_MS, .warn = true,
 };
 
-static const struct kernel_param_ops engram_fault_drop_ops = {
-	.set = engram_fault_drop_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_fault_drop = { .max = 100, .warn = true };
+
+static struct engram_uint_param engram_fault_map_delay = {
+	.max = ENGRAM_FAULT_DELAY_MAX_MS, .warn = true,
 };
 
-module_param_cb(fault_delay_ms, &engram_fault_delay_ops, &engram_fault_delay, 0644);
+module_param_cb(fault_delay_ms, &engram_uint_param_ops, &engram_fault_delay, 0644);
 MODULE_PARM_DESC(fault_delay_ms,
 		 "testing only: hold every response this long before sending its rows (0-60000, default 0)");
-module_param_cb(fault_drop_pct, &engram_fault_drop_ops, &engram_fault_drop, 0644);
+module_param_cb(fault_drop_pct, &engram_uint_param_ops, &engram_fault_drop, 0644);
 MODULE_PARM_DESC(fault_drop_pct,
 		 "testing only: drop this percentage of responses, rows and all (0-100, default 0)");
-module_param_cb(fault_map_delay_ms, &engram_fault_delay_ops, &engram_fault_map_delay, 0644);
+module_param_cb(fault_map_delay_ms, &engram_uint_param_ops, &engram_fault_map_delay, 0644);
 MODULE_PARM_DESC(fault_map_delay_ms,
 		 "testing only: make every DMA mapping of a table take this long, as a slow IOMMU would (0-60000, default 0)");
 
@@ -97,7 +67,7 @@ MODULE_PARM_DESC(fault_map_delay_ms,
  */
 void engram_fault_map(void)
 {
-	unsigned int delay = READ_ONCE(engram_fault_map_delay);
+	unsigned int delay = READ_ONCE(engram_fault_map_delay.val);
 
 	if (!delay)
 		return;
@@ -107,68 +77,60 @@ void engram_fault_map(void)
 
 /**
  * engram_fault_response() - apply the fault knobs to one response
+ * @stop: true once the wait must end early (the host role is stopping)
  *
  * Called by a transport in process context after a request passed every
  * check and holds its table, right before the first row is sent, so a
  * delayed response is delayed rows and all: that is what a late write
- * would be.  Sleeps for fault_delay_ms, cut short when the server stops.
+ * would be.  Sleeps for fault_delay_ms, cut short when @stop says so.
  *
  * Return: true when the response must be dropped (nothing is sent for
  * this ticket), false to send it now.
  */
-bool engram_fault_response(void)
+bool engram_fault_response(bool (*stop)(void))
 {
-	unsigned int delay = READ_ONCE(engram_fault_delay);
-	unsigned int drop = READ_ONCE(engram_fault_drop);
+	unsigned int delay = READ_ONCE(engram_fault_delay.val);
+	unsigned int drop = READ_ONCE(engram_fault_drop.val);
 	unsigned long end;
 
 	if (!delay && !drop)
 		return false;
 	engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);
 	end = jiffies + msecs_to_jiffies(delay);
-	while (delay && time_before(jiffies, end) && !READ_ONCE(engram_server_stopping))
+	while (delay && time_before(jiffies, end) && !stop())
 		msleep(ENGRAM_FAULT_SLICE_MS);
 	return drop && get_random_u32() % 100 < drop;
 }
 
-static unsigned int engram_fault_req_fail;
-static unsigned int engram_fault_inv_fail;
-static unsigned int engram_fault_inv_flush;
-static unsigned int engram_fault_live_delay;
-
-static int engram_fault_count_set(const char *val, const struct kernel_param *kp)
-{
-	return engram_fault_set(val, kp, ENGRAM_FAULT_COUNT_MAX);
-}
-
-static int engram_fault_live_delay_set(const char *val, const struct kernel_param *kp)
-{
-	return engram_fault_set(val, kp, ENGRAM_FAULT_LIVE_DELAY_MAX_MS);
-}
-
-static const struct kernel_param_ops engram_fault_count_ops = {
-	.set = engram_fault_count_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_fault_req_fail = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
 };
 
-static const struct kernel_param_ops engram_fault_live_delay_ops = {
-	.set = engram_fault_live_delay_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_fault_inv_fail = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
 };
 
-module_param_cb(fault_client_req_fail, &engram_fault_count_ops, &engram_fault_req_fail, 0644);
+static struct engram_uint_param engram_fault_inv_flush = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
+};
+
+static struct engram_uint_param engram_fault_live_delay = {
+	.max = ENGRAM_FAULT_LIVE_DELAY_MAX_MS, .warn = true,
+};
+
+module_param_cb(fault_client_req_fail, &engram_uint_param_ops, &engram_fault_req_fail, 0644);
 MODULE_PARM_DESC(fault_client_req_fail,
 		 "testing only: the client's next N posts of a fetch's registrations and request fail with EIO, nothing posted (0-1000, default 0)");
-module_param_cb(fault_client_inv_fail, &engram_fault_count_ops, &engram_fault_inv_fail, 0644);
+module_param_cb(fault_client_inv_fail, &engram_uint_param_ops, &engram_fault_inv_fail, 0644);
 MODULE_PARM_DESC(fault_client_inv_fail,
 		 "testing only: the client's next N posts of a fetch's invalidations fail with EIO, nothing posted (0-1000, default 0)");
-module_param_cb(fault_client_inv_flush, &engram_fault_count_ops, &engram_fault_inv_flush, 0644);
+module_param_cb(fault_client_inv_flush, &engram_uint_param_ops, &engram_fault_inv_flush, 0644);
 MODULE_PARM_DESC(fault_client_inv_flush,
 		 "testing only: for the next N answered fetches the client's queue pair breaks right before their invalidations are posted (0-1000, default 0)");
-module_param_cb(fault_client_live_delay_ms, &engram_fault_live_delay_ops,
-		&engram_fault_live_delay, 0644);
+module_param_cb(fault_client_live_delay_ms, &engram_uint_param_ops, &engram_fault_live_delay,
+		0644);
 MODULE_PARM_DESC(fault_client_live_delay_ms,
-		 "testing only: a client link's connect worker waits this long before it goes live, and again before it reads the frames that came early (0-10000, default 0)");
+		 "testing only: a client link's connect worker waits this long before it goes live, and again before it reads the frames that came early (0-30000, default 0)");
 
 /* Take one from a counting knob; true when the fault is to happen now. */
 static bool engram_fault_take(unsigned int *left)
@@ -193,7 +155,7 @@ static bool engram_fault_take(unsigned int *left)
  */
 bool engram_fault_client_req_fail(void)
 {
-	return engram_fault_take(&engram_fault_req_fail);
+	return engram_fault_take(&engram_fault_req_fail.val);
 }
 
 /**
@@ -206,7 +168,7 @@ bool engram_fault_client_req_fail(void)
  */
 bool engram_fault_client_inv_fail(void)
 {
-	return engram_fault_take(&engram_fault_inv_fail);
+	return engram_fault_take(&engram_fault_inv_fail.val);
 }
 
 /**
@@ -219,7 +181,7 @@ bool engram_fault_client_inv_fail(void)
  */
 bool engram_fault_client_inv_flush(void)
 {
-	return engram_fault_take(&engram_fault_inv_flush);
+	return engram_fault_take(&engram_fault_inv_flush.val);
 }
 
 /**
@@ -231,7 +193,7 @@ bool engram_fault_client_inv_flush(void)
  */
 unsigned int engram_fault_client_live_delay_ms(void)
 {
-	unsigned int ms = READ_ONCE(engram_fault_live_delay);
+	unsigned int ms = READ_ONCE(engram_fault_live_delay.val);
 
 	if (ms)
 		engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);

@@ -310,6 +310,15 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 }
 
 /*
+ * The release of the link's put, which is never the last: reaching zero
+ * there is a bug, which the caller WARNs about; leaking then beats freeing
+ * (which may sleep) in atomic context.
+ */
+static void engram_link_release_never(struct kref *ref)
+{
+}
+
+/*
  * Hand a finished fetch back to its fd.  The fd holds its own reference
  * until it has seen done, so dropping the link's first is never the last
  * put (which must not run here: freeing a fetch may sleep).  done is set
@@ -321,7 +330,7 @@ static void engram_link_publish(struct engram_fetch *f)
 	wait_queue_head_t *wq = f->wq;
 	unsigned long flags;
 
-	WARN_ON_ONCE(kref_put(&f->ref, engram_fetch_release_never));
+	WARN_ON_ONCE(kref_put(&f->ref, engram_link_release_never));
 	spin_lock_irqsave(&wq->lock, flags);
 	engram_fetch_set_done(f);
 	wake_up_locked(wq);
@@ -947,7 +956,7 @@ static int engram_link_alloc_recvs(struct engram_link *l)
 	struct ib_device *ibdev = l->dev->ibdev;
 	unsigned int i;
 
-	l->nr_recvs = ENGRAM_LINK_MAX_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
+	l->nr_recvs = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
 	l->recvs = kcalloc(l->nr_recvs, sizeof(*l->recvs), GFP_KERNEL);
 	if (!l->recvs)
 		return -ENOMEM;
@@ -1082,18 +1091,33 @@ static int engram_link_alloc_slots(struct engram_link *l)
 }
 
 /**
+ * engram_link_fetch_req() - the REQUEST of a fetch, as both transports send it
+ * @f: the fetch, cut into its pieces
+ * @req: filled in; each range has its piece's length, and an RDMA transport
+ *	adds the address and key of the piece's registration
+ */
+void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req *req)
+{
+	unsigned int i;
+
+	memset(req, 0, sizeof(*req));
+	req->ticket = f->ticket;
+	req->generation = f->generation;
+	memcpy(req->digest, f->digest, sizeof(req->digest));
+	req->nr_rows = f->nr_rows;
+	req->stride = f->stride;
+	req->nr_ranges = f->nr_pieces;
+	for (i = 0; i < f->nr_pieces; i++)
+		req->ranges[i].length = f->pieces[i].len;
+}
+
+/**
  * engram_link_local_params() - the hello a client offers
  * @p: filled with our version range and limits
  */
 void engram_link_local_params(struct engram_wire_params *p)
 {
-	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = ENGRAM_WIRE_VERSION;
-	p->max_inflight = ENGRAM_LINK_MAX_INFLIGHT;
-	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
-	p->max_rows = ENGRAM_LINK_MAX_ROWS;
-	p->max_request_bytes = engram_wire_request_size(ENGRAM_LINK_MAX_ROWS,
-							ENGRAM_WIRE_MAX_RANGES);
+	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
 }
 
 /* Queue pair, MR pool and receives for the device the route chose. */
@@ -1116,9 +1140,9 @@ static int engram_link_create_qp(struct engram_link *l)
 	 * Per ticket: one REG_MR and one LOCAL_INV per range, one SEND; one
 	 * heartbeat SEND; the drain's WR.
 	 */
-	sq = ENGRAM_LINK_MAX_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
+	sq = ENGRAM_WIRE_OFFER_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
-	l->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_LINK_MAX_INFLIGHT +
+	l->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_WIRE_OFFER_INFLIGHT +
 			    ENGRAM_LINK_EXTRA_RECVS + 2, 0, IB_POLL_SOFTIRQ);
 	if (IS_ERR(l->cq)) {
 		ret = PTR_ERR(l->cq);
@@ -1130,7 +1154,7 @@ static int engram_link_create_qp(struct engram_link *l)
 	init.send_cq = l->cq;
 	init.recv_cq = l->cq;
 	init.cap.max_send_wr = sq;
-	init.cap.max_recv_wr = ENGRAM_LINK_MAX_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + 1;
+	init.cap.max_recv_wr = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + 1;
 	init.cap.max_send_sge = 1;
 	init.cap.max_recv_sge = 1;
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
@@ -1143,7 +1167,7 @@ static int engram_link_create_qp(struct engram_link *l)
 	l->mr_pages = min_t(u32, ibdev->attrs.max_fast_reg_page_list_len,
 			    ENGRAM_LINK_MR_PAGES);
 	INIT_LIST_HEAD(&l->mrs);
-	ret = ib_mr_pool_init(l->qp, &l->mrs, ENGRAM_LINK_MAX_INFLIGHT * ENGRAM_WIRE_MAX_RANGES,
+	ret = ib_mr_pool_init(l->qp, &l->mrs, ENGRAM_WIRE_OFFER_INFLIGHT * ENGRAM_WIRE_MAX_RANGES,
 			      IB_MR_TYPE_MEM_REG, l->mr_pages, 0);
 	if (ret)
 		return ret;
@@ -1619,16 +1643,12 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 			goto err_pieces;
 		engram_ubuf_sync(f->pieces[i].buf, l->dev->ibdev, f->pieces[i].off,
 				 f->pieces[i].len, true);
+	}
+	engram_link_fetch_req(f, &req);
+	for (i = 0; i < f->nr_pieces; i++) {
 		req.ranges[i].addr = f->pieces[i].mr->iova;
 		req.ranges[i].rkey = f->pieces[i].mr->rkey;
-		req.ranges[i].length = f->pieces[i].len;
 	}
-	req.ticket = f->ticket;
-	req.generation = f->generation;
-	memcpy(req.digest, f->digest, sizeof(req.digest));
-	req.nr_rows = f->nr_rows;
-	req.stride = f->stride;
-	req.nr_ranges = f->nr_pieces;
 	ret = engram_wire_req_build(l->slots[f->slot].buf, l->neg.max_request_bytes,
 				    &l->neg, &req, f->rows);
 	if (ret < 0)
@@ -1963,7 +1983,25 @@ static const struct engram_link_ops engram_rdma_link_ops = {
 	.heartbeat = engram_link_rdma_heartbeat,
 };
 
-static struct engram_link *engram_link_alloc(const struct engram_url *u)
+/* A link's transport by its URL's; the TCP one registers itself. */
+static const struct engram_link_ops *engram_link_transports[] = {
+	[ENGRAM_TRANSPORT_RDMA] = &engram_rdma_link_ops,
+	[ENGRAM_TRANSPORT_TCP] = NULL,
+};
+
+/**
+ * engram_link_transport_set() - offer a transport to new links, or stop
+ * @t: the URL scheme's transport
+ * @ops: its operations, or NULL once no link uses them any more
+ */
+void engram_link_transport_set(enum engram_transport t, const struct engram_link_ops *ops)
+{
+	if (!WARN_ON_ONCE(t >= ARRAY_SIZE(engram_link_transports)))
+		WRITE_ONCE(engram_link_transports[t], ops);
+}
+
+static struct engram_link *engram_link_alloc(const struct engram_url *u,
+					     const struct engram_link_ops *ops)
 {
 	struct engram_link *l;
 	int id;
@@ -1989,8 +2027,7 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	init_completion(&l->cm_done);
 	INIT_LIST_HEAD(&l->early);
 	mutex_init(&l->tx_mutex);
-	l->ops = u->transport == ENGRAM_TRANSPORT_TCP ? &engram_tcp_link_ops :
-							&engram_rdma_link_ops;
+	l->ops = ops;
 	l->reg_cqe.done = engram_link_reg_done;
 	l->slot_reg_cqe.done = engram_link_slot_reg_done;
 	init_completion(&l->slot_reg_done);
@@ -1999,10 +2036,9 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);
 	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
-	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
-	INIT_LIST_HEAD(&l->tx_queue);
-	INIT_WORK(&l->tx_work, engram_tcp_link_tx_work);
 	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
+	if (l->ops->init)
+		l->ops->init(l);
 	l->state = ENGRAM_LINK_CONNECTING;
 	l->since = ktime_get();
 	return l;
@@ -2019,15 +2055,17 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u)
  */
 int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack)
 {
+	const struct engram_link_ops *ops = NULL;
 	struct engram_link *l, *o;
 	unsigned int n = 0;
 
-	if (u->role != ENGRAM_URL_REMOTE ||
-	    (u->transport != ENGRAM_TRANSPORT_RDMA && u->transport != ENGRAM_TRANSPORT_TCP)) {
+	if (u->transport < ARRAY_SIZE(engram_link_transports))
+		ops = READ_ONCE(engram_link_transports[u->transport]);
+	if (u->role != ENGRAM_URL_REMOTE || !ops) {
 		NL_SET_ERR_MSG_MOD(extack, "not a remote rdma:// or tcp:// URL");
 		return -EINVAL;
 	}
-	l = engram_link_alloc(u);
+	l = engram_link_alloc(u, ops);
 	if (!l)
 		return -ENOMEM;
 	mutex_lock(&engram_links_mutex);
@@ -2230,12 +2268,6 @@ int engram_links_init(void)
 	engram_link_wq = alloc_workqueue("engram_link", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!engram_link_wq)
 		return -ENOMEM;
-	ret = engram_tcp_links_init();
-	if (ret) {
-		destroy_workqueue(engram_link_wq);
-		engram_link_wq = NULL;
-		return ret;
-	}
 	for (i = 0; i < engram_config.n_remote; i++) {
 		ret = engram_link_add(&engram_config.remote[i], &id, NULL);
 		if (ret) {
@@ -2272,7 +2304,6 @@ void engram_links_exit(void)
 		mutex_unlock(&engram_links_mutex);
 		engram_link_put(l);
 	}
-	engram_tcp_links_exit();
 	destroy_workqueue(engram_link_wq);
 	engram_link_wq = NULL;
 }

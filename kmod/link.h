@@ -14,9 +14,6 @@
 
 #include "client.h"
 
-/* What a client offers; the server may lower every limit. */
-#define ENGRAM_LINK_MAX_ROWS		65536
-#define ENGRAM_LINK_MAX_INFLIGHT	16
 /* Connect steps (address, route, connect, TCP hello) each get this long. */
 #define ENGRAM_LINK_CM_TIMEOUT_MS	3000
 
@@ -24,6 +21,8 @@ struct engram_link;
 
 /**
  * struct engram_link_ops - what a transport does for the generic link
+ * @init: set up the transport's parts of a new link (its work items and
+ *	queues), before anything else can use it; may be NULL
  * @connect: set up a connection, negotiate into l->neg, and call
  *	engram_link_went_live() once frames can be read; l->mutex held.  On
  *	failure the generic part calls @teardown.
@@ -43,6 +42,7 @@ struct engram_link;
  *	the next tick; any other error breaks the connection.
  */
 struct engram_link_ops {
+	void (*init)(struct engram_link *l);
 	int (*connect)(struct engram_link *l);
 	void (*stop)(struct engram_link *l);
 	void (*teardown)(struct engram_link *l, int error);
@@ -161,10 +161,10 @@ struct engram_link {
 	bool deadline_armed;
 };
 
-extern const struct engram_link_ops engram_tcp_link_ops;
-
 /* link.c, for the transports */
+void engram_link_transport_set(enum engram_transport t, const struct engram_link_ops *ops);
 void engram_link_local_params(struct engram_wire_params *p);
+void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req *req);
 void engram_link_went_live(struct engram_link *l);
 void engram_link_fail(struct engram_link *l, int error);
 void engram_link_heard(struct engram_link *l);
@@ -177,8 +177,6 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f);
 void engram_link_end_all(struct engram_link *l, int error);
 
 /* tcp_link.c */
-void engram_tcp_link_rx_work(struct work_struct *work);
-void engram_tcp_link_tx_work(struct work_struct *work);
 int engram_tcp_links_init(void);
 void engram_tcp_links_exit(void);
 

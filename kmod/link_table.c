@@ -284,8 +284,8 @@ void engram_link_tables_log(void)
 	list_for_each_entry(lt, &engram_link_tables, node) {
 		engram_counters_snapshot(&lt->stats, cur);
 		engram_hist_snapshot(&lt->lat, cur + __ENGRAM_STAT_MAX);
-		engram_statlog_line(lt->name, lt->link_id, cur, lt->logged,
-				    cur + __ENGRAM_STAT_MAX, lt->logged_lat);
+		engram_stats_log_line(lt->name, lt->link_id, cur, lt->logged,
+				      cur + __ENGRAM_STAT_MAX, lt->logged_lat);
 		memcpy(lt->logged, cur, sizeof(lt->logged));
 		memcpy(lt->logged_lat, cur + __ENGRAM_STAT_MAX, sizeof(lt->logged_lat));
 	}

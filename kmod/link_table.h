@@ -32,8 +32,4 @@ void engram_link_tables_fold(u32 link_id, u64 *stats);
 void engram_link_tables_log(void);
 void engram_link_tables_exit(void);
 
-/* statlog.c: one log line for a table whose counters moved. */
-void engram_statlog_line(const char *name, u32 link_id, const u64 *cur, const u64 *prev,
-			 const u64 *lat, const u64 *prev_lat);
-
 #endif /* _ENGRAM_LINK_TABLE_H */

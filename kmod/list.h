@@ -9,12 +9,7 @@
 #ifndef _ENGRAM_LIST_H
 #define _ENGRAM_LIST_H
 
-#ifdef ENGRAM_USERSPACE
-#include <stdbool.h>
-#include <stddef.h>
-#else
-#include <linux/types.h>
-#endif
+#include "userspace.h"
 
 /* A refused entry is quoted up to this many bytes: it may be any garbage. */
 #define ENGRAM_LIST_QUOTE_MAX	64

@@ -31,6 +31,7 @@
 #include "cover.h"
 #include "engram.h"
 #include "inject.h"
+#include "serve.h"
 #include "server.h"
 #include "tcp_server.h"
 
@@ -518,7 +519,7 @@ void engram_server_exit(void)
 	struct engram_listener *l, *tmp;
 	LIST_HEAD(gone);
 
-	WRITE_ONCE(engram_server_stopping, true);
+	engram_serve_stop();
 	mutex_lock(&engram_listen_mutex);
 	engram_listen_running = false;
 	mutex_unlock(&engram_listen_mutex);
@@ -534,7 +535,6 @@ void engram_server_exit(void)
 	/* A DEVICE_REMOVAL handler may have queued the retry meanwhile. */
 	cancel_delayed_work_sync(&engram_listen_retry_work);
 
-	/* TCP first: its catalog pushes use server.c's encoder. */
 	engram_tcp_exit();
 	engram_conns_exit();
 	list_for_each_entry_safe(l, tmp, &gone, node) {

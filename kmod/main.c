@@ -7,8 +7,44 @@
 
 #include <linux/module.h>
 #include <net/genetlink.h>
+#include <rdma/ib_verbs.h>
 
 #include "engram.h"
+#include "link.h"
+#include "link_table.h"
+
+/*
+ * RDMA devices come and go through our ib_client.  Its .remove runs before
+ * the RDMA core frees the device, and every user of the device must be gone
+ * when it returns.  Clients are removed in the reverse order of
+ * registration, so ours runs before rdma_cm's: our listeners and
+ * connections are torn down by us, not by DEVICE_REMOVAL events.
+ */
+static int engram_ib_add(struct ib_device *ibdev)
+{
+	engram_dev_added(ibdev);
+	/* A listener waiting for an address on this device can retry now. */
+	engram_server_add_device(ibdev);
+	/* Tables get mapped for it in the background, not by its first request. */
+	engram_tables_device_added();
+	return 0;
+}
+
+static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
+{
+	engram_dev_removing(ibdev);
+	/* Server first: its connections and listeners accept no new users. */
+	engram_server_remove_device(ibdev);
+	engram_links_remove_device(ibdev);
+	engram_dma_unmap_device(ibdev);
+	engram_dev_removed(ibdev);
+}
+
+static struct ib_client engram_ib_client = {
+	.name = "engram_rdma",
+	.add = engram_ib_add,
+	.remove = engram_ib_remove,
+};
 
 static int __init engram_init(void)
 {
@@ -23,14 +59,26 @@ static int __init engram_init(void)
 	ret = engram_tables_init();
 	if (ret)
 		goto err_allow;
-	ret = engram_server_init();
+	/* The host role: its core, then the listeners and transports over it. */
+	ret = engram_serve_init();
 	if (ret)
 		goto err_tables;
-	ret = engram_links_init();
+	ret = engram_server_init();
+	if (ret)
+		goto err_serve;
+	/* The client role: the TCP transport's workqueue, then the links. */
+	ret = engram_tcp_links_init();
 	if (ret)
 		goto err_server;
-	/* After server and links: its add() callback may start both. */
-	ret = engram_dev_init();
+	ret = engram_links_init();
+	if (ret)
+		goto err_tcp_links;
+	/*
+	 * After server and links: its add() callback may start both.  Its
+	 * remove(), for every device, when it goes: after the server and the
+	 * links stopped, before the tables (their DMA maps go there).
+	 */
+	ret = ib_register_client(&engram_ib_client);
 	if (ret)
 		goto err_links;
 	ret = engram_chardev_init();
@@ -46,11 +94,16 @@ static int __init engram_init(void)
 err_chardev:
 	engram_chardev_exit();
 err_dev:
+	ib_unregister_client(&engram_ib_client);
 	engram_dev_exit();
 err_links:
 	engram_links_exit();
+err_tcp_links:
+	engram_tcp_links_exit();
 err_server:
 	engram_server_exit();
+err_serve:
+	engram_serve_exit();
 err_tables:
 	engram_tables_exit();
 err_allow:
@@ -65,8 +118,13 @@ static void __exit engram_exit(void)
 	/* No new fetch, then no link, no connection, and only then no device. */
 	engram_chardev_exit();
 	engram_statlog_exit();
+	/* The client's per-table counters: no fd uses one now. */
+	engram_link_tables_exit();
 	engram_links_exit();
+	engram_tcp_links_exit();
 	engram_server_exit();
+	engram_serve_exit();
+	ib_unregister_client(&engram_ib_client);
 	engram_dev_exit();
 	engram_tables_exit();
 	engram_allow_exit();

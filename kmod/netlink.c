@@ -465,106 +465,161 @@ static int engram_dump_end(struct sk_buff *skb, int ret)
 /*
  * Dumps walk the lists by position (cb->args[0]); an object added or
  * removed mid-dump may be skipped or repeated, as in any netlink dump.
- * These helpers write from position *@idx on and leave it at the first
- * object not written.
+ * engram_dump_each() writes from position *@idx on and leaves it at the
+ * first object not written.
  */
-static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
-				   u8 cmd, const struct nlattr *filter, unsigned long *idx)
-{
-	bool all = engram_nl_sees_all(cb->skb);
-	struct engram_table_info *ti;
-	void *hdr;
-	int ret = 0;
+struct engram_dump {
+	struct sk_buff *skb;
+	struct netlink_callback *cb;
+	u8 cmd;
+	struct nlattr **tb;		/* the request's filters */
+	bool all;			/* the reader may see paths and URLs */
+	void *obj;			/* one object, read by @nth */
+	/* Read object @n into @obj; nonzero past the end. */
+	int (*nth)(unsigned long n, void *obj);
+	/* Whether the request's filters leave @obj out (none: NULL). */
+	bool (*skip)(struct engram_dump *d);
+	/* Fill the message for @obj. */
+	int (*put)(struct engram_dump *d);
+};
 
-	ti = kmalloc(sizeof(*ti), GFP_KERNEL);
-	if (!ti)
-		return -ENOMEM;
-	for (; !engram_table_info_nth(*idx, ti); (*idx)++) {
-		if (filter && strcmp(ti->name, nla_data(filter)))
+static int engram_dump_each(struct engram_dump *d, unsigned long *idx)
+{
+	void *hdr;
+	int ret;
+
+	for (; !d->nth(*idx, d->obj); (*idx)++) {
+		if (d->skip && d->skip(d))
 			continue;
-		if (!all)
-			ti->path[0] = '\0';
-		hdr = engram_dump_hdr(skb, cb, cmd);
-		if (!hdr) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		ret = cmd == ENGRAM_CMD_STATS_GET ? engram_put_table_stats(skb, ti) :
-						    engram_put_table(skb, ti);
+		hdr = engram_dump_hdr(d->skb, d->cb, d->cmd);
+		if (!hdr)
+			return -EMSGSIZE;
+		ret = d->put(d);
 		if (ret) {
-			genlmsg_cancel(skb, hdr);
-			break;
+			genlmsg_cancel(d->skb, hdr);
+			return ret;
 		}
-		genlmsg_end(skb, hdr);
+		genlmsg_end(d->skb, hdr);
 	}
-	kfree(ti);
+	return 0;
+}
+
+/* Run @d over a freshly allocated object of @size bytes. */
+static int engram_dump_objects(struct engram_dump *d, size_t size, unsigned long *idx)
+{
+	int ret;
+
+	d->obj = kmalloc(size, GFP_KERNEL);
+	if (!d->obj)
+		return -ENOMEM;
+	d->all = engram_nl_sees_all(d->cb->skb);
+	ret = engram_dump_each(d, idx);
+	kfree(d->obj);
 	return ret;
 }
 
-static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
-				  u8 cmd, const struct nlattr *filter, unsigned long *idx)
+static int engram_dump_table_nth(unsigned long n, void *obj)
 {
-	bool all = engram_nl_sees_all(cb->skb);
-	struct engram_link_info *li;
-	void *hdr;
-	int ret = 0;
+	return engram_table_info_nth(n, obj);
+}
 
-	li = kmalloc(sizeof(*li), GFP_KERNEL);
-	if (!li)
-		return -ENOMEM;
-	for (; !engram_link_info_nth(*idx, li); (*idx)++) {
-		if (filter && li->id != nla_get_u32(filter))
-			continue;
-		if (!all)
-			li->url[0] = '\0';
-		engram_link_tables_fold(li->id, li->stats);
-		hdr = engram_dump_hdr(skb, cb, cmd);
-		if (!hdr) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		ret = cmd == ENGRAM_CMD_STATS_GET ? engram_put_link_stats(skb, li) :
-						    engram_put_link(skb, li);
-		if (ret) {
-			genlmsg_cancel(skb, hdr);
-			break;
-		}
-		genlmsg_end(skb, hdr);
-	}
-	kfree(li);
-	return ret;
+static bool engram_dump_table_skip(struct engram_dump *d)
+{
+	const struct nlattr *filter = d->tb[ENGRAM_A_TABLE_NAME];
+	const struct engram_table_info *ti = d->obj;
+
+	return filter && strcmp(ti->name, nla_data(filter));
+}
+
+static int engram_dump_table_put(struct engram_dump *d)
+{
+	struct engram_table_info *ti = d->obj;
+
+	if (!d->all)
+		ti->path[0] = '\0';
+	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_put_table_stats(d->skb, ti) :
+						engram_put_table(d->skb, ti);
+}
+
+static int engram_dump_link_nth(unsigned long n, void *obj)
+{
+	return engram_link_info_nth(n, obj);
+}
+
+static bool engram_dump_link_skip(struct engram_dump *d)
+{
+	const struct nlattr *filter = d->tb[ENGRAM_A_LINK_ID];
+	const struct engram_link_info *li = d->obj;
+
+	return filter && li->id != nla_get_u32(filter);
+}
+
+static int engram_dump_link_put(struct engram_dump *d)
+{
+	struct engram_link_info *li = d->obj;
+
+	if (!d->all)
+		li->url[0] = '\0';
+	engram_link_tables_fold(li->id, li->stats);
+	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_put_link_stats(d->skb, li) :
+						engram_put_link(d->skb, li);
 }
 
 /* Tables opened through links, filtered by link id or table name. */
+static int engram_dump_link_table_nth(unsigned long n, void *obj)
+{
+	return engram_link_table_info_nth(n, obj);
+}
+
+static bool engram_dump_link_table_skip(struct engram_dump *d)
+{
+	const struct engram_link_table_info *lt = d->obj;
+
+	return (d->tb[ENGRAM_A_LINK_ID] &&
+		lt->link_id != nla_get_u32(d->tb[ENGRAM_A_LINK_ID])) ||
+	       (d->tb[ENGRAM_A_TABLE_NAME] &&
+		strcmp(lt->name, nla_data(d->tb[ENGRAM_A_TABLE_NAME])));
+}
+
+static int engram_dump_link_table_put(struct engram_dump *d)
+{
+	return engram_put_link_table_stats(d->skb, d->obj);
+}
+
+static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
+				   u8 cmd, struct nlattr **tb, unsigned long *idx)
+{
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = cmd, .tb = tb,
+		.nth = engram_dump_table_nth, .skip = engram_dump_table_skip,
+		.put = engram_dump_table_put,
+	};
+
+	return engram_dump_objects(&d, sizeof(struct engram_table_info), idx);
+}
+
+static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
+				  u8 cmd, struct nlattr **tb, unsigned long *idx)
+{
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = cmd, .tb = tb,
+		.nth = engram_dump_link_nth, .skip = engram_dump_link_skip,
+		.put = engram_dump_link_put,
+	};
+
+	return engram_dump_objects(&d, sizeof(struct engram_link_info), idx);
+}
+
 static int engram_dump_link_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
 					struct nlattr **tb, unsigned long *idx)
 {
-	struct engram_link_table_info *lt;
-	void *hdr;
-	int ret = 0;
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = ENGRAM_CMD_STATS_GET, .tb = tb,
+		.nth = engram_dump_link_table_nth, .skip = engram_dump_link_table_skip,
+		.put = engram_dump_link_table_put,
+	};
 
-	lt = kmalloc(sizeof(*lt), GFP_KERNEL);
-	if (!lt)
-		return -ENOMEM;
-	for (; !engram_link_table_info_nth(*idx, lt); (*idx)++) {
-		if (tb[ENGRAM_A_LINK_ID] && lt->link_id != nla_get_u32(tb[ENGRAM_A_LINK_ID]))
-			continue;
-		if (tb[ENGRAM_A_TABLE_NAME] && strcmp(lt->name, nla_data(tb[ENGRAM_A_TABLE_NAME])))
-			continue;
-		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_STATS_GET);
-		if (!hdr) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		ret = engram_put_link_table_stats(skb, lt);
-		if (ret) {
-			genlmsg_cancel(skb, hdr);
-			break;
-		}
-		genlmsg_end(skb, hdr);
-	}
-	kfree(lt);
-	return ret;
+	return engram_dump_objects(&d, sizeof(struct engram_link_table_info), idx);
 }
 
 /* The core validated the request already; parsed again for the filters. */
@@ -583,8 +638,7 @@ static int engram_nl_table_dump(struct sk_buff *skb, struct netlink_callback *cb
 	ret = engram_dump_parse(cb, tb, engram_name_policy);
 	if (ret)
 		return ret;
-	ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_TABLE_GET, tb[ENGRAM_A_TABLE_NAME],
-				      &idx);
+	ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_TABLE_GET, tb, &idx);
 	cb->args[0] = idx;
 	return engram_dump_end(skb, ret);
 }
@@ -683,8 +737,7 @@ static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb
 	if (!cb->args[1]) {
 		idx = cb->args[0];
 		if (!tb[ENGRAM_A_LINK_ID])
-			ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_STATS_GET,
-						      tb[ENGRAM_A_TABLE_NAME], &idx);
+			ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_STATS_GET, tb, &idx);
 		cb->args[0] = idx;
 		if (ret)
 			return engram_dump_end(skb, ret);
@@ -694,8 +747,7 @@ static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb
 	if (cb->args[1] == 1) {
 		idx = cb->args[0];
 		if (!tb[ENGRAM_A_TABLE_NAME])
-			ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET,
-						     tb[ENGRAM_A_LINK_ID], &idx);
+			ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET, tb, &idx);
 		cb->args[0] = idx;
 		if (ret)
 			return engram_dump_end(skb, ret);
@@ -787,26 +839,27 @@ static int engram_nl_listen_del(struct sk_buff *skb, struct genl_info *info)
 	return engram_nl_refused(ret);
 }
 
+static int engram_dump_listen_nth(unsigned long n, void *obj)
+{
+	return engram_listen_info_nth(n, obj);
+}
+
+static int engram_dump_listen_put(struct engram_dump *d)
+{
+	return engram_put_listen(d->skb, d->obj);
+}
+
 static int engram_nl_listen_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct engram_listen_info li;
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = ENGRAM_CMD_LISTEN_GET, .obj = &li,
+		.nth = engram_dump_listen_nth, .put = engram_dump_listen_put,
+	};
 	unsigned long idx = cb->args[0];
-	void *hdr;
-	int ret = 0;
+	int ret;
 
-	for (; !engram_listen_info_nth(idx, &li); idx++) {
-		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_LISTEN_GET);
-		if (!hdr) {
-			ret = -EMSGSIZE;
-			break;
-		}
-		ret = engram_put_listen(skb, &li);
-		if (ret) {
-			genlmsg_cancel(skb, hdr);
-			break;
-		}
-		genlmsg_end(skb, hdr);
-	}
+	ret = engram_dump_each(&d, &idx);
 	cb->args[0] = idx;
 	return engram_dump_end(skb, ret);
 }
@@ -869,7 +922,7 @@ static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
 	ret = engram_dump_parse(cb, tb, engram_link_id_policy);
 	if (ret)
 		return ret;
-	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_LINK_GET, tb[ENGRAM_A_LINK_ID], &idx);
+	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_LINK_GET, tb, &idx);
 	cb->args[0] = idx;
 	return engram_dump_end(skb, ret);
 }

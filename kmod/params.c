@@ -9,6 +9,7 @@
 
 #include <linux/kernel.h>
 #include <linux/moduleparam.h>
+#include <linux/string.h>
 #include <linux/sysfs.h>
 
 #include "engram.h"
@@ -23,82 +24,84 @@ module_param_named(remote, engram_remote, charp, 0444);
 MODULE_PARM_DESC(remote,
 		 "comma-separated rdma://SERVER:PORT@LOCAL or tcp://SERVER:PORT@LOCAL to fetch from");
 
-#define ENGRAM_TIMEOUT_MS_MAX	600000
-
-static unsigned int engram_timeout = 1000;
-
-static int engram_timeout_set(const char *val, const struct kernel_param *kp)
+/**
+ * engram_uint_param_set() - set a &struct engram_uint_param within its range
+ * @val: the text written (module load or sysfs)
+ * @kp: the parameter; kp->arg is the &struct engram_uint_param
+ *
+ * Return: 0, or -EINVAL for text that is not a number in range.
+ */
+static int engram_uint_param_set(const char *val, const struct kernel_param *kp)
 {
+	struct engram_uint_param *p = kp->arg;
 	unsigned int v;
-	int ret;
 
-	ret = kstrtouint(val, 0, &v);
-	if (ret || !v || v > ENGRAM_TIMEOUT_MS_MAX) {
-		pr_err("timeout_ms=%s: want milliseconds in 1-%u\n", val, ENGRAM_TIMEOUT_MS_MAX);
+	if (kstrtouint(val, 0, &v) || ((v || !p->zero_ok) && (v < p->min || v > p->max))) {
+		/* A write through sysfs ends in a newline: not part of the value. */
+		pr_err("%s=%.*s: want %s%s%s%u-%u\n", kp->name, (int)strcspn(val, "\n"), val,
+		       p->unit ?: "", p->unit ? " in " : "", p->zero_ok ? "0 or " : "",
+		       p->min, p->max);
 		return -EINVAL;
 	}
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
+	if (p->warn && v)
+		pr_warn("fault injection on: %s=%u\n", kp->name, v);
+	WRITE_ONCE(p->val, v);
+	if (p->changed)
+		p->changed();
 	return 0;
 }
 
-static const struct kernel_param_ops engram_timeout_ops = {
-	.set = engram_timeout_set,
-	.get = param_get_uint,
+static int engram_uint_param_get(char *buf, const struct kernel_param *kp)
+{
+	const struct engram_uint_param *p = kp->arg;
+
+	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
+}
+
+const struct kernel_param_ops engram_uint_param_ops = {
+	.set = engram_uint_param_set,
+	.get = engram_uint_param_get,
 };
 
-module_param_cb(timeout_ms, &engram_timeout_ops, &engram_timeout, 0644);
+#define ENGRAM_MS	"milliseconds"
+
+static struct engram_uint_param engram_timeout = {
+	.val = 1000, .min = 1, .max = 600000, .unit = ENGRAM_MS,
+};
+
+module_param_cb(timeout_ms, &engram_uint_param_ops, &engram_timeout, 0644);
 MODULE_PARM_DESC(timeout_ms, "default fetch deadline in milliseconds (1-600000, default 1000)");
 
 /*
  * Link liveness and reconnects (link.c).  Each is read afresh every time
  * it is used, so a change at run time applies from the next heartbeat or
- * reconnect on.  The range is in kp->arg's neighbour: see engram_ms_param.
+ * reconnect on.
  */
-struct engram_ms_param {
-	unsigned int val;
-	unsigned int min;
-	unsigned int max;
+static struct engram_uint_param engram_hb = {
+	.val = 1000, .min = 0, .max = 60000, .unit = ENGRAM_MS,
 };
 
-static struct engram_ms_param engram_hb = { 1000, 0, 60000 };
-static struct engram_ms_param engram_hb_timeout = { 3000, 10, 600000 };
-static struct engram_ms_param engram_reconnect_min = { 200, 1, 600000 };
-static struct engram_ms_param engram_reconnect_max = { 5000, 1, 600000 };
-
-static int engram_ms_set(const char *val, const struct kernel_param *kp)
-{
-	struct engram_ms_param *p = kp->arg;
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || v < p->min || v > p->max) {
-		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val, p->min, p->max);
-		return -EINVAL;
-	}
-	WRITE_ONCE(p->val, v);
-	return 0;
-}
-
-static int engram_ms_get(char *buf, const struct kernel_param *kp)
-{
-	const struct engram_ms_param *p = kp->arg;
-
-	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
-}
-
-static const struct kernel_param_ops engram_ms_ops = {
-	.set = engram_ms_set,
-	.get = engram_ms_get,
+static struct engram_uint_param engram_hb_timeout = {
+	.val = 3000, .min = 10, .max = 600000, .unit = ENGRAM_MS,
 };
 
-module_param_cb(heartbeat_ms, &engram_ms_ops, &engram_hb, 0644);
+static struct engram_uint_param engram_reconnect_min = {
+	.val = 200, .min = 1, .max = 600000, .unit = ENGRAM_MS,
+};
+
+static struct engram_uint_param engram_reconnect_max = {
+	.val = 5000, .min = 1, .max = 600000, .unit = ENGRAM_MS,
+};
+
+module_param_cb(heartbeat_ms, &engram_uint_param_ops, &engram_hb, 0644);
 MODULE_PARM_DESC(heartbeat_ms,
 		 "interval of link heartbeats in milliseconds (0 disables, up to 60000, default 1000)");
-module_param_cb(heartbeat_timeout_ms, &engram_ms_ops, &engram_hb_timeout, 0644);
+module_param_cb(heartbeat_timeout_ms, &engram_uint_param_ops, &engram_hb_timeout, 0644);
 MODULE_PARM_DESC(heartbeat_timeout_ms,
 		 "a link that hears nothing this long while a heartbeat is unanswered is broken (10-600000, default 3000)");
-module_param_cb(reconnect_min_ms, &engram_ms_ops, &engram_reconnect_min, 0644);
+module_param_cb(reconnect_min_ms, &engram_uint_param_ops, &engram_reconnect_min, 0644);
 MODULE_PARM_DESC(reconnect_min_ms, "first reconnect delay in milliseconds (1-600000, default 200)");
-module_param_cb(reconnect_max_ms, &engram_ms_ops, &engram_reconnect_max, 0644);
+module_param_cb(reconnect_max_ms, &engram_uint_param_ops, &engram_reconnect_max, 0644);
 MODULE_PARM_DESC(reconnect_max_ms,
 		 "longest reconnect delay in milliseconds, before jitter (1-600000, default 5000)");
 
@@ -142,7 +145,7 @@ struct engram_config engram_config;
  */
 unsigned int engram_timeout_ms(void)
 {
-	return READ_ONCE(engram_timeout);
+	return READ_ONCE(engram_timeout.val);
 }
 
 /**

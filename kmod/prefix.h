@@ -8,19 +8,7 @@
 #ifndef _ENGRAM_PREFIX_H
 #define _ENGRAM_PREFIX_H
 
-#ifdef ENGRAM_USERSPACE
-#include <stdbool.h>
-#include <stddef.h>
-#include <linux/types.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-typedef __u8 u8;
-#else
-#include <linux/types.h>
-#include <linux/socket.h>
-#include <linux/in.h>
-#include <linux/in6.h>
-#endif
+#include "userspace.h"
 
 /* Entries on the allow-list at most. */
 #define ENGRAM_ALLOW_MAX		64

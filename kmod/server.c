@@ -57,14 +57,11 @@
 #include "cover.h"
 #include "engram.h"
 #include "inject.h"
+#include "serve.h"
 #include "server.h"
-#include "tcp_server.h"
 #include "wbuild.h"
 #include "wire.h"
 
-/* What this server offers in its hello; the client may ask for less. */
-#define ENGRAM_SRV_MAX_ROWS	65536
-#define ENGRAM_SRV_MAX_INFLIGHT	16
 /* Receives beyond max_inflight: room for a CATALOG_REQUEST and a HEARTBEAT. */
 #define ENGRAM_SRV_EXTRA_RECV	2
 /* Send queue: deep enough for a 49,152-row response in a few chains. */
@@ -95,69 +92,49 @@
 /* While the idle timeout is off, how often a connection looks again. */
 #define ENGRAM_SRV_IDLE_RECHECK		HZ
 
-/* A parameter's range lives next to its value: see engram_srv_uint_set(). */
-struct engram_srv_param {
-	unsigned int val;
-	unsigned int min;
-	unsigned int max;
-	bool zero_ok;		/* 0 is allowed too (turns the limit off) */
+static struct engram_uint_param engram_srv_max_conns = {
+	.val = 64, .min = 1, .max = ENGRAM_SRV_CONNS_MAX,
 };
 
-static struct engram_srv_param engram_srv_max_conns = { 64, 1, ENGRAM_SRV_CONNS_MAX };
-static struct engram_srv_param engram_srv_max_conns_peer = { 16, 1, ENGRAM_SRV_CONNS_MAX };
-static struct engram_srv_param engram_srv_max_conns_total = { 256, 1, ENGRAM_SRV_CONNS_MAX };
-static struct engram_srv_param engram_srv_max_rows = { ENGRAM_SRV_MAX_ROWS, 1,
-						       ENGRAM_SRV_MAX_ROWS };
-static struct engram_srv_param engram_srv_idle_ms = { 30000, ENGRAM_SRV_IDLE_MS_MIN,
-						      ENGRAM_SRV_IDLE_MS_MAX, true };
-static struct engram_srv_param engram_srv_stall_ms = { 10000, ENGRAM_SRV_STALL_MS_MIN,
-						       ENGRAM_SRV_STALL_MS_MAX };
-
-static int engram_srv_uint_set(const char *val, const struct kernel_param *kp)
-{
-	struct engram_srv_param *p = kp->arg;
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || ((v || !p->zero_ok) && (v < p->min || v > p->max))) {
-		/* A write through sysfs ends in a newline: not part of the value. */
-		pr_err("%s=%.*s: want %s%u-%u\n", kp->name, (int)strcspn(val, "\n"), val,
-		       p->zero_ok ? "0 or " : "", p->min, p->max);
-		return -EINVAL;
-	}
-	WRITE_ONCE(p->val, v);
-	return 0;
-}
-
-static int engram_srv_uint_get(char *buf, const struct kernel_param *kp)
-{
-	const struct engram_srv_param *p = kp->arg;
-
-	return sysfs_emit(buf, "%u\n", READ_ONCE(p->val));
-}
-
-static const struct kernel_param_ops engram_srv_uint_ops = {
-	.set = engram_srv_uint_set,
-	.get = engram_srv_uint_get,
+static struct engram_uint_param engram_srv_max_conns_peer = {
+	.val = 16, .min = 1, .max = ENGRAM_SRV_CONNS_MAX,
 };
 
-module_param_cb(rdma_max_conns, &engram_srv_uint_ops, &engram_srv_max_conns, 0644);
+static struct engram_uint_param engram_srv_max_conns_total = {
+	.val = 256, .min = 1, .max = ENGRAM_SRV_CONNS_MAX,
+};
+
+static struct engram_uint_param engram_srv_max_rows = {
+	.val = ENGRAM_WIRE_OFFER_ROWS, .min = 1, .max = ENGRAM_WIRE_OFFER_ROWS,
+};
+
+static struct engram_uint_param engram_srv_idle_ms = {
+	.val = 30000, .min = ENGRAM_SRV_IDLE_MS_MIN, .max = ENGRAM_SRV_IDLE_MS_MAX,
+	.zero_ok = true,
+};
+
+static struct engram_uint_param engram_srv_stall_ms = {
+	.val = 10000, .min = ENGRAM_SRV_STALL_MS_MIN, .max = ENGRAM_SRV_STALL_MS_MAX,
+};
+
+module_param_cb(rdma_max_conns, &engram_uint_param_ops, &engram_srv_max_conns, 0644);
 MODULE_PARM_DESC(rdma_max_conns,
 		 "RDMA server: connections per listener (1-4096, default 64)");
-module_param_cb(rdma_max_conns_per_peer, &engram_srv_uint_ops, &engram_srv_max_conns_peer,
+module_param_cb(rdma_max_conns_per_peer, &engram_uint_param_ops, &engram_srv_max_conns_peer,
 		0644);
 MODULE_PARM_DESC(rdma_max_conns_per_peer,
 		 "RDMA server: connections from one peer address, over all listeners (1-4096, default 16)");
-module_param_cb(rdma_max_conns_total, &engram_srv_uint_ops, &engram_srv_max_conns_total,
+module_param_cb(rdma_max_conns_total, &engram_uint_param_ops, &engram_srv_max_conns_total,
 		0644);
 MODULE_PARM_DESC(rdma_max_conns_total,
 		 "RDMA server: connections over all listeners (1-4096, default 256)");
-module_param_cb(rdma_max_request_rows, &engram_srv_uint_ops, &engram_srv_max_rows, 0644);
+module_param_cb(rdma_max_request_rows, &engram_uint_param_ops, &engram_srv_max_rows, 0644);
 MODULE_PARM_DESC(rdma_max_request_rows,
 		 "RDMA server: rows per request offered in the hello, which sizes the receive buffers (1-65536, default 65536)");
-module_param_cb(rdma_idle_timeout_ms, &engram_srv_uint_ops, &engram_srv_idle_ms, 0644);
+module_param_cb(rdma_idle_timeout_ms, &engram_uint_param_ops, &engram_srv_idle_ms, 0644);
 MODULE_PARM_DESC(rdma_idle_timeout_ms,
 		 "RDMA server: close a connection that sent nothing for this many ms (0 off, or 100-3600000, default 30000)");
-module_param_cb(rdma_stall_timeout_ms, &engram_srv_uint_ops, &engram_srv_stall_ms, 0644);
+module_param_cb(rdma_stall_timeout_ms, &engram_uint_param_ops, &engram_srv_stall_ms, 0644);
 MODULE_PARM_DESC(rdma_stall_timeout_ms,
 		 "RDMA server: close a connection whose peer leaves a send or a response unacknowledged for this many ms (1000-600000, default 10000)");
 
@@ -171,8 +148,6 @@ static unsigned long engram_srv_stall(void)
 	return msecs_to_jiffies(READ_ONCE(engram_srv_stall_ms.val));
 }
 
-bool engram_server_stopping;
-
 static struct workqueue_struct *engram_srv_wq;
 static LIST_HEAD(engram_conns);
 static DEFINE_MUTEX(engram_conns_mutex);
@@ -180,13 +155,14 @@ static DEFINE_MUTEX(engram_conns_mutex);
 static atomic_t engram_conns_gen = ATOMIC_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(engram_conns_wq);
 
-/* Catalog pushes: coalesced in one work item; the scratch is for encoding. */
-static DEFINE_SPINLOCK(engram_cat_lock);
-static bool engram_cat_enabled;		/* under engram_cat_lock */
+/* Catalog pushes: coalesced in one work item (serve.c says when). */
 static void engram_cat_push(struct work_struct *work);
 static DECLARE_WORK(engram_cat_work, engram_cat_push);
-static DEFINE_MUTEX(engram_cat_mutex);	/* engram_cat_tables */
-static struct engram_wire_table *engram_cat_tables;
+static void engram_cat_changed(void);
+static struct engram_serve_transport engram_srv_transport = {
+	.node = LIST_HEAD_INIT(engram_srv_transport.node),
+	.catalog_changed = engram_cat_changed,
+};
 
 struct engram_conn;
 
@@ -912,48 +888,10 @@ static void engram_conn_idle(struct work_struct *work)
 	engram_conn_close(conn);
 }
 
-/**
- * engram_server_catalog_encode() - the current catalog as a CATALOG frame
- * @buf: destination
- * @size: its size; ENGRAM_WIRE_MAX_CATALOG_BYTES holds any catalog
- * @neg: the connection's negotiated parameters
- * @ticket: 0 for a push, else the CATALOG_REQUEST's
- *
- * Entries the codec refuses are left out (and logged), so the frame is
- * always one the peer accepts.  Shared by both transports; process
- * context, valid between engram_conns_init() and engram_conns_exit().
- *
- * Return: the frame's length, or a negative errno from the codec.
- */
-int engram_server_catalog_encode(void *buf, size_t size,
-				 const struct engram_wire_params *neg, u64 ticket)
-{
-	struct engram_wire_table *tab = engram_cat_tables;
-	u32 n, i, k;
-	int len;
-
-	mutex_lock(&engram_cat_mutex);
-	n = engram_tables_catalog(tab, ENGRAM_MAX_TABLES);
-	n = min_t(u32, n, ENGRAM_MAX_TABLES);
-	len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, n);
-	if (len == -EINVAL) {
-		for (i = 0, k = 0; i < n; i++)
-			if (engram_wire_catalog_encode(buf, size, neg, ticket, &tab[i], 1) > 0)
-				tab[k++] = tab[i];
-		pr_warn_ratelimited("catalog: %u of %u tables left out (invalid entries)\n",
-				    n - k, n);
-		len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, k);
-		if (len == -EINVAL)	/* two entries clash: announce nothing rather */
-			len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, 0);
-	}
-	mutex_unlock(&engram_cat_mutex);
-	return len;
-}
-
 static int engram_cat_build(struct engram_conn *conn, u64 ticket)
 {
-	return engram_server_catalog_encode(conn->cat_buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-					    &conn->neg, ticket);
+	return engram_serve_catalog_encode(conn->cat_buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
+					   &conn->neg, ticket);
 }
 
 static bool engram_cat_idle(struct engram_conn *conn, u32 unused)
@@ -1116,7 +1054,6 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 static void engram_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
 {
 	struct engram_wire_req *req = &conn->req;
-	struct engram_counters *counters = &engram_global_stats;
 	struct engram_rx *rx = *rxp;
 	u64 t_recv = rx->t_ns;		/* the buffer is reposted before the end */
 	struct engram_wire_resp resp = {};
@@ -1140,19 +1077,9 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		st = ENGRAM_WIRE_BUSY;
 		goto refuse;
 	}
-	if (READ_ONCE(engram_server_stopping)) {
-		st = ENGRAM_WIRE_SHUTTING_DOWN;
-		goto refuse;
-	}
-	st = engram_table_serve_get(req->digest, req->generation, &t);
-	if (st) {
-		t = NULL;
-		goto refuse;
-	}
+	st = engram_serve_admit(req, &t, &bad);
 	/* From here the hold travels with the slot: the release finds it there. */
 	c->t = t;
-	counters = engram_table_counters(t);
-	st = engram_wire_req_check_rows(req, engram_table_rows(t), &bad);
 	if (st)
 		goto refuse;
 	dma = engram_table_dma(t, conn->ibdev);
@@ -1163,7 +1090,7 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		st = ENGRAM_WIRE_TABLE_NOT_READY;
 		goto refuse;
 	}
-	if (engram_fault_response()) {
+	if (engram_fault_response(engram_serve_stopping)) {
 		/* Dropped: the client's deadline is what ends this ticket. */
 		engram_table_serve_put(t);
 		c->t = NULL;
@@ -1183,23 +1110,14 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		return;
 	}
 	/* Counted before the send: once it is posted the hold may go any time. */
-	engram_table_count_add(t, ENGRAM_STAT_LOOKUPS, 1);
-	engram_table_count_add(t, ENGRAM_STAT_ROWS, req->nr_rows);
-	engram_table_count_add(t, ENGRAM_STAT_BYTES, resp.bytes);
-	engram_table_latency(t, ktime_get_ns() - t_recv);
+	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
 	engram_ctrl_send(conn, c, len, rxp);
 	return;
 
 refuse:
-	/* Per table when there is one, and always module-wide. */
-	if (counters != &engram_global_stats)
-		engram_count_refusal(counters, st);
-	engram_count_refusal(&engram_global_stats, st);
-	if (c->t) {
-		engram_table_serve_put(c->t);
-		c->t = NULL;
-	}
+	engram_serve_refused(c->t, st);
+	c->t = NULL;
 	engram_refuse(conn, c, rxp, req->ticket, st, bad);
 }
 
@@ -1605,21 +1523,16 @@ static int engram_server_params(const struct ib_device_attr *attrs,
 	fit = (u64)attrs->max_fast_reg_page_list_len * PAGE_SIZE;
 	if (fit < 4096 + engram_wire_request_size(1, ENGRAM_WIRE_MAX_RANGES))
 		return -EINVAL;
-	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = ENGRAM_WIRE_VERSION;
+	/* Rows whose request, rounded up, fits one registration. */
+	fit = (fit - 4096 - engram_wire_request_size(0, ENGRAM_WIRE_MAX_RANGES)) / 4;
 	/*
 	 * The server, not the peer, bounds its receive buffers: the answer
 	 * carries the smaller of both sides' limits, and a request over them
 	 * is refused (TOO_MANY_ROWS) by the codec.
 	 */
-	p->max_rows = READ_ONCE(engram_srv_max_rows.val);
-	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
-	p->max_inflight = min(ENGRAM_SRV_MAX_INFLIGHT, room);
-	/* Rows whose request, rounded up, fits one registration. */
-	fit = (fit - 4096 - engram_wire_request_size(0, ENGRAM_WIRE_MAX_RANGES)) / 4;
-	p->max_rows = min_t(u64, p->max_rows, fit);
-	p->max_request_bytes =
-		round_up(engram_wire_request_size(p->max_rows, ENGRAM_WIRE_MAX_RANGES), 4096);
+	engram_wire_offer(p, min_t(u64, READ_ONCE(engram_srv_max_rows.val), fit),
+			  min(ENGRAM_WIRE_OFFER_INFLIGHT, room));
+	p->max_request_bytes = round_up(p->max_request_bytes, 4096);
 	return 0;
 }
 
@@ -1914,7 +1827,7 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 		return 1;	/* the CM destroys the id */
 	}
-	if (READ_ONCE(engram_server_stopping))
+	if (engram_serve_stopping())
 		return engram_conn_reject(cm_id, "server shutting down", -ESHUTDOWN);
 	ret = engram_wire_hello_decode(ev->param.conn.private_data,
 				       ev->param.conn.private_data_len, &peer,
@@ -2063,24 +1976,10 @@ static void engram_cat_push(struct work_struct *work)
 	mutex_unlock(&engram_conns_mutex);
 }
 
-/**
- * engram_server_catalog_changed() - the tables' catalog changed
- *
- * Every established connection is sent a fresh CATALOG (ticket 0).  The
- * push runs from a work item, so this may be called from any context,
- * with any lock held (table.c's included), before engram_server_init() and
- * after engram_server_exit() (then it does nothing).  Calls in quick
- * succession coalesce.
- */
-void engram_server_catalog_changed(void)
+/* serve.c's call: the catalog changed (any context, any lock held). */
+static void engram_cat_changed(void)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&engram_cat_lock, flags);
-	if (engram_cat_enabled)
-		queue_work(engram_srv_wq, &engram_cat_work);
-	spin_unlock_irqrestore(&engram_cat_lock, flags);
-	engram_tcp_catalog_changed();
+	queue_work(engram_srv_wq, &engram_cat_work);
 }
 
 /**
@@ -2094,17 +1993,7 @@ int engram_conns_init(void)
 	engram_srv_wq = alloc_workqueue("engram_srv", WQ_UNBOUND, 0);
 	if (!engram_srv_wq)
 		return -ENOMEM;
-	engram_cat_tables = kvcalloc(ENGRAM_MAX_TABLES, sizeof(*engram_cat_tables),
-				     GFP_KERNEL);
-	if (!engram_cat_tables) {
-		destroy_workqueue(engram_srv_wq);
-		engram_srv_wq = NULL;
-		return -ENOMEM;
-	}
-	WRITE_ONCE(engram_server_stopping, false);
-	spin_lock_irq(&engram_cat_lock);
-	engram_cat_enabled = true;
-	spin_unlock_irq(&engram_cat_lock);
+	engram_serve_register(&engram_srv_transport);
 	return 0;
 }
 
@@ -2116,13 +2005,9 @@ int engram_conns_init(void)
  */
 void engram_conns_exit(void)
 {
-	spin_lock_irq(&engram_cat_lock);
-	engram_cat_enabled = false;
-	spin_unlock_irq(&engram_cat_lock);
+	engram_serve_unregister(&engram_srv_transport);
 	cancel_work_sync(&engram_cat_work);
 	engram_conns_close_sync(NULL, NULL);
 	destroy_workqueue(engram_srv_wq);
 	engram_srv_wq = NULL;
-	kvfree(engram_cat_tables);
-	engram_cat_tables = NULL;
 }

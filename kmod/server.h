@@ -63,10 +63,6 @@ struct engram_listener {
 };
 
 /* server.c */
-extern bool engram_server_stopping;
-struct engram_wire_params;
-int engram_server_catalog_encode(void *buf, size_t size,
-				 const struct engram_wire_params *neg, u64 ticket);
 int engram_conns_init(void);
 void engram_conns_exit(void);
 int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,

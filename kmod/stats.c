@@ -2,10 +2,16 @@
 /*
  * Counters.  They are plain atomics bumped where things happen; this file
  * only says which counters exist where, so netlink can report them without
- * knowing the parts that count.
+ * knowing the parts that count, and how one table's interval reads in the
+ * log (statlog.c says when).
  */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
 #include <linux/log2.h>
 #include <linux/math64.h>
+#include <linux/minmax.h>
+#include <linux/printk.h>
+#include <linux/string.h>
 
 #include "engram.h"
 
@@ -195,4 +201,77 @@ void engram_hist_snapshot(const struct engram_hist *h, u64 *out)
 
 	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
 		out[i] = atomic64_read(&h->b[i]);
+}
+
+/*
+ * The upper edge, in microseconds, of the histogram bucket that holds the
+ * @pct-th percentile of the operations counted in @lat minus @prev.
+ * Bucket b holds [2^b, 2^(b+1)) us (bucket 0 everything under 2 us), so
+ * the true value is below the figure logged.  0 when nothing was counted.
+ */
+static u64 engram_stats_pct(const u64 *lat, const u64 *prev, unsigned int pct)
+{
+	u64 total = 0, want, seen = 0;
+	unsigned int b;
+
+	for (b = 0; b < ENGRAM_LAT_BUCKETS; b++)
+		total += lat[b] - prev[b];
+	if (!total)
+		return 0;
+	/* The smallest count that covers pct percent, at least 1. */
+	want = div_u64(total * pct + 99, 100);
+	for (b = 0; b < ENGRAM_LAT_BUCKETS; b++) {
+		seen += lat[b] - prev[b];
+		if (seen >= want)
+			break;
+	}
+	return 2ULL << min_t(unsigned int, b, ENGRAM_LAT_BUCKETS - 1);
+}
+
+static u64 engram_stats_refused(const u64 *cur, const u64 *prev)
+{
+	unsigned int id;
+	u64 n = 0;
+
+	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
+		n += cur[id] - prev[id];
+	return n;
+}
+
+/**
+ * engram_stats_log_line() - log one table's interval, if anything moved
+ * @name: the table's name
+ * @link_id: the link it is fetched through, or 0 for a table this host serves
+ * @cur: its counters now, indexed by enum engram_stat
+ * @prev: its counters at the last line
+ * @lat: its latency histogram now
+ * @prev_lat: the histogram at the last line
+ *
+ * A client's line counts fetches as lookups; a host's line has no
+ * fallbacks or transport errors of its own (those are per connection,
+ * module-wide), so it shows the requests it refused instead.
+ */
+void engram_stats_log_line(const char *name, u32 link_id, const u64 *cur, const u64 *prev,
+			   const u64 *lat, const u64 *prev_lat)
+{
+	u64 p50, p99;
+
+	if (!memcmp(cur, prev, __ENGRAM_STAT_MAX * sizeof(*cur)) &&
+	    !memcmp(lat, prev_lat, ENGRAM_LAT_BUCKETS * sizeof(*lat)))
+		return;
+	p50 = engram_stats_pct(lat, prev_lat, 50);
+	p99 = engram_stats_pct(lat, prev_lat, 99);
+	if (link_id)
+		pr_info("table %s via link %u: lookups %llu rows %llu p50 %lluus p99 %lluus fallbacks %llu transport_errors %llu\n",
+			name, link_id,
+			cur[ENGRAM_STAT_FETCHES] - prev[ENGRAM_STAT_FETCHES],
+			cur[ENGRAM_STAT_FETCH_ROWS] - prev[ENGRAM_STAT_FETCH_ROWS],
+			p50, p99,
+			cur[ENGRAM_STAT_FALLBACKS] - prev[ENGRAM_STAT_FALLBACKS],
+			cur[ENGRAM_STAT_TRANSPORT_ERRORS] - prev[ENGRAM_STAT_TRANSPORT_ERRORS]);
+	else
+		pr_info("table %s: lookups %llu rows %llu p50 %lluus p99 %lluus refused %llu\n",
+			name, cur[ENGRAM_STAT_LOOKUPS] - prev[ENGRAM_STAT_LOOKUPS],
+			cur[ENGRAM_STAT_ROWS] - prev[ENGRAM_STAT_ROWS], p50, p99,
+			engram_stats_refused(cur, prev));
 }

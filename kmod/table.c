@@ -102,6 +102,28 @@ struct engram_table {
 static LIST_HEAD(engram_tables);
 static DEFINE_MUTEX(engram_tables_mutex);	/* the list, and unevictable flags */
 static unsigned int engram_ntables;
+
+/* Whom to tell that the catalog changed: the host role's core, once it runs. */
+static void (*engram_tables_notify_fn)(void);
+
+/**
+ * engram_tables_notify() - say whom to tell of catalog changes
+ * @fn: called with any lock held, in any context, whenever a table is
+ *	added, removed or changes state; NULL for no one
+ */
+void engram_tables_notify(void (*fn)(void))
+{
+	WRITE_ONCE(engram_tables_notify_fn, fn);
+}
+
+static void engram_tables_changed(void)
+{
+	typeof(engram_tables_notify_fn) notify = READ_ONCE(engram_tables_notify_fn);
+
+	if (notify)
+		notify();
+}
+
 static atomic64_t engram_generation;
 static struct workqueue_struct *engram_wq;
 
@@ -536,7 +558,7 @@ static void engram_table_do_load(struct engram_table *t)
 		pr_info("table %s: up to %lu cached pages were in ZONE_MOVABLE and were read again outside it\n",
 			t->name, t->nr_moved);
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
-	engram_server_catalog_changed();
+	engram_tables_changed();
 	return;
 
 fail:
@@ -546,7 +568,7 @@ fail:
 		     ENGRAM_STAT_LOADS_CANCELLED : ENGRAM_STAT_LOADS_FAILED);
 	if (ret != -ECANCELED)
 		pr_warn("table %s: load failed: %s (%d)\n", t->name, msg, ret);
-	engram_server_catalog_changed();
+	engram_tables_changed();
 }
 
 static void engram_table_do_verify(struct engram_table *t)
@@ -882,7 +904,7 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 
 	if (old)
 		engram_table_destroy(old);
-	engram_server_catalog_changed();
+	engram_tables_changed();
 	return 0;
 
 err_file:
@@ -919,7 +941,7 @@ int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
 		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
 		return -ENOENT;
 	}
-	engram_server_catalog_changed();
+	engram_tables_changed();
 	engram_table_destroy(t);
 	pr_info("table %s unloaded\n", name);
 	return 0;

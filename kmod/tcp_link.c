@@ -179,22 +179,14 @@ static void engram_tcp_teardown(struct engram_link *l, int error)
  */
 static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 {
-	struct engram_wire_req req = {};
+	struct engram_wire_req req;
 	struct engram_tcp_req *r;
 	unsigned long flags;
-	unsigned int i;
 	u64 size;
 	int len, ret;
 
-	req.ticket = f->ticket;
-	req.generation = f->generation;
-	memcpy(req.digest, f->digest, sizeof(req.digest));
-	req.nr_rows = f->nr_rows;
-	req.stride = f->stride;
-	req.nr_ranges = f->nr_pieces;
 	/* TCP ignores addr and rkey; the lengths count as over RDMA. */
-	for (i = 0; i < f->nr_pieces; i++)
-		req.ranges[i].length = f->pieces[i].len;
+	engram_link_fetch_req(f, &req);
 
 	/* Checked before allocating; the builder checks the rest. */
 	size = engram_wire_request_size(f->nr_rows, f->nr_pieces);
@@ -217,16 +209,13 @@ static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	return 0;		/* tracked: the fetch completes, with its error if any */
 }
 
-/**
- * engram_tcp_link_tx_work() - a TCP link's sender
- * @work: the link's tx_work
- *
- * Writes the queued requests in order.  A send that fails, or is cut short
+/*
+ * A TCP link's sender, on its tx_work: writes the queued requests in order.  A send that fails, or is cut short
  * by teardown's shutdown, breaks the connection (part of a frame may be in
  * the stream); the requests after it are dropped, as their fetches end
  * with the connection.
  */
-void engram_tcp_link_tx_work(struct work_struct *work)
+static void engram_tcp_link_tx_work(struct work_struct *work)
 {
 	struct engram_link *l = container_of(work, struct engram_link, tx_work);
 	struct engram_tcp_req *r;
@@ -362,14 +351,11 @@ static int engram_tcp_response(struct engram_link *l, u8 *buf)
 	return 0;
 }
 
-/**
- * engram_tcp_link_rx_work() - a TCP link's receiver
- * @work: the link's rx_work
- *
- * Reads frames until the connection fails or is shut down, then asks for
+/*
+ * A TCP link's receiver, on its rx_work: reads frames until the connection fails or is shut down, then asks for
  * the connection to be broken (a no-op when teardown shut it).
  */
-void engram_tcp_link_rx_work(struct work_struct *work)
+static void engram_tcp_link_rx_work(struct work_struct *work)
 {
 	struct engram_link *l = container_of(work, struct engram_link, rx_work);
 	struct engram_wire_hdr_info h;
@@ -412,7 +398,15 @@ void engram_tcp_link_rx_work(struct work_struct *work)
 	engram_link_fail(l, -ECONNRESET);
 }
 
-const struct engram_link_ops engram_tcp_link_ops = {
+static void engram_tcp_link_init(struct engram_link *l)
+{
+	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
+	INIT_LIST_HEAD(&l->tx_queue);
+	INIT_WORK(&l->tx_work, engram_tcp_link_tx_work);
+}
+
+static const struct engram_link_ops engram_tcp_link_ops = {
+	.init = engram_tcp_link_init,
 	.connect = engram_tcp_connect,
 	.stop = engram_tcp_stop,
 	.teardown = engram_tcp_teardown,
@@ -424,21 +418,25 @@ const struct engram_link_ops engram_tcp_link_ops = {
  * engram_tcp_links_init() - the workqueue of the receivers and senders
  *
  * Its own, reclaim-safe one: link teardown, itself on a reclaim workqueue,
- * waits for a receiver and a sender.
+ * waits for a receiver and a sender.  Before engram_links_init().
  *
  * Return: 0 or -ENOMEM.
  */
 int engram_tcp_links_init(void)
 {
 	engram_tcp_rx_wq = alloc_workqueue("engram_tcp_rx", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	return engram_tcp_rx_wq ? 0 : -ENOMEM;
+	if (!engram_tcp_rx_wq)
+		return -ENOMEM;
+	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, &engram_tcp_link_ops);
+	return 0;
 }
 
 /**
- * engram_tcp_links_exit() - after every link has stopped
+ * engram_tcp_links_exit() - after every link has stopped (engram_links_exit())
  */
 void engram_tcp_links_exit(void)
 {
+	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, NULL);
 	destroy_workqueue(engram_tcp_rx_wq);
 	engram_tcp_rx_wq = NULL;
 }

@@ -72,13 +72,11 @@
 #include "cover.h"
 #include "engram.h"
 #include "inject.h"
+#include "serve.h"
 #include "server.h"
 #include "tcp_server.h"
 #include "wire.h"
 
-/* The same offer as the RDMA server makes: the client may ask for less. */
-#define ENGRAM_TCP_MAX_ROWS	65536
-#define ENGRAM_TCP_MAX_INFLIGHT	16
 /* Pending connections per listening socket. */
 #define ENGRAM_TCP_BACKLOG	128
 /*
@@ -104,75 +102,39 @@
 #define ENGRAM_TCP_IDLE_MIN	1000
 #define ENGRAM_TCP_IDLE_MAX	3600000
 
-static unsigned int engram_tcp_hello_ms = 5000;
-static unsigned int engram_tcp_frame_ms = 10000;
-static unsigned int engram_tcp_idle_ms = 90000;
-static unsigned int engram_tcp_max_conns = 64;
-
-static int engram_tcp_ms_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || v < ENGRAM_TCP_TIMEOUT_MIN ||
-	    v > ENGRAM_TCP_TIMEOUT_MAX) {
-		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val,
-		       ENGRAM_TCP_TIMEOUT_MIN, ENGRAM_TCP_TIMEOUT_MAX);
-		return -EINVAL;
-	}
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static int engram_tcp_idle_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || v < ENGRAM_TCP_IDLE_MIN || v > ENGRAM_TCP_IDLE_MAX) {
-		pr_err("%s=%s: want milliseconds in %u-%u\n", kp->name, val,
-		       ENGRAM_TCP_IDLE_MIN, ENGRAM_TCP_IDLE_MAX);
-		return -EINVAL;
-	}
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static int engram_tcp_conns_set(const char *val, const struct kernel_param *kp)
-{
-	unsigned int v;
-
-	if (kstrtouint(val, 0, &v) || !v || v > ENGRAM_TCP_CONNS_TOTAL) {
-		pr_err("%s=%s: want 1-%u\n", kp->name, val, ENGRAM_TCP_CONNS_TOTAL);
-		return -EINVAL;
-	}
-	WRITE_ONCE(*(unsigned int *)kp->arg, v);
-	return 0;
-}
-
-static const struct kernel_param_ops engram_tcp_ms_ops = {
-	.set = engram_tcp_ms_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_tcp_hello_ms = {
+	.val = 5000, .min = ENGRAM_TCP_TIMEOUT_MIN, .max = ENGRAM_TCP_TIMEOUT_MAX,
+	.unit = "milliseconds",
 };
 
-static const struct kernel_param_ops engram_tcp_idle_ops = {
-	.set = engram_tcp_idle_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_tcp_frame_ms = {
+	.val = 10000, .min = ENGRAM_TCP_TIMEOUT_MIN, .max = ENGRAM_TCP_TIMEOUT_MAX,
+	.unit = "milliseconds",
 };
 
-static const struct kernel_param_ops engram_tcp_conns_ops = {
-	.set = engram_tcp_conns_set,
-	.get = param_get_uint,
+static struct engram_uint_param engram_tcp_idle_ms = {
+	.val = 90000, .min = ENGRAM_TCP_IDLE_MIN, .max = ENGRAM_TCP_IDLE_MAX,
+	.unit = "milliseconds",
 };
 
-module_param_cb(tcp_hello_timeout_ms, &engram_tcp_ms_ops, &engram_tcp_hello_ms, 0644);
+static struct engram_uint_param engram_tcp_max_conns = {
+	/*
+	 * Checked as modprobe parses it, so a constant: the total
+	 * (WQ_UNBOUND_MAX_ACTIVE) is computed at run time on some kernels.
+	 */
+	.val = 64, .min = 1, .max = WQ_MAX_ACTIVE,
+};
+
+module_param_cb(tcp_hello_timeout_ms, &engram_uint_param_ops, &engram_tcp_hello_ms, 0644);
 MODULE_PARM_DESC(tcp_hello_timeout_ms,
 		 "TCP server: accept to a complete HELLO frame, in ms (100-600000, default 5000)");
-module_param_cb(tcp_frame_timeout_ms, &engram_tcp_ms_ops, &engram_tcp_frame_ms, 0644);
+module_param_cb(tcp_frame_timeout_ms, &engram_uint_param_ops, &engram_tcp_frame_ms, 0644);
 MODULE_PARM_DESC(tcp_frame_timeout_ms,
 		 "TCP server: a frame, once begun, must be received (or sent) within this many ms (100-600000, default 10000)");
-module_param_cb(tcp_idle_timeout_ms, &engram_tcp_idle_ops, &engram_tcp_idle_ms, 0644);
+module_param_cb(tcp_idle_timeout_ms, &engram_uint_param_ops, &engram_tcp_idle_ms, 0644);
 MODULE_PARM_DESC(tcp_idle_timeout_ms,
 		 "TCP server: a connection that sends no frame (not even a heartbeat) for this many ms is closed (1000-3600000, default 90000)");
-module_param_cb(tcp_max_conns, &engram_tcp_conns_ops, &engram_tcp_max_conns, 0644);
+module_param_cb(tcp_max_conns, &engram_uint_param_ops, &engram_tcp_max_conns, 0644);
 MODULE_PARM_DESC(tcp_max_conns,
 		 "TCP server: connections per listener (1-512, default 64)");
 
@@ -259,14 +221,17 @@ static atomic_t engram_tcp_nconns = ATOMIC_INIT(0);
 static atomic_t engram_tcp_gen = ATOMIC_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(engram_tcp_waitq);
 
-static DEFINE_SPINLOCK(engram_tcp_cat_lock);
-static bool engram_tcp_cat_enabled;		/* under engram_tcp_cat_lock */
 static void engram_tcp_cat_all(struct work_struct *work);
 static DECLARE_WORK(engram_tcp_cat_all_work, engram_tcp_cat_all);
+static void engram_tcp_catalog_changed(void);
+static struct engram_serve_transport engram_tcp_transport = {
+	.node = LIST_HEAD_INIT(engram_tcp_transport.node),
+	.catalog_changed = engram_tcp_catalog_changed,
+};
 
-static unsigned long engram_tcp_ms(const unsigned int *param)
+static unsigned long engram_tcp_ms(const struct engram_uint_param *param)
 {
-	return msecs_to_jiffies(READ_ONCE(*param));
+	return msecs_to_jiffies(READ_ONCE(param->val));
 }
 
 static bool engram_tcp_dead(struct engram_tcp_conn *conn)
@@ -432,8 +397,8 @@ static int engram_tcp_send_catalog(struct engram_tcp_conn *conn, u64 ticket)
 
 	if (!buf)
 		return -ENOMEM;
-	len = engram_server_catalog_encode(buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-					   &conn->neg, ticket);
+	len = engram_serve_catalog_encode(buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
+					  &conn->neg, ticket);
 	if (WARN_ON_ONCE(len < 0))
 		ret = len;
 	else
@@ -515,13 +480,13 @@ static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_tabl
 
 /*
  * Serve one REQUEST of @len bytes in conn->rx, checked in the order of
- * protocol.rst, exactly as server.c does.  A refusal keeps the connection.
+ * protocol.rst (serve.c's checks after our parse).  A refusal keeps the
+ * connection.
  *
  * Return: 0, or a negative errno when the connection must close.
  */
 static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 {
-	struct engram_counters *counters = &engram_global_stats;
 	struct engram_wire_req *req = &conn->req;
 	struct engram_table *t = NULL;
 	char why[128];
@@ -534,20 +499,10 @@ static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 				    &conn->peer, engram_wire_status_name(st), why);
 		goto refuse;
 	}
-	if (READ_ONCE(engram_server_stopping)) {
-		st = ENGRAM_WIRE_SHUTTING_DOWN;
-		goto refuse;
-	}
-	st = engram_table_serve_get(req->digest, req->generation, &t);
-	if (st) {
-		t = NULL;
-		goto refuse;
-	}
-	counters = engram_table_counters(t);
-	st = engram_wire_req_check_rows(req, engram_table_rows(t), &bad);
+	st = engram_serve_admit(req, &t, &bad);
 	if (st)
 		goto refuse;
-	if (engram_fault_response()) {
+	if (engram_fault_response(engram_serve_stopping)) {
 		/* Dropped: the client's deadline is what ends this ticket. */
 		engram_table_serve_put(t);
 		return 0;
@@ -555,23 +510,13 @@ static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 	mutex_lock(&conn->send_mutex);
 	ret = engram_tcp_send_rows(conn, t, req);
 	mutex_unlock(&conn->send_mutex);
-	if (!ret) {
-		engram_table_count_add(t, ENGRAM_STAT_LOOKUPS, 1);
-		engram_table_count_add(t, ENGRAM_STAT_ROWS, req->nr_rows);
-		engram_table_count_add(t, ENGRAM_STAT_BYTES,
-				       (u64)req->nr_rows * ENGRAM_ROW_BYTES);
-		engram_table_latency(t, ktime_get_ns() - t_recv);
-	}
+	if (!ret)
+		engram_serve_answered(t, req->nr_rows, t_recv);
 	engram_table_serve_put(t);
 	return ret;
 
 refuse:
-	/* Per table when there is one, and always module-wide. */
-	if (counters != &engram_global_stats)
-		engram_count_refusal(counters, st);
-	engram_count_refusal(&engram_global_stats, st);
-	if (t)
-		engram_table_serve_put(t);
+	engram_serve_refused(t, st);
 	mutex_lock(&conn->send_mutex);
 	ret = engram_tcp_send_refusal(conn, req->ticket, st, bad);
 	mutex_unlock(&conn->send_mutex);
@@ -581,14 +526,8 @@ refuse:
 /* This server's hello: what server.c offers, minus the device limits. */
 static void engram_tcp_local_params(struct engram_wire_params *p)
 {
-	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = ENGRAM_WIRE_VERSION;
-	p->max_rows = ENGRAM_TCP_MAX_ROWS;
-	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
-	p->max_inflight = ENGRAM_TCP_MAX_INFLIGHT;
-	p->max_request_bytes =
-		round_up(engram_wire_request_size(ENGRAM_TCP_MAX_ROWS,
-						  ENGRAM_WIRE_MAX_RANGES), 4096);
+	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
+	p->max_request_bytes = round_up(p->max_request_bytes, 4096);
 }
 
 static int engram_tcp_reject(struct engram_tcp_conn *conn, int err, const char *why)
@@ -710,7 +649,7 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 
 	for (;;) {
 		/* Silence counts from the end of our answer to the last frame. */
-		idle_ms = READ_ONCE(engram_tcp_idle_ms);
+		idle_ms = READ_ONCE(engram_tcp_idle_ms.val);
 		f.deadline = 0;
 		f.idle = jiffies + msecs_to_jiffies(idle_ms);
 		f.has_idle = true;
@@ -869,11 +808,11 @@ static void engram_tcp_admit(struct engram_tcp_listen *tl, struct socket *sock)
 		sock_release(sock);
 		return;
 	}
-	if (READ_ONCE(engram_server_stopping)) {
+	if (engram_serve_stopping()) {
 		why = "server shutting down";
 		goto reject;
 	}
-	if (atomic_inc_return(&l->nconns) > READ_ONCE(engram_tcp_max_conns)) {
+	if (atomic_inc_return(&l->nconns) > READ_ONCE(engram_tcp_max_conns.val)) {
 		why = "tcp_max_conns connections on this listener already";
 		goto reject_l;
 	}
@@ -1077,26 +1016,16 @@ static void engram_tcp_cat_all(struct work_struct *work)
 	mutex_unlock(&engram_tcp_mutex);
 }
 
-/**
- * engram_tcp_catalog_changed() - push a fresh CATALOG on every connection
- *
- * Any context, any lock held (called from engram_server_catalog_changed());
- * does nothing outside engram_tcp_init() .. engram_tcp_exit().
- */
-void engram_tcp_catalog_changed(void)
+/* serve.c's call: push a fresh CATALOG everywhere (any context, any lock held). */
+static void engram_tcp_catalog_changed(void)
 {
-	unsigned long flags;
-
-	spin_lock_irqsave(&engram_tcp_cat_lock, flags);
-	if (engram_tcp_cat_enabled)
-		queue_work(engram_tcp_ctl_wq, &engram_tcp_cat_all_work);
-	spin_unlock_irqrestore(&engram_tcp_cat_lock, flags);
+	queue_work(engram_tcp_ctl_wq, &engram_tcp_cat_all_work);
 }
 
 /**
  * engram_tcp_init() - set up the TCP transport of the host role
  *
- * Call after engram_conns_init() (the catalog encoder is server.c's).
+ * Call after engram_serve_init() (the catalog is the host core's).
  *
  * Return: 0 or -ENOMEM.
  */
@@ -1108,24 +1037,20 @@ int engram_tcp_init(void)
 		engram_tcp_exit();
 		return -ENOMEM;
 	}
-	spin_lock_irq(&engram_tcp_cat_lock);
-	engram_tcp_cat_enabled = true;
-	spin_unlock_irq(&engram_tcp_cat_lock);
+	engram_serve_register(&engram_tcp_transport);
 	return 0;
 }
 
 /**
  * engram_tcp_exit() - close every TCP connection and free the transport
  *
- * Call once every TCP listener is stopped, before engram_conns_exit().
- * Returns when every connection is gone.  Safe after a failed or missing
+ * Call once every TCP listener is stopped.  Returns when every connection
+ * is gone.  Safe after a failed or missing
  * engram_tcp_init().  Process context; sleeps.
  */
 void engram_tcp_exit(void)
 {
-	spin_lock_irq(&engram_tcp_cat_lock);
-	engram_tcp_cat_enabled = false;
-	spin_unlock_irq(&engram_tcp_cat_lock);
+	engram_serve_unregister(&engram_tcp_transport);
 	cancel_work_sync(&engram_tcp_cat_all_work);
 	engram_tcp_conns_close_sync(NULL);
 	/* Each waits for its work items' last instructions. */

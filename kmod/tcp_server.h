@@ -14,6 +14,5 @@ void engram_tcp_exit(void);
 int engram_tcp_listen_start(struct engram_listener *l);
 void engram_tcp_listen_stop(struct engram_listener *l);
 void engram_tcp_conns_close_sync(const struct engram_listener *l);
-void engram_tcp_catalog_changed(void);
 
 #endif /* _ENGRAM_TCP_SERVER_H */

@@ -7,20 +7,7 @@
 #ifndef _ENGRAM_URL_H
 #define _ENGRAM_URL_H
 
-#ifdef ENGRAM_USERSPACE
-#include <stdbool.h>
-#include <stddef.h>
-#include <linux/types.h>
-#include <sys/socket.h>
-#include <netinet/in.h>
-typedef __u8 u8;
-typedef __u16 u16;
-#else
-#include <linux/types.h>
-#include <linux/socket.h>
-#include <linux/in.h>
-#include <linux/in6.h>
-#endif
+#include "userspace.h"
 #include <linux/engram_rdma.h>	/* enum engram_transport */
 
 /* Entries per list; a host serves from, or a node reaches, a few ports. */

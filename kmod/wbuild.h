@@ -10,15 +10,9 @@
 #ifndef _ENGRAM_WBUILD_H
 #define _ENGRAM_WBUILD_H
 
+#include "userspace.h"
+
 #ifdef ENGRAM_USERSPACE
-#include <linux/types.h>
-typedef __u32 u32;
-typedef __u64 u64;
-
-#ifndef U32_MAX
-#define U32_MAX		((u32)~0U)
-#endif
-
 /* Just the fields of <rdma/ib_verbs.h> that the builder uses. */
 struct ib_cqe {
 	int unused;
@@ -53,7 +47,6 @@ struct ib_rdma_wr {
 	u32 rkey;
 };
 #else
-#include <linux/types.h>
 #include <rdma/ib_verbs.h>
 #endif
 

@@ -191,6 +191,27 @@ u64 engram_wire_request_size(u32 nr_rows, u16 nr_ranges)
 /* Hello and negotiation                                                    */
 
 /**
+ * engram_wire_offer() - the hello this side sends
+ * @p: filled in
+ * @max_rows: rows per request, 1..ENGRAM_WIRE_MAX_ROWS
+ *	(ENGRAM_WIRE_OFFER_ROWS unless a limit of this host is lower)
+ * @max_inflight: tickets in flight (ENGRAM_WIRE_OFFER_INFLIGHT unless lower)
+ *
+ * Every version this build speaks, the most ranges the protocol allows, and
+ * a max_request_bytes that holds exactly a request of @max_rows rows in
+ * that many ranges (a side whose buffers come in pages may round it up).
+ */
+void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight)
+{
+	p->version_min = ENGRAM_WIRE_VERSION_MIN;
+	p->version_max = ENGRAM_WIRE_VERSION;
+	p->max_inflight = max_inflight;
+	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
+	p->max_rows = max_rows;
+	p->max_request_bytes = engram_wire_request_size(max_rows, ENGRAM_WIRE_MAX_RANGES);
+}
+
+/**
  * engram_wire_hello_check() - validate a hello's versions and limits
  * @p: the hello, host byte order
  * @err: reason on failure

@@ -9,17 +9,7 @@
 #ifndef _ENGRAM_WIRE_H
 #define _ENGRAM_WIRE_H
 
-#ifdef ENGRAM_USERSPACE
-#include <stdbool.h>
-#include <stddef.h>
-#include <linux/types.h>
-typedef __u8 u8;
-typedef __u16 u16;
-typedef __u32 u32;
-typedef __u64 u64;
-#else
-#include <linux/types.h>
-#endif
+#include "userspace.h"
 
 #include <linux/engram_rdma.h>
 
@@ -170,7 +160,15 @@ struct engram_wire_catalog_view {
 const char *engram_wire_status_name(unsigned int status);
 const char *engram_wire_type_name(unsigned int type);
 
-/* Hello and negotiation. */
+/*
+ * Hello and negotiation.  What this implementation offers, in either role
+ * and over either transport, unless a limit of the host lowers it; the
+ * peer may ask for less.
+ */
+#define ENGRAM_WIRE_OFFER_ROWS		65536
+#define ENGRAM_WIRE_OFFER_INFLIGHT	16
+
+void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight);
 int engram_wire_hello_check(const struct engram_wire_params *p, char *err,
 			    size_t errlen);
 int engram_wire_hello_encode(void *buf, size_t size,

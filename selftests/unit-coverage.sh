@@ -4,7 +4,7 @@
 # Line coverage of kmod/'s pure-logic files from their user-space unit
 # tests:  unit-coverage.sh OUT.info
 #
-# url.c, list.c, prefix.c, wire.c and wbuild.c compile in user space too
+# url.c, list.c, prefix.c, wire.c, wbuild.c and pieces.c compile in user space too
 # (ENGRAM_USERSPACE), where selftests/unit tests them far more densely than
 # any guest can (every refusal of every parser).  This builds those tests
 # again with --coverage in a scratch copy of the tree, runs them, and
@@ -18,7 +18,7 @@ out=${1:?usage: unit-coverage.sh OUT.info}
 root=$(cd "$(dirname "$0")/.." && pwd)
 GCOV=${GCOV:-gcov-12}
 command -v "$GCOV" >/dev/null || GCOV=gcov
-TESTS=(test_url test_list test_prefix test_wire test_wbuild)
+TESTS=(test_url test_list test_prefix test_wire test_wbuild test_pieces)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -149,6 +149,27 @@ static int hello_decode_bytes(const u8 *b, size_t len, struct engram_wire_params
 	return engram_wire_hello_decode(b, len, p, err, sizeof(err));
 }
 
+/* The one offer every side makes: a valid hello, holding its own largest request. */
+static void test_offer(void)
+{
+	struct engram_wire_params p, q, out;
+
+	memset(&p, 0xa5, sizeof(p));
+	engram_wire_offer(&p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
+	tap_ok(p.version_min == ENGRAM_WIRE_VERSION_MIN && p.version_max == ENGRAM_WIRE_VERSION &&
+	       p.max_rows == 65536 && p.max_inflight == 16 &&
+	       p.max_ranges == ENGRAM_WIRE_MAX_RANGES &&
+	       p.max_request_bytes == engram_wire_request_size(65536, ENGRAM_WIRE_MAX_RANGES),
+	       "offer: every version, 65,536 rows, 16 in flight, 16 ranges, exact request bytes");
+	tap_ok(!engram_wire_hello_check(&p, err, sizeof(err)), "offer: a valid hello");
+	engram_wire_offer(&q, 1, 1);
+	tap_ok(!engram_wire_hello_check(&q, err, sizeof(err)) && q.max_rows == 1 &&
+	       q.max_request_bytes == 48 + 16 * 24 + 4,
+	       "offer of 1 row, 1 in flight: valid, exact");
+	tap_ok(!engram_wire_negotiate(&p, &q, &out, err, sizeof(err)) && out.max_rows == 1 &&
+	       out.max_inflight == 1, "two offers negotiate to the smaller");
+}
+
 static void test_hello(void)
 {
 	struct engram_wire_params p = neg_default(), q, bad;
@@ -1126,6 +1147,7 @@ int main(int argc, char **argv)
 		return write_seeds(argv[2]);
 	test_names();
 	test_sizes();
+	test_offer();
 	test_hello();
 	test_hello_frame();
 	test_negotiate();

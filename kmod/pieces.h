@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * A fetch's destination cut into the pieces the client registers, one MR
+ * each.  Pure arithmetic, so the same file builds in userspace
+ * (ENGRAM_USERSPACE) where it is unit-tested (selftests/unit/test_pieces).
+ */
+#ifndef _ENGRAM_PIECES_H
+#define _ENGRAM_PIECES_H
+
+#include "userspace.h"
+
+/**
+ * struct engram_pieces_dest - one destination range of a fetch
+ * @addr: user address of the first byte of the range's buffer
+ * @off: the range's first byte, from the start of the buffer
+ * @len: its bytes
+ */
+struct engram_pieces_dest {
+	u64 addr;
+	u64 off;
+	u64 len;
+};
+
+/**
+ * struct engram_pieces_piece - one registration
+ * @dest: index of the destination range it lies in
+ * @off: its first byte, from the start of that range's buffer
+ * @len: its bytes
+ */
+struct engram_pieces_piece {
+	u32 dest;
+	u64 off;
+	u64 len;
+};
+
+int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
+		      const struct engram_pieces_dest *d, unsigned int nd,
+		      u64 window, u64 page_size, struct engram_pieces_piece *out,
+		      u32 max_pieces, u32 *nr_pieces);
+
+#endif

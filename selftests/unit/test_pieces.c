@@ -1,0 +1,178 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Unit tests of kmod/pieces.c, built in userspace (ENGRAM_USERSPACE): how a
+ * fetch's destination ranges are cut into registrations.  Fixed cases for
+ * each refusal, then random destinations checked against the rules every
+ * cut must keep: the pieces are the rows' bytes exactly, in order, each
+ * within one window from its first page, never ending inside a row unless
+ * the rows end there.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pieces.h"
+#include "tap.h"
+
+#define ROW	264
+#define PAGE	4096ULL
+#define MAXP	16
+
+static struct engram_pieces_piece out[MAXP];
+static u32 n;
+
+static int cut(u32 rows, u32 stride, const struct engram_pieces_dest *d, unsigned int nd,
+	       u64 window, u32 max)
+{
+	memset(out, 0xa5, sizeof(out));
+	return engram_pieces_cut(rows, stride, ROW, d, nd, window, PAGE, out, max, &n);
+}
+
+/*
+ * The rules, for a cut that succeeded: walking the pieces reproduces the
+ * stream of the rows' bytes over the ranges in order.  Returns NULL or
+ * what is wrong.
+ */
+static const char *check(u32 rows, u32 stride, const struct engram_pieces_dest *d,
+			 unsigned int nd, u64 window)
+{
+	u64 total = (u64)(rows - 1) * stride + ROW, pos = 0, base = 0;
+	unsigned int cur = 0;
+	u32 i;
+
+	for (i = 0; i < n; i++) {
+		const struct engram_pieces_piece *p = &out[i];
+		u64 first_page_off = (d[p->dest].addr + p->off) % PAGE;
+
+		if (p->dest < cur || p->dest >= nd)
+			return "pieces out of range order";
+		while (cur < p->dest) {
+			/* A range is used up before the next one starts. */
+			if (pos != base + d[cur].len)
+				return "a range left with room before the next one";
+			base += d[cur].len;
+			cur++;
+		}
+		if (p->off != d[cur].off + (pos - base))
+			return "a piece does not continue where the last ended";
+		if (!p->len || p->off + p->len > d[cur].off + d[cur].len)
+			return "a piece is empty or leaves its range";
+		if (first_page_off + p->len > window)
+			return "a piece spans more than one window";
+		pos += p->len;
+		if (pos < total && pos % stride && pos % stride < ROW)
+			return "a piece ends inside a row";
+	}
+	return pos == total ? NULL : "the pieces do not hold exactly the rows";
+}
+
+static void test_fixed(void)
+{
+	struct engram_pieces_dest one = { .addr = 0x10000, .off = 0, .len = 1 << 20 };
+	struct engram_pieces_dest two[2] = {
+		{ .addr = 0x10000, .off = 100, .len = 10 * ROW },
+		{ .addr = 0x90000, .off = 0, .len = 1 << 20 },
+	};
+	struct engram_pieces_dest odd = { .addr = 0x10000 + 4000, .off = 0, .len = 1 << 20 };
+
+	tap_ok(!cut(10, ROW, &one, 1, 64 * PAGE, MAXP) && n == 1 && out[0].dest == 0 &&
+	       out[0].off == 0 && out[0].len == 10 * ROW, "10 rows in one window: one piece");
+	tap_ok(!cut(1, 1000, &one, 1, 64 * PAGE, MAXP) && n == 1 && out[0].len == ROW,
+	       "one row takes row bytes, not a stride");
+	tap_ok(!cut(1000, ROW, &one, 1, 16 * PAGE, MAXP) && n == 5 &&
+	       !check(1000, ROW, &one, 1, 16 * PAGE),
+	       "264,000 bytes over 64 KiB windows: 5 pieces, cut between rows");
+	tap_ok(out[0].len == 248 * ROW, "the first piece ends at the last whole row (%llu)",
+	       (unsigned long long)out[0].len);
+	tap_ok(!cut(20, ROW, two, 2, 64 * PAGE, MAXP) && n == 2 && out[0].dest == 0 &&
+	       out[0].off == 100 && out[0].len == 10 * ROW && out[1].dest == 1 &&
+	       out[1].off == 0 && out[1].len == 10 * ROW, "two ranges, 10 rows each");
+	tap_ok(!cut(20, ROW, &odd, 1, 2 * PAGE, MAXP) && n == 2 && out[0].len == 15 * ROW &&
+	       !check(20, ROW, &odd, 1, 2 * PAGE),
+	       "a buffer 96 bytes before a page end, two-page windows: 15 rows, then 5");
+
+	one.len = 9 * ROW;
+	tap_ok(cut(10, ROW, &one, 1, 64 * PAGE, MAXP) == -ENOSPC, "rows beyond the range: ENOSPC");
+	one.len = 9 * ROW + ROW - 1;
+	tap_ok(cut(10, ROW, &one, 1, 64 * PAGE, MAXP) == -ENOSPC, "one byte short: ENOSPC");
+	one.len = 1 << 20;
+	two[0].len = 10 * ROW + 1;
+	tap_ok(cut(20, ROW, two, 2, 64 * PAGE, MAXP) == -EINVAL,
+	       "a row across the end of a range: EINVAL");
+	two[0].len = 5 * 512 + 100;
+	tap_ok(cut(20, 512, two, 2, 64 * PAGE, MAXP) == -EINVAL,
+	       "stride 512: a range that ends inside a row: EINVAL");
+	two[0].len = 5 * 512;
+	tap_ok(!cut(20, 512, two, 2, 64 * PAGE, MAXP) && !check(20, 512, two, 2, 64 * PAGE),
+	       "a range that ends exactly at a stride boundary");
+	two[0].len = 4 * 512 + ROW + 10;
+	tap_ok(!cut(20, 512, two, 2, 64 * PAGE, MAXP) && !check(20, 512, two, 2, 64 * PAGE),
+	       "a range that ends inside a stride gap");
+	tap_ok(cut(1000, ROW, &one, 1, 16 * PAGE, 4) == -E2BIG,
+	       "five pieces needed, four allowed: E2BIG");
+	tap_ok(cut(2, ROW, &odd, 1, PAGE, MAXP) == -E2BIG,
+	       "96 bytes left of a one-page window hold no row: E2BIG");
+}
+
+static u64 rnd(u64 lo, u64 hi)
+{
+	return lo + (u64)random() % (hi - lo + 1);
+}
+
+/* Random destinations cut at row boundaries: every success keeps the rules. */
+static void test_random(void)
+{
+	unsigned int iter, ok = 0, refused = 0, bad = 0;
+	const char *why = NULL;
+
+	srandom(12345);
+	for (iter = 0; iter < 20000; iter++) {
+		struct engram_pieces_dest d[MAXP];
+		u32 stride = ROW + (random() % 2 ? 0 : (u32)rnd(1, 4000));
+		u32 rows = (u32)rnd(1, 3000), left = rows, nd = 0;
+		u64 window = rnd(1, 32) * PAGE;
+		int ret;
+
+		while (left && nd < MAXP) {
+			u32 take = nd + 1 == MAXP ? left : (u32)rnd(1, left);
+
+			d[nd].addr = rnd(0, 1 << 20) * 8;
+			d[nd].off = rnd(0, 9000);
+			/* Whole strides, or the last row's bytes only, plus slack at the end. */
+			d[nd].len = (u64)take * stride;
+			if (take == left)
+				d[nd].len = (u64)(take - 1) * stride + ROW + rnd(0, 3) * 100;
+			left -= take;
+			nd++;
+		}
+		ret = cut(rows, stride, d, nd, window, MAXP);
+		if (!ret) {
+			why = check(rows, stride, d, nd, window);
+			if (why) {
+				bad++;
+				tap_diag("rows %u stride %u nd %u window %llu: %s", rows, stride,
+					 nd, (unsigned long long)window, why);
+			}
+			ok++;
+		} else if (ret == -E2BIG) {
+			refused++;
+		} else {
+			bad++;
+			tap_diag("rows %u stride %u nd %u: unexpected %d", rows, stride, nd, ret);
+		}
+		if (bad > 5)
+			break;
+	}
+	tap_ok(!bad, "20,000 random destinations: %u cut by the rules, %u need more than %d pieces",
+	       ok, refused, MAXP);
+	tap_ok(ok > 1000 && refused > 100, "both outcomes are exercised");
+}
+
+int main(void)
+{
+	test_fixed();
+	test_random();
+	return tap_done();
+}
