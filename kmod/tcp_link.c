@@ -210,10 +210,10 @@ static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 }
 
 /*
- * A TCP link's sender, on its tx_work: writes the queued requests in order.  A send that fails, or is cut short
- * by teardown's shutdown, breaks the connection (part of a frame may be in
- * the stream); the requests after it are dropped, as their fetches end
- * with the connection.
+ * A TCP link's sender, on its tx_work: writes the queued requests in
+ * order.  A send that fails, or is cut short by teardown's shutdown,
+ * breaks the connection (part of a frame may be in the stream); the
+ * requests after it are dropped, as their fetches end with the connection.
  */
 static void engram_tcp_link_tx_work(struct work_struct *work)
 {
@@ -352,8 +352,9 @@ static int engram_tcp_response(struct engram_link *l, u8 *buf)
 }
 
 /*
- * A TCP link's receiver, on its rx_work: reads frames until the connection fails or is shut down, then asks for
- * the connection to be broken (a no-op when teardown shut it).
+ * A TCP link's receiver, on its rx_work: reads frames until the connection
+ * fails or is shut down, then asks for the connection to be broken (a no-op
+ * when teardown shut it).
  */
 static void engram_tcp_link_rx_work(struct work_struct *work)
 {
