@@ -56,8 +56,9 @@ case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
 # such a second guest all the same.
 # t_62_link_faults is there for the lines it runs that nothing else on
 # this kernel does (the link's fault paths: Documentation/testing.rst,
-# "Line coverage"), and t_54_deadline for the deadlines' (170 s: it took
-# the coverage with the unit tests from 89.7 to over 90 %).
+# "Line coverage"), and t_54_deadline for the deadlines' (175 s; the
+# coverage with the unit tests was 89.7 % without it and 89.6 % with it:
+# t_68's sampled failures vary more from run to run than it adds).
 DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_54_deadline t_62_link_faults t_67_failfunc t_68_failslab t_69_kfuzz}
 DEBUG_FILTER2=${DEBUG_FILTER2-}
 DEBUG_PAIR=${DEBUG_PAIR:-0}
