@@ -44,7 +44,7 @@ struct engram_file {
 	wait_queue_head_t wq;		/* a fetch of this fd ended */
 };
 
-static void engram_fetch_free(struct engram_fetch *f)
+static void engram_chardev_fetch_free(struct engram_fetch *f)
 {
 	unsigned int i;
 
@@ -57,21 +57,21 @@ static void engram_fetch_free(struct engram_fetch *f)
 	kfree(f);
 }
 
-static void engram_fetch_release(struct kref *ref)
+static void engram_chardev_fetch_release(struct kref *ref)
 {
-	engram_fetch_free(container_of(ref, struct engram_fetch, ref));
+	engram_chardev_fetch_free(container_of(ref, struct engram_fetch, ref));
 }
 
 /**
- * engram_fetch_put() - drop a reference on a fetch
+ * engram_chardev_fetch_put() - drop a reference on a fetch
  * @f: the fetch
  *
  * The last reference is always the fd's, dropped in process context once
  * the fetch has ended.
  */
-void engram_fetch_put(struct engram_fetch *f)
+void engram_chardev_fetch_put(struct engram_fetch *f)
 {
-	kref_put(&f->ref, engram_fetch_release);
+	kref_put(&f->ref, engram_chardev_fetch_release);
 }
 
 /*
@@ -79,8 +79,8 @@ void engram_fetch_put(struct engram_fetch *f)
  * knows it.  Too small for version 0 is EINVAL; a larger struct must have
  * zeros where this kernel knows no field (E2BIG otherwise).
  */
-static int engram_get_arg(void *karg, size_t ksize, size_t min, void __user *uarg,
-			  u32 *usize)
+static int engram_chardev_get_arg(void *karg, size_t ksize, size_t min, void __user *uarg,
+				  u32 *usize)
 {
 	int ret;
 
@@ -95,17 +95,17 @@ static int engram_get_arg(void *karg, size_t ksize, size_t min, void __user *uar
 	return ret;
 }
 
-static int engram_put_arg(void __user *uarg, const void *karg, size_t ksize, u32 usize)
+static int engram_chardev_put_arg(void __user *uarg, const void *karg, size_t ksize, u32 usize)
 {
 	return copy_to_user(uarg, karg, min_t(size_t, ksize, usize)) ? -EFAULT : 0;
 }
 
-static bool engram_zero(const void *p, size_t n)
+static bool engram_chardev_zero(const void *p, size_t n)
 {
 	return !memchr_inv(p, 0, n);
 }
 
-static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
+static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_open a;
 	struct engram_open_table *ot;
@@ -113,11 +113,11 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 	u32 usize, handle;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_OPEN_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_OPEN_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
 	if ((a.flags & ~ENGRAM_OPEN_FLAGS) || !(a.flags & ENGRAM_OPEN_FLAGS) ||
-	    a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+	    a.reserved0 || !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	if ((a.flags & ENGRAM_OPEN_BY_NAME) && !engram_wire_name_valid(a.name, sizeof(a.name)))
 		return -EINVAL;
@@ -149,7 +149,7 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 	a.row_bytes = ot->e.row_bytes;
 	a.max_rows = ot->max_rows;
 	memcpy(a.sha256_out, ot->e.sha256, sizeof(a.sha256_out));
-	ret = engram_put_arg(uarg, &a, sizeof(a), usize);
+	ret = engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 	mutex_lock(&ef->mutex);
 	if (ret)
 		xa_erase(&ef->tables, handle);
@@ -164,17 +164,17 @@ static long engram_ioc_open(struct engram_file *ef, void __user *uarg)
 	return ret;
 }
 
-static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
+static long engram_chardev_ioc_reg(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_reg a;
 	struct engram_ubuf *b;
 	u32 usize, id;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_REG_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_REG_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.flags || a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+	if (a.flags || a.reserved0 || !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	if (READ_ONCE(ef->nr_bufs) >= ENGRAM_FILE_MAX_BUFS)
 		return -EMFILE;
@@ -196,7 +196,7 @@ static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
 	ef->nr_bufs++;
 	mutex_unlock(&ef->mutex);
 	a.buf_id = id;
-	ret = engram_put_arg(uarg, &a, sizeof(a), usize);
+	ret = engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 	if (ret) {
 		mutex_lock(&ef->mutex);
 		if (xa_erase(&ef->bufs, id) == b) {
@@ -208,7 +208,7 @@ static long engram_ioc_reg(struct engram_file *ef, void __user *uarg)
 	return ret;
 }
 
-static bool engram_fetch_targets(const struct engram_fetch *f, const struct engram_ubuf *b)
+static bool engram_chardev_fetch_targets(const struct engram_fetch *f, const struct engram_ubuf *b)
 {
 	unsigned int i;
 
@@ -219,14 +219,14 @@ static bool engram_fetch_targets(const struct engram_fetch *f, const struct engr
 }
 
 /* A fetch of the fd that has not ended and writes into @b, held; or NULL. */
-static struct engram_fetch *engram_buf_writer(struct engram_file *ef,
-					      const struct engram_ubuf *b)
+static struct engram_fetch *engram_chardev_buf_writer(struct engram_file *ef,
+						      const struct engram_ubuf *b)
 {
 	struct engram_fetch *f, *found = NULL;
 
 	mutex_lock(&ef->mutex);
 	list_for_each_entry(f, &ef->fetches, fd_node) {
-		if (!engram_fetch_done(f) && engram_fetch_targets(f, b)) {
+		if (!engram_fetch_done(f) && engram_chardev_fetch_targets(f, b)) {
 			kref_get(&f->ref);
 			found = f;
 			break;
@@ -236,7 +236,7 @@ static struct engram_fetch *engram_buf_writer(struct engram_file *ef,
 	return found;
 }
 
-static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
+static long engram_chardev_ioc_unreg(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_fetch *f;
 	struct engram_ioc_unreg a;
@@ -244,7 +244,7 @@ static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
 	u32 usize;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_UNREG_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_UNREG_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
 	if (a.flags || a.reserved0)
@@ -265,9 +265,9 @@ static long engram_ioc_unreg(struct engram_file *ef, void __user *uarg)
 	 * link at worst.  The fetches keep their reference (the pages stay
 	 * pinned) until they are reaped.
 	 */
-	while ((f = engram_buf_writer(ef, b))) {
+	while ((f = engram_chardev_buf_writer(ef, b))) {
 		engram_link_fetch_end(f);
-		engram_fetch_put(f);
+		engram_chardev_fetch_put(f);
 	}
 	engram_ubuf_put(b);
 	return 0;
@@ -287,8 +287,8 @@ struct engram_dest {
  * range, so the server's placement rule and ours agree byte for byte.
  * The arithmetic is pieces.c's; each piece holds its buffer.
  */
-static int engram_fetch_cut(struct engram_fetch *f, const struct engram_dest *d,
-			    unsigned int nd, u32 mr_pages, u32 max_pieces)
+static int engram_chardev_fetch_cut(struct engram_fetch *f, const struct engram_dest *d,
+				    unsigned int nd, u32 mr_pages, u32 max_pieces)
 {
 	struct engram_pieces_dest pd[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
@@ -317,14 +317,14 @@ static int engram_fetch_cut(struct engram_fetch *f, const struct engram_dest *d,
 	return 0;
 }
 
-static bool engram_dest_overlap(const struct engram_dest *a, const struct engram_dest *b)
+static bool engram_chardev_dest_overlap(const struct engram_dest *a, const struct engram_dest *b)
 {
 	return a->buf == b->buf && a->off < b->off + b->len && b->off < a->off + a->len;
 }
 
 /* Resolve the destination of a fetch; the caller holds ef->mutex. */
-static int engram_fetch_dest(struct engram_file *ef, const struct engram_ioc_fetch *a,
-			     struct engram_dest *d, unsigned int *nd)
+static int engram_chardev_fetch_dest(struct engram_file *ef, const struct engram_ioc_fetch *a,
+				     struct engram_dest *d, unsigned int *nd)
 {
 	struct engram_ioc_range r[ENGRAM_WIRE_MAX_RANGES];
 	unsigned int i, j;
@@ -362,7 +362,7 @@ static int engram_fetch_dest(struct engram_file *ef, const struct engram_ioc_fet
 		d[i].off = r[i].offset;
 		d[i].len = r[i].length;
 		for (j = 0; j < i; j++)
-			if (engram_dest_overlap(&d[i], &d[j]))
+			if (engram_chardev_dest_overlap(&d[i], &d[j]))
 				return -EINVAL;
 	}
 	*nd = a->nr_ranges;
@@ -370,8 +370,8 @@ static int engram_fetch_dest(struct engram_file *ef, const struct engram_ioc_fet
 }
 
 /* Validate, build and submit one fetch; on success it is on ef->fetches. */
-static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a,
-			      struct engram_fetch **out)
+static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a,
+				      struct engram_fetch **out)
 {
 	struct engram_dest d[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_open_table *ot;
@@ -381,7 +381,7 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	int ret;
 
 	if ((a->flags & ~ENGRAM_FETCH_FLAGS) || a->reserved0 ||
-	    !engram_zero(a->reserved, sizeof(a->reserved)))
+	    !engram_chardev_zero(a->reserved, sizeof(a->reserved)))
 		return -EINVAL;
 	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows)
 		return -EINVAL;
@@ -394,7 +394,7 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	f->nr_rows = a->nr_rows;
 	f->stride = a->stride;
 	timeout = a->timeout_ns ? a->timeout_ns :
-		  (u64)engram_timeout_ms() * NSEC_PER_MSEC;
+		  (u64)engram_params_timeout_ms() * NSEC_PER_MSEC;
 	f->deadline = ktime_add_ns(ktime_get(), min_t(u64, timeout, ENGRAM_FETCH_MAX_TIMEOUT_NS));
 
 	mutex_lock(&ef->mutex);
@@ -415,7 +415,7 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	ret = -EFAULT;
 	if (copy_from_user(f->rows, u64_to_user_ptr(a->rows), (size_t)a->nr_rows * 4))
 		goto err;
-	ret = engram_fetch_dest(ef, a, d, &nd);
+	ret = engram_chardev_fetch_dest(ef, a, d, &nd);
 	if (ret)
 		goto err;
 	engram_link_get(ot->link);
@@ -423,8 +423,8 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 	memcpy(f->digest, ot->e.sha256, sizeof(f->digest));
 	f->generation = ot->e.generation;
 	f->lt = ot->lt;
-	ret = engram_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
-			       engram_link_max_ranges(f->link));
+	ret = engram_chardev_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
+				       engram_link_max_ranges(f->link));
 	if (ret)
 		goto err;
 	ret = engram_link_submit(f->link, f);
@@ -442,12 +442,12 @@ static int engram_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a
 
 err:
 	mutex_unlock(&ef->mutex);
-	engram_fetch_free(f);
+	engram_chardev_fetch_free(f);
 	return ret;
 }
 
 /* Take a finished fetch off the fd; the caller still holds a reference. */
-static void engram_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
+static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 {
 	unsigned int i;
 	bool mine = false;
@@ -466,41 +466,41 @@ static void engram_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 		for (i = 0; i < f->nr_pieces; i++)
 			engram_ubuf_sync(f->pieces[i].buf, f->ibdev, f->pieces[i].off,
 					 f->pieces[i].len, false);
-	engram_fetch_put(f);		/* the list's */
+	engram_chardev_fetch_put(f);		/* the list's */
 }
 
-static long engram_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wait)
+static long engram_chardev_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wait)
 {
 	struct engram_ioc_fetch a;
 	struct engram_fetch *f;
 	u32 usize;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_FETCH_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_FETCH_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
-	ret = engram_fetch_start(ef, &a, &f);
+	ret = engram_chardev_fetch_start(ef, &a, &f);
 	if (ret)
 		return ret;
 	a.ticket = f->user_ticket;
 	if (!wait) {
-		engram_fetch_put(f);
-		return engram_put_arg(uarg, &a, sizeof(a), usize);
+		engram_chardev_fetch_put(f);
+		return engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 	}
 	ret = engram_link_fetch_wait(f, 0, a.flags & ENGRAM_FETCH_BUSY_POLL);
 	if (ret == -EINTR) {
 		/* Still in flight: WAIT for a.ticket, or close, ends it. */
-		engram_fetch_put(f);
-		engram_put_arg(uarg, &a, sizeof(a), usize);
+		engram_chardev_fetch_put(f);
+		engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 		return -EINTR;
 	}
-	engram_fetch_reap(ef, f);
+	engram_chardev_fetch_reap(ef, f);
 	a.wire_status = f->wire_status;
 	a.bad_index = f->bad_index;
 	a.rtt_ns = f->rtt_ns;
 	ret = f->error;
-	engram_fetch_put(f);
-	if (engram_put_arg(uarg, &a, sizeof(a), usize))
+	engram_chardev_fetch_put(f);
+	if (engram_chardev_put_arg(uarg, &a, sizeof(a), usize))
 		return -EFAULT;
 	return ret;
 }
@@ -510,8 +510,8 @@ static long engram_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wai
  * (*pending), the one whose deadline comes first, so the waiter can
  * enforce it.
  */
-static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket,
-					      bool *pending)
+static struct engram_fetch *engram_chardev_fetch_find(struct engram_file *ef, u64 ticket,
+						      bool *pending)
 {
 	struct engram_fetch *f, *found = NULL;
 
@@ -535,7 +535,7 @@ static struct engram_fetch *engram_fetch_find(struct engram_file *ef, u64 ticket
 	return found;
 }
 
-static bool engram_any_done(struct engram_file *ef)
+static bool engram_chardev_any_done(struct engram_file *ef)
 {
 	struct engram_fetch *f;
 	bool done = false;
@@ -553,8 +553,8 @@ static bool engram_any_done(struct engram_file *ef)
  * until @until or the first deadline among them (@first), which is then
  * enforced by waiting on that fetch.
  */
-static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
-			   ktime_t until, bool busy)
+static int engram_chardev_wait_any(struct engram_file *ef, struct engram_fetch *first,
+				   ktime_t until, bool busy)
 {
 	ktime_t stop = ktime_before(first->deadline, until) ? first->deadline : until;
 	DEFINE_WAIT_FUNC(wait, woken_wake_function);
@@ -562,13 +562,13 @@ static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
 	s64 left;
 
 	/*
-	 * wait_woken(), not wait_event_*(): engram_any_done() takes the fd's
+	 * wait_woken(), not wait_event_*(): engram_chardev_any_done() takes the fd's
 	 * mutex, which must not be taken with the task already set to sleep:
 	 * a mutex that sleeps leaves the task running, and the wait spins.
 	 */
 	add_wait_queue(&ef->wq, &wait);
 	for (;;) {
-		if (engram_any_done(ef)) {
+		if (engram_chardev_any_done(ef)) {
 			ret = 0;
 			break;
 		}
@@ -592,7 +592,7 @@ static int engram_wait_any(struct engram_file *ef, struct engram_fetch *first,
 	return -EAGAIN;
 }
 
-static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
+static long engram_chardev_ioc_wait(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_wait a;
 	struct engram_fetch *f;
@@ -601,41 +601,41 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
 	u32 usize;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_WAIT_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_WAIT_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
 	if ((a.flags & ~ENGRAM_FETCH_BUSY_POLL) || a.reserved0 ||
-	    !engram_zero(a.reserved, sizeof(a.reserved)))
+	    !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	busy = a.flags & ENGRAM_FETCH_BUSY_POLL;
-	f = engram_fetch_find(ef, a.ticket, &pending);
+	f = engram_chardev_fetch_find(ef, a.ticket, &pending);
 	if (!f)
 		return -ENOENT;
 	if (pending) {
 		until = ktime_add_ns(ktime_get(), a.timeout_ns ?
 				     min_t(u64, a.timeout_ns, ENGRAM_FETCH_MAX_TIMEOUT_NS) :
 				     ENGRAM_FETCH_MAX_TIMEOUT_NS);
-		ret = engram_wait_any(ef, f, until, busy);
-		engram_fetch_put(f);
+		ret = engram_chardev_wait_any(ef, f, until, busy);
+		engram_chardev_fetch_put(f);
 		if (ret)
 			return ret;
-		f = engram_fetch_find(ef, 0, &pending);
+		f = engram_chardev_fetch_find(ef, 0, &pending);
 		if (!f)
 			return -ENOENT;		/* another thread reaped it */
 	}
 	ret = engram_link_fetch_wait(f, a.timeout_ns, busy);
 	if (ret) {
-		engram_fetch_put(f);
+		engram_chardev_fetch_put(f);
 		return ret;
 	}
-	engram_fetch_reap(ef, f);
+	engram_chardev_fetch_reap(ef, f);
 	a.done_ticket = f->user_ticket;
 	a.error = f->error;
 	a.wire_status = f->wire_status;
 	a.bad_index = f->bad_index;
 	a.rtt_ns = f->rtt_ns;
-	engram_fetch_put(f);
-	return engram_put_arg(uarg, &a, sizeof(a), usize);
+	engram_chardev_fetch_put(f);
+	return engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 }
 
 /*
@@ -643,17 +643,17 @@ static long engram_ioc_wait(struct engram_file *ef, void __user *uarg)
  * fallback with the table (and so its link) and module-wide.  Nothing else
  * changes; the handle stays as it was.
  */
-static long engram_ioc_report(struct engram_file *ef, void __user *uarg)
+static long engram_chardev_ioc_report(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_report a;
 	struct engram_open_table *ot;
 	u32 usize;
 	int ret;
 
-	ret = engram_get_arg(&a, sizeof(a), ENGRAM_REPORT_SIZE_VER0, uarg, &usize);
+	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_REPORT_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.flags || a.reserved0 || !engram_zero(a.reserved, sizeof(a.reserved)))
+	if (a.flags || a.reserved0 || !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	if (!a.rows || a.rows > BIT(31) || a.error > 0 || a.error < -MAX_ERRNO)
 		return -EINVAL;
@@ -665,7 +665,7 @@ static long engram_ioc_report(struct engram_file *ef, void __user *uarg)
 	return ot ? 0 : -ENOENT;
 }
 
-static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
+static long engram_chardev_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 {
 	struct engram_file *ef = file->private_data;
 	void __user *uarg = (void __user *)arg;
@@ -678,25 +678,25 @@ static long engram_ioctl(struct file *file, unsigned int cmd, unsigned long arg)
 		return -ENOTTY;
 	switch (cmd & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT)) {
 	case ENGRAM_IOC_OPEN_TABLE & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_open(ef, uarg);
+		return engram_chardev_ioc_open(ef, uarg);
 	case ENGRAM_IOC_REG_BUF & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_reg(ef, uarg);
+		return engram_chardev_ioc_reg(ef, uarg);
 	case ENGRAM_IOC_UNREG_BUF & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_unreg(ef, uarg);
+		return engram_chardev_ioc_unreg(ef, uarg);
 	case ENGRAM_IOC_SUBMIT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_fetch(ef, uarg, false);
+		return engram_chardev_ioc_fetch(ef, uarg, false);
 	case ENGRAM_IOC_FETCH & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_fetch(ef, uarg, true);
+		return engram_chardev_ioc_fetch(ef, uarg, true);
 	case ENGRAM_IOC_WAIT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_wait(ef, uarg);
+		return engram_chardev_ioc_wait(ef, uarg);
 	case ENGRAM_IOC_REPORT & ~(_IOC_SIZEMASK << _IOC_SIZESHIFT):
-		return engram_ioc_report(ef, uarg);
+		return engram_chardev_ioc_report(ef, uarg);
 	default:
 		return -ENOTTY;
 	}
 }
 
-static __poll_t engram_poll(struct file *file, struct poll_table_struct *wait)
+static __poll_t engram_chardev_poll(struct file *file, struct poll_table_struct *wait)
 {
 	struct engram_file *ef = file->private_data;
 	struct engram_fetch *f;
@@ -714,7 +714,7 @@ static __poll_t engram_poll(struct file *file, struct poll_table_struct *wait)
 	return mask;
 }
 
-static int engram_open(struct inode *inode, struct file *file)
+static int engram_chardev_open(struct inode *inode, struct file *file)
 {
 	struct engram_file *ef = kzalloc(sizeof(*ef), GFP_KERNEL);
 
@@ -733,7 +733,7 @@ static int engram_open(struct inode *inode, struct file *file)
  * Last close, also when the process was killed: every fetch must be over
  * (or its connection broken) before the buffers it targets are unpinned.
  */
-static int engram_release(struct inode *inode, struct file *file)
+static int engram_chardev_release(struct inode *inode, struct file *file)
 {
 	struct engram_file *ef = file->private_data;
 	struct engram_open_table *ot;
@@ -744,7 +744,7 @@ static int engram_release(struct inode *inode, struct file *file)
 	list_for_each_entry_safe(f, tmp, &ef->fetches, fd_node) {
 		engram_link_fetch_end(f);
 		list_del_init(&f->fd_node);
-		engram_fetch_put(f);
+		engram_chardev_fetch_put(f);
 	}
 	xa_for_each(&ef->bufs, idx, b)
 		engram_ubuf_put(b);
@@ -764,11 +764,11 @@ static int engram_release(struct inode *inode, struct file *file)
 
 static const struct file_operations engram_fops = {
 	.owner = THIS_MODULE,
-	.open = engram_open,
-	.release = engram_release,
-	.unlocked_ioctl = engram_ioctl,
+	.open = engram_chardev_open,
+	.release = engram_chardev_release,
+	.unlocked_ioctl = engram_chardev_ioctl,
 	.compat_ioctl = compat_ptr_ioctl,
-	.poll = engram_poll,
+	.poll = engram_chardev_poll,
 	.llseek = noop_llseek,
 };
 

@@ -33,7 +33,7 @@ struct engram_ubuf {
 	struct page **pages;
 	unsigned long nr_pages;
 	struct mm_struct *mm;		/* charged; mmgrab()bed */
-	struct engram_dma_owner maps;	/* its DMA maps, per device (dmamap.c) */
+	struct engram_dma_owner maps;	/* its DMA maps, per device (dma.c) */
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
@@ -65,7 +65,6 @@ struct engram_fetch {
 	u32 conn_gen;			/* the link connection it went out on */
 	int slot;			/* request buffer, -1 when none */
 	bool responded;			/* a RESPONSE was matched to it */
-	bool inv_posted;		/* LOCAL_INV of its MRs is on the wire */
 	bool wire_broken;		/* a WR failed or was not posted: teardown ends it */
 	bool finished;			/* off the wire, MRs back in the pool */
 
@@ -79,11 +78,9 @@ struct engram_fetch {
 	unsigned int nr_pieces;
 	struct engram_link_table *lt;	/* its table's counters (link_table.c), or NULL */
 
-	/* on the wire (link.c) */
-	void *req_buf;
+	/* on the wire (link_rdma.c, link_tcp.c) */
 	u32 req_len;
-	u64 req_dma;
-	struct ib_device *ibdev;	/* req_dma and MRs belong to it */
+	struct ib_device *ibdev;	/* the MRs and the buffer syncs are its */
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
 	atomic_t wire_refs;		/* the SEND and each LOCAL_INV still to complete */
@@ -103,7 +100,7 @@ struct engram_fetch {
 	wait_queue_head_t *wq;		/* the fd's, woken on done */
 };
 
-void engram_fetch_put(struct engram_fetch *f);
+void engram_chardev_fetch_put(struct engram_fetch *f);
 
 /* Has the fetch ended?  Its result fields may be read once this is true. */
 static inline bool engram_fetch_done(const struct engram_fetch *f)
@@ -136,6 +133,6 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);
 u32 engram_link_mr_pages(const struct engram_link *l);
 
-int engram_status_errno(unsigned int wire_status);
+int engram_link_status_errno(unsigned int wire_status);
 
 #endif /* _ENGRAM_CLIENT_H */

@@ -6,7 +6,7 @@
  * remote write is reachable through that link's queue pair alone, never
  * through another link's or through a server connection's QP that a
  * different peer drives.  What is per device stays per device: DMA
- * addresses (dmamap.c, ubuf.c) belong to the device, not to a PD, and a
+ * addresses (dma.c, ubuf.c) belong to the device, not to a PD, and a
  * PD's local_dma_lkey covers any of them.
  *
  * The module's ib_client (main.c, where the order of init and exit is

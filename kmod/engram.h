@@ -53,10 +53,10 @@ struct engram_uint_param {
 extern const struct kernel_param_ops engram_uint_param_ops;
 
 int engram_params_init(void);
-unsigned int engram_timeout_ms(void);
-unsigned int engram_heartbeat_ms(void);
-unsigned int engram_heartbeat_timeout_ms(void);
-void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
+unsigned int engram_params_timeout_ms(void);
+unsigned int engram_params_heartbeat_ms(void);
+unsigned int engram_params_heartbeat_timeout_ms(void);
+void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(bool (*stop)(void));
@@ -98,7 +98,7 @@ extern const unsigned int engram_link_stat_count;
 extern const u8 engram_link_table_stat_ids[];
 extern const unsigned int engram_link_table_stat_count;
 
-void engram_counters_snapshot(const struct engram_counters *c, u64 *out);
+void engram_stats_counters_snapshot(const struct engram_counters *c, u64 *out);
 
 /* table.c */
 struct engram_load_args {
@@ -139,16 +139,16 @@ struct engram_table_info {
 	u64 lat[ENGRAM_LAT_BUCKETS];
 };
 
-int engram_tables_init(void);
-void engram_tables_exit(void);
-void engram_tables_notify(void (*fn)(void));
+int engram_table_init(void);
+void engram_table_exit(void);
+void engram_table_notify(void (*fn)(void));
 int engram_table_load(const struct engram_load_args *args,
 		      struct netlink_ext_ack *extack);
 int engram_table_unload(const char *name, struct netlink_ext_ack *extack);
 int engram_table_verify(const char *name, struct netlink_ext_ack *extack);
 int engram_table_info_by_name(const char *name, struct engram_table_info *info);
 int engram_table_info_nth(unsigned long n, struct engram_table_info *info);
-void engram_tables_totals(u64 *count, u64 *pinned_bytes);
+void engram_table_totals(u64 *count, u64 *pinned_bytes);
 
 /*
  * table.c: serving.  A server connection looks a table up by its wire
@@ -189,16 +189,16 @@ struct page *engram_table_page(const struct engram_table *t, pgoff_t idx);
 struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
-u32 engram_tables_catalog(struct engram_wire_table *out, u32 max);
-void engram_tables_device_added(void);
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max);
+void engram_table_device_added(void);
 
 /*
- * dmamap.c: page arrays mapped per RDMA device.  An owner (a table, a
+ * dma.c: page arrays mapped per RDMA device.  An owner (a table, a
  * registered buffer) embeds one of these; lookups take no lock.
  */
 struct engram_dma_owner {
 	struct list_head maps;		/* per device, RCU; changed under @lock */
-	struct list_head node;		/* on dmamap.c's owners, once mapped */
+	struct list_head node;		/* on dma.c's owners, once mapped */
 	struct mutex lock;		/* making and freeing maps */
 };
 
@@ -217,11 +217,11 @@ struct engram_hist {
 	atomic64_t b[ENGRAM_LAT_BUCKETS];
 };
 
-void engram_hist_add(struct engram_hist *h, u64 ns);
-void engram_hist_snapshot(const struct engram_hist *h, u64 *out);
+void engram_stats_hist_add(struct engram_hist *h, u64 ns);
+void engram_stats_hist_snapshot(const struct engram_hist *h, u64 *out);
 void engram_stats_log_line(const char *name, u32 link_id, const u64 *cur, const u64 *prev,
 			   const u64 *lat, const u64 *prev_lat);
-void engram_count_refusal(struct engram_counters *c, unsigned int wire_status);
+void engram_stats_count_refusal(struct engram_counters *c, unsigned int wire_status);
 
 /*
  * dev.c: one engram_dev per user of an RDMA device (a client link's
@@ -244,7 +244,7 @@ void engram_dev_removing(struct ib_device *ibdev);
 void engram_dev_removed(struct ib_device *ibdev);
 void engram_dev_exit(void);
 
-/* listen.c + server.c: the host role. */
+/* serve_listen.c + serve_rdma.c: the host role. */
 struct engram_listen_info {
 	char url[ENGRAM_URL_TEXT_MAX];
 	char device[64];
@@ -258,13 +258,13 @@ struct engram_listen_info {
 int engram_serve_init(void);
 void engram_serve_exit(void);
 
-int engram_server_init(void);
-void engram_server_exit(void);
-void engram_server_remove_device(struct ib_device *ibdev);
-void engram_server_add_device(struct ib_device *ibdev);
-int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack);
-int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack);
-int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info);
+int engram_serve_listen_init(void);
+void engram_serve_listen_exit(void);
+void engram_serve_listen_remove_device(struct ib_device *ibdev);
+void engram_serve_listen_add_device(struct ib_device *ibdev);
+int engram_serve_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack);
+int engram_serve_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack);
+int engram_serve_listen_info_nth(unsigned long n, struct engram_listen_info *info);
 
 /* link.c + chardev.c: the client role. */
 struct engram_link_info {
@@ -286,9 +286,9 @@ struct engram_link_info {
 	u64 lat[ENGRAM_LAT_BUCKETS];
 };
 
-int engram_links_init(void);
-void engram_links_exit(void);
-void engram_links_remove_device(struct ib_device *ibdev);
+int engram_link_init(void);
+void engram_link_exit(void);
+void engram_link_remove_device(struct ib_device *ibdev);
 int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack);
 int engram_link_del(u32 id, struct netlink_ext_ack *extack);
 int engram_link_info_nth(unsigned long n, struct engram_link_info *info);

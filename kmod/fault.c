@@ -15,7 +15,7 @@
  *
  * and one that stands in for a slow IOMMU, which Soft-RoCE (no DMA
  * mapping at all) cannot be: fault_map_delay_ms makes every DMA mapping of
- * a table's pages (dmamap.c) take that long.
+ * a table's pages (dma.c) take that long.
  *
  * All are 0 (off) unless set; every response, post, connect or mapping
  * they touch is counted in FAULTS_INJECTED so a production host shows at a

@@ -1,13 +1,16 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Client links, private to link.c (the generic part and the RDMA
- * transport) and tcp_link.c (the TCP transport).  The generic part owns
- * the list, ids, state, catalog, fetch tickets, heartbeat and reconnect;
- * a transport connects, carries frames and tears its connection down.
+ * Client links, private to link.c (the generic part) and its transports,
+ * link_rdma.c and link_tcp.c.  The generic part owns the list, ids,
+ * state, catalog, fetch tickets and slots, deadlines, heartbeat and
+ * reconnect; a transport connects, carries frames and tears its
+ * connection down.  Each transport embeds struct engram_link in its own
+ * and allocates it, so its fields stay its own.
  */
 #ifndef _ENGRAM_LINK_H
 #define _ENGRAM_LINK_H
 
+#include <linux/bitmap.h>
 #include <linux/rwsem.h>
 #include <linux/workqueue.h>
 #include <linux/xarray.h>
@@ -21,8 +24,9 @@ struct engram_link;
 
 /**
  * struct engram_link_ops - what a transport does for the generic link
- * @init: set up the transport's parts of a new link (its work items and
- *	queues), before anything else can use it; may be NULL
+ * @alloc: allocate a zeroed link inside the transport's own structure,
+ *	its parts (work items, queues) set up; NULL when out of memory
+ * @free: free what @alloc returned, once the last reference is gone
  * @connect: set up a connection, negotiate into l->neg, and call
  *	engram_link_went_live() once frames can be read; l->mutex held.  On
  *	failure the generic part calls @teardown.
@@ -40,36 +44,27 @@ struct engram_link;
  * @heartbeat: send a HEARTBEAT with @ticket without sleeping for long;
  *	conn_sem held for reading, the link live.  -EBUSY: not now, try at
  *	the next tick; any other error breaks the connection.
+ * @put_fetch: give back what a fetch leaving the wire held of the
+ *	connection (RDMA: its MRs); l->lock held, any context; may be NULL
+ * @device: the name of the device the connection runs on, or NULL;
+ *	l->mutex or l->lock held, the link live; may be NULL
+ * @on_device: does the connection use @ibdev?  l->mutex held; NULL for a
+ *	transport that uses no RDMA device
+ * @answer_last: the RESPONSE comes after the rows (RDMA), so an answered
+ *	fetch no longer waits on the server; over TCP the rows follow it
  */
 struct engram_link_ops {
-	void (*init)(struct engram_link *l);
+	struct engram_link *(*alloc)(void);
+	void (*free)(struct engram_link *l);
 	int (*connect)(struct engram_link *l);
 	void (*stop)(struct engram_link *l);
 	void (*teardown)(struct engram_link *l, int error);
 	int (*submit)(struct engram_link *l, struct engram_fetch *f);
 	int (*heartbeat)(struct engram_link *l, u64 ticket);
-};
-
-struct engram_link_recv {
-	struct ib_cqe cqe;
-	struct list_head early;		/* on engram_link.early */
-	u32 early_len;
-	struct engram_link *link;
-	void *buf;
-	u64 dma;
-};
-
-/*
- * A request slot: one ticket in flight; RDMA also keeps its buffer here:
- * vmalloc'ed pages, each DMA-mapped, registered once into a local-only MR
- * (see engram_link_alloc_slots()).
- */
-struct engram_link_slot {
-	void *buf;
-	dma_addr_t *dma;		/* per page */
-	unsigned int nr_mapped;
-	struct ib_mr *mr;
-	bool busy;
+	void (*put_fetch)(struct engram_link *l, struct engram_fetch *f);
+	const char *(*device)(struct engram_link *l);
+	bool (*on_device)(struct engram_link *l, struct ib_device *ibdev);
+	bool answer_last;
 };
 
 struct engram_link {
@@ -107,45 +102,12 @@ struct engram_link {
 
 	/* the connection, set up and torn down under mutex */
 	struct engram_wire_params neg;
-	struct engram_link_slot *slots;
-	unsigned int nr_slots;
+	/* request slots: one per ticket in flight (under lock) */
+	DECLARE_BITMAP(slots_busy, ENGRAM_WIRE_OFFER_INFLIGHT);
+	unsigned int nr_slots;		/* negotiated max_inflight; 0 while down */
 	u32 conn_gen;
 	bool live;			/* negotiated: frames can be read, fetches posted */
-	u32 mr_pages;			/* RDMA: pages per registration; 0 otherwise */
-
-	/* RDMA */
-	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
-	struct ib_cqe slot_reg_cqe;	/* the request slots' registration */
-	struct completion slot_reg_done;
-	enum ib_wc_status slot_reg_status;
-	struct ib_cqe hb_cqe;		/* the heartbeat SEND */
-	bool hb_busy;			/* the heartbeat SEND has not completed */
-	void *hb_buf;
-	u64 hb_dma;
-	struct rdma_cm_id *cm_id;
-	struct completion cm_done;
-	int cm_error;
-	u8 rep[ENGRAM_WIRE_HELLO_BYTES];
-	struct engram_dev *dev;
-	struct ib_cq *cq;
-	struct ib_qp *qp;
-	struct list_head mrs;
-	struct engram_link_recv *recvs;
-	unsigned int nr_recvs;
-	/*
-	 * Frames that arrived before the connect worker read the server's
-	 * hello, and after, while it reads them (early_draining; under lock).
-	 */
-	struct list_head early;
-	bool early_draining;
-
-	/* TCP */
-	struct socket *sock;
-	struct work_struct rx_work;	/* the receiver, on its own workqueue */
-	struct mutex tx_mutex;		/* one frame at a time into the stream */
-	struct list_head tx_queue;	/* requests for the sender, under lock */
-	struct work_struct tx_work;	/* the sender: callers never wait on the socket */
-	void *rx_buf;			/* ENGRAM_WIRE_MAX_CATALOG_BYTES */
+	u32 mr_pages;			/* pages per registration; 0: no limit, or down */
 
 	struct engram_wire_table *catalog;
 	u32 nr_catalog;
@@ -165,6 +127,7 @@ struct engram_link {
 void engram_link_transport_set(enum engram_transport t, const struct engram_link_ops *ops);
 void engram_link_local_params(struct engram_wire_params *p);
 void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req *req);
+bool engram_link_exiting(void);
 void engram_link_went_live(struct engram_link *l);
 void engram_link_fail(struct engram_link *l, int error);
 void engram_link_heard(struct engram_link *l);
@@ -174,10 +137,18 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 				       const struct engram_wire_resp *resp);
 void engram_link_complete(struct engram_link *l, struct engram_fetch *f);
 int engram_link_track(struct engram_link *l, struct engram_fetch *f);
+void engram_link_wire_broken_locked(struct engram_link *l, struct engram_fetch *f,
+				    int error);
+void engram_link_finish_all(struct engram_link *l, int error, struct list_head *done);
+void engram_link_publish_all(struct list_head *done);
 void engram_link_end_all(struct engram_link *l, int error);
 
-/* tcp_link.c */
-int engram_tcp_links_init(void);
-void engram_tcp_links_exit(void);
+/* link_rdma.c */
+void engram_link_rdma_init(void);
+void engram_link_rdma_exit(void);
+
+/* link_tcp.c */
+int engram_link_tcp_init(void);
+void engram_link_tcp_exit(void);
 
 #endif /* _ENGRAM_LINK_H */

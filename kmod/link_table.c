@@ -47,13 +47,13 @@ static DEFINE_MUTEX(engram_lt_mutex);
 static unsigned int engram_nr_link_tables;
 
 /* Is the entry's link still listed?  Its id cannot be reused: we hold it. */
-static bool engram_lt_link_listed(struct engram_link_table *lt,
-				  struct engram_link_info *scratch)
+static bool engram_link_table_link_listed(struct engram_link_table *lt,
+					  struct engram_link_info *scratch)
 {
 	return !engram_link_info_by_id(lt->link_id, scratch);
 }
 
-static void engram_lt_free(struct engram_link_table *lt)
+static void engram_link_table_free(struct engram_link_table *lt)
 {
 	list_del(&lt->node);
 	engram_nr_link_tables--;
@@ -62,7 +62,7 @@ static void engram_lt_free(struct engram_link_table *lt)
 }
 
 /* Drop the entries nobody uses whose link is gone; under engram_lt_mutex. */
-static void engram_lt_prune_locked(void)
+static void engram_link_table_prune_locked(void)
 {
 	struct engram_link_table *lt, *tmp;
 	struct engram_link_info *li;
@@ -72,8 +72,8 @@ static void engram_lt_prune_locked(void)
 	if (!li)
 		return;		/* tried again next time */
 	list_for_each_entry_safe(lt, tmp, &engram_link_tables, node)
-		if (!lt->users && !engram_lt_link_listed(lt, li))
-			engram_lt_free(lt);
+		if (!lt->users && !engram_link_table_link_listed(lt, li))
+			engram_link_table_free(lt);
 	kfree(li);
 }
 
@@ -104,7 +104,7 @@ struct engram_link_table *engram_link_table_get(struct engram_link *l, const cha
 		}
 	}
 	if (engram_nr_link_tables >= ENGRAM_LINK_TABLES_MAX)
-		engram_lt_prune_locked();
+		engram_link_table_prune_locked();
 	lt = NULL;
 	if (engram_nr_link_tables >= ENGRAM_LINK_TABLES_MAX) {
 		pr_warn_ratelimited("link %u: table %s not counted per table: %u tables already are\n",
@@ -163,14 +163,14 @@ void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire
 		engram_count_add(&lt->stats, ENGRAM_STAT_FETCH_ROWS, nr_rows);
 		engram_count_add(&lt->stats, ENGRAM_STAT_FETCH_BYTES,
 				 (u64)nr_rows * ENGRAM_ROW_BYTES);
-		engram_hist_add(&lt->lat, rtt_ns);
+		engram_stats_hist_add(&lt->lat, rtt_ns);
 		return;
 	}
 	engram_count(&lt->stats, ENGRAM_STAT_FETCH_ERRORS);
 	if (error == -ETIMEDOUT)
 		engram_count(&lt->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
 	if (wire_status != ENGRAM_WIRE_OK)
-		engram_count_refusal(&lt->stats, wire_status);
+		engram_stats_count_refusal(&lt->stats, wire_status);
 	else
 		engram_count(&lt->stats, ENGRAM_STAT_TRANSPORT_ERRORS);
 }
@@ -198,7 +198,7 @@ void engram_link_table_submit_failed(struct engram_link_table *lt, int error)
  * @rows: rows it served
  *
  * Counted per table here and module-wide; a link's FALLBACKS are the sum
- * over its tables (engram_link_tables_fold()).
+ * over its tables (engram_link_table_fold()).
  */
 void engram_link_table_report(struct engram_link_table *lt, u32 rows)
 {
@@ -224,7 +224,7 @@ int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *i
 
 	mutex_lock(&engram_lt_mutex);
 	if (!n)
-		engram_lt_prune_locked();
+		engram_link_table_prune_locked();
 	list_for_each_entry(lt, &engram_link_tables, node) {
 		if (n--)
 			continue;
@@ -232,8 +232,8 @@ int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *i
 		info->link_id = lt->link_id;
 		strscpy(info->name, lt->name, sizeof(info->name));
 		memcpy(info->sha256, lt->sha256, sizeof(info->sha256));
-		engram_counters_snapshot(&lt->stats, info->stats);
-		engram_hist_snapshot(&lt->lat, info->lat);
+		engram_stats_counters_snapshot(&lt->stats, info->stats);
+		engram_stats_hist_snapshot(&lt->lat, info->lat);
 		ret = 0;
 		break;
 	}
@@ -242,7 +242,7 @@ int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *i
 }
 
 /**
- * engram_link_tables_fold() - add a link's fallbacks to its counters
+ * engram_link_table_fold() - add a link's fallbacks to its counters
  * @link_id: the link
  * @stats: its counters, indexed by enum engram_stat
  *
@@ -250,7 +250,7 @@ int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *i
  * FALLBACK_ROWS are the sums over the tables opened through it, which all
  * live as long as the link.
  */
-void engram_link_tables_fold(u32 link_id, u64 *stats)
+void engram_link_table_fold(u32 link_id, u64 *stats)
 {
 	struct engram_link_table *lt;
 
@@ -267,11 +267,11 @@ void engram_link_tables_fold(u32 link_id, u64 *stats)
 }
 
 /**
- * engram_link_tables_log() - a log line for each link table that moved
+ * engram_link_table_log() - a log line for each link table that moved
  *
  * Called by the statlog worker only, which owns the logged[] snapshots.
  */
-void engram_link_tables_log(void)
+void engram_link_table_log(void)
 {
 	struct engram_link_table *lt;
 	u64 *cur;
@@ -280,10 +280,10 @@ void engram_link_tables_log(void)
 	if (!cur)
 		return;
 	mutex_lock(&engram_lt_mutex);
-	engram_lt_prune_locked();
+	engram_link_table_prune_locked();
 	list_for_each_entry(lt, &engram_link_tables, node) {
-		engram_counters_snapshot(&lt->stats, cur);
-		engram_hist_snapshot(&lt->lat, cur + __ENGRAM_STAT_MAX);
+		engram_stats_counters_snapshot(&lt->stats, cur);
+		engram_stats_hist_snapshot(&lt->lat, cur + __ENGRAM_STAT_MAX);
 		engram_stats_log_line(lt->name, lt->link_id, cur, lt->logged,
 				      cur + __ENGRAM_STAT_MAX, lt->logged_lat);
 		memcpy(lt->logged, cur, sizeof(lt->logged));
@@ -294,18 +294,18 @@ void engram_link_tables_log(void)
 }
 
 /**
- * engram_link_tables_exit() - free every entry
+ * engram_link_table_exit() - free every entry
  *
  * At module unload, after the character device is gone: no fd uses any.
  */
-void engram_link_tables_exit(void)
+void engram_link_table_exit(void)
 {
 	struct engram_link_table *lt, *tmp;
 
 	mutex_lock(&engram_lt_mutex);
 	list_for_each_entry_safe(lt, tmp, &engram_link_tables, node) {
 		WARN_ON_ONCE(lt->users);
-		engram_lt_free(lt);
+		engram_link_table_free(lt);
 	}
 	mutex_unlock(&engram_lt_mutex);
 }

@@ -28,8 +28,8 @@ void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire
 void engram_link_table_submit_failed(struct engram_link_table *lt, int error);
 void engram_link_table_report(struct engram_link_table *lt, u32 rows);
 int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *info);
-void engram_link_tables_fold(u32 link_id, u64 *stats);
-void engram_link_tables_log(void);
-void engram_link_tables_exit(void);
+void engram_link_table_fold(u32 link_id, u64 *stats);
+void engram_link_table_log(void);
+void engram_link_table_exit(void);
 
 #endif /* _ENGRAM_LINK_TABLE_H */

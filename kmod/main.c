@@ -24,9 +24,9 @@ static int engram_ib_add(struct ib_device *ibdev)
 {
 	engram_dev_added(ibdev);
 	/* A listener waiting for an address on this device can retry now. */
-	engram_server_add_device(ibdev);
+	engram_serve_listen_add_device(ibdev);
 	/* Tables get mapped for it in the background, not by its first request. */
-	engram_tables_device_added();
+	engram_table_device_added();
 	return 0;
 }
 
@@ -34,8 +34,8 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 {
 	engram_dev_removing(ibdev);
 	/* Server first: its connections and listeners accept no new users. */
-	engram_server_remove_device(ibdev);
-	engram_links_remove_device(ibdev);
+	engram_serve_listen_remove_device(ibdev);
+	engram_link_remove_device(ibdev);
 	engram_dma_unmap_device(ibdev);
 	engram_dev_removed(ibdev);
 }
@@ -56,21 +56,22 @@ static int __init engram_init(void)
 	ret = engram_allow_init();
 	if (ret)
 		return ret;
-	ret = engram_tables_init();
+	ret = engram_table_init();
 	if (ret)
 		goto err_allow;
 	/* The host role: its core, then the listeners and transports over it. */
 	ret = engram_serve_init();
 	if (ret)
 		goto err_tables;
-	ret = engram_server_init();
+	ret = engram_serve_listen_init();
 	if (ret)
 		goto err_serve;
-	/* The client role: the TCP transport's workqueue, then the links. */
-	ret = engram_tcp_links_init();
+	/* The client role: its transports, then the links. */
+	engram_link_rdma_init();
+	ret = engram_link_tcp_init();
 	if (ret)
-		goto err_server;
-	ret = engram_links_init();
+		goto err_rdma_links;
+	ret = engram_link_init();
 	if (ret)
 		goto err_tcp_links;
 	/*
@@ -97,15 +98,16 @@ err_dev:
 	ib_unregister_client(&engram_ib_client);
 	engram_dev_exit();
 err_links:
-	engram_links_exit();
+	engram_link_exit();
 err_tcp_links:
-	engram_tcp_links_exit();
-err_server:
-	engram_server_exit();
+	engram_link_tcp_exit();
+err_rdma_links:
+	engram_link_rdma_exit();
+	engram_serve_listen_exit();
 err_serve:
 	engram_serve_exit();
 err_tables:
-	engram_tables_exit();
+	engram_table_exit();
 err_allow:
 	engram_allow_exit();
 	return ret;
@@ -119,14 +121,15 @@ static void __exit engram_exit(void)
 	engram_chardev_exit();
 	engram_statlog_exit();
 	/* The client's per-table counters: no fd uses one now. */
-	engram_link_tables_exit();
-	engram_links_exit();
-	engram_tcp_links_exit();
-	engram_server_exit();
+	engram_link_table_exit();
+	engram_link_exit();
+	engram_link_tcp_exit();
+	engram_link_rdma_exit();
+	engram_serve_listen_exit();
 	engram_serve_exit();
 	ib_unregister_client(&engram_ib_client);
 	engram_dev_exit();
-	engram_tables_exit();
+	engram_table_exit();
 	engram_allow_exit();
 	pr_info("unloaded\n");
 }

@@ -3,7 +3,7 @@
  * The engram_rdma generic netlink family: the control plane engramctl talks
  * to.  Handlers here only translate between attributes and the APIs of the
  * other parts; every decision about tables is made in table.c, about
- * listeners in listen.c and about links in link.c.
+ * listeners in serve_listen.c and about links in link.c.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -62,8 +62,8 @@ static const struct nla_policy engram_no_attr_policy[ENGRAM_A_MAX + 1];
  * GENL_ADMIN_PERM so that the refusal carries a message like every other one.
  * @msg must be a static string (KBUILD_MODNAME ": ...").
  */
-static int engram_nl_admin_msg(struct sk_buff *skb, struct genl_info *info,
-			       const char *msg)
+static int engram_netlink_admin_msg(struct sk_buff *skb, struct genl_info *info,
+				    const char *msg)
 {
 	if (netlink_capable(skb, CAP_NET_ADMIN))
 		return 0;
@@ -72,9 +72,9 @@ static int engram_nl_admin_msg(struct sk_buff *skb, struct genl_info *info,
 	return -EPERM;
 }
 
-static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_admin(struct sk_buff *skb, struct genl_info *info)
 {
-	return engram_nl_admin_msg(skb, info,
+	return engram_netlink_admin_msg(skb, info,
 				   KBUILD_MODNAME ": changing tables needs CAP_NET_ADMIN");
 }
 
@@ -87,7 +87,7 @@ static int engram_nl_admin(struct sk_buff *skb, struct genl_info *info)
  * trusts (ALLOW_GET); those need CAP_NET_ADMIN, like changing them.
  * @skb is the request.
  */
-static bool engram_nl_sees_all(const struct sk_buff *skb)
+static bool engram_netlink_sees_all(const struct sk_buff *skb)
 {
 	return netlink_capable(skb, CAP_NET_ADMIN);
 }
@@ -106,7 +106,7 @@ static const char * const engram_missing_msg[ENGRAM_A_MAX + 1] = {
 };
 
 /* Refuse a request that lacks @attr, saying which, in words and for tools. */
-static int engram_nl_require(struct genl_info *info, int attr)
+static int engram_netlink_require(struct genl_info *info, int attr)
 {
 	if (info->attrs[attr])
 		return 0;
@@ -116,20 +116,20 @@ static int engram_nl_require(struct genl_info *info, int attr)
 	return -EINVAL;
 }
 
-static int engram_nl_refused(int ret)
+static int engram_netlink_refused(int ret)
 {
 	if (ret)
 		engram_count(&engram_global_stats, ENGRAM_STAT_REQUESTS_REFUSED);
 	return ret;
 }
 
-static u32 engram_errno_attr(int error)
+static u32 engram_netlink_errno_attr(int error)
 {
 	return error < 0 ? -error : error;
 }
 
-static int engram_put_stats(struct sk_buff *skb, const u64 *vals, const u8 *ids,
-			    unsigned int n)
+static int engram_netlink_put_stats(struct sk_buff *skb, const u64 *vals, const u8 *ids,
+				    unsigned int n)
 {
 	struct nlattr *nest = nla_nest_start(skb, ENGRAM_A_STATS);
 	unsigned int i;
@@ -150,7 +150,7 @@ static int engram_put_stats(struct sk_buff *skb, const u64 *vals, const u8 *ids,
  * Bucket i of the histogram is attribute i (1-based); attribute type 0 pads
  * the u64s where the architecture needs it, as no bucket can be 0.
  */
-static int engram_put_latency(struct sk_buff *skb, const u64 *lat)
+static int engram_netlink_put_latency(struct sk_buff *skb, const u64 *lat)
 {
 	struct nlattr *nest = nla_nest_start(skb, ENGRAM_A_LATENCY);
 	unsigned int i;
@@ -167,9 +167,9 @@ static int engram_put_latency(struct sk_buff *skb, const u64 *lat)
 	return 0;
 }
 
-static int engram_put_table(struct sk_buff *skb, const struct engram_table_info *ti)
+static int engram_netlink_put_table(struct sk_buff *skb, const struct engram_table_info *ti)
 {
-	/* An empty path was withheld (engram_nl_sees_all()). */
+	/* An empty path was withheld (engram_netlink_sees_all()). */
 	if (nla_put_string(skb, ENGRAM_A_TABLE_NAME, ti->name) ||
 	    (ti->path[0] && nla_put_string(skb, ENGRAM_A_TABLE_PATH, ti->path)) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ti->generation, ENGRAM_A_PAD) ||
@@ -195,44 +195,45 @@ static int engram_put_table(struct sk_buff *skb, const struct engram_table_info 
 	return 0;
 }
 
-static int engram_put_table_stats(struct sk_buff *skb, const struct engram_table_info *ti)
+static int engram_netlink_put_table_stats(struct sk_buff *skb, const struct engram_table_info *ti)
 {
 	if (nla_put_string(skb, ENGRAM_A_TABLE_NAME, ti->name) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ti->generation, ENGRAM_A_PAD))
 		return -EMSGSIZE;
-	if (engram_put_stats(skb, ti->stats, engram_table_stat_ids, engram_table_stat_count))
+	if (engram_netlink_put_stats(skb, ti->stats, engram_table_stat_ids,
+				     engram_table_stat_count))
 		return -EMSGSIZE;
-	return engram_put_latency(skb, ti->lat);
+	return engram_netlink_put_latency(skb, ti->lat);
 }
 
 /*
  * A link's counters, as STATS_GET reports them: identity, STATS, LATENCY.
- * An empty URL was withheld (engram_nl_sees_all()).
+ * An empty URL was withheld (engram_netlink_sees_all()).
  */
-static int engram_put_link_stats(struct sk_buff *skb, const struct engram_link_info *li)
+static int engram_netlink_put_link_stats(struct sk_buff *skb, const struct engram_link_info *li)
 {
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
 	    (li->url[0] && nla_put_string(skb, ENGRAM_A_URL, li->url)) ||
-	    engram_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
+	    engram_netlink_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
 		return -EMSGSIZE;
-	return engram_put_latency(skb, li->lat);
+	return engram_netlink_put_latency(skb, li->lat);
 }
 
 /* A table opened through a link, as STATS_GET reports it. */
-static int engram_put_link_table_stats(struct sk_buff *skb,
-				       const struct engram_link_table_info *lt)
+static int engram_netlink_put_link_table_stats(struct sk_buff *skb,
+					       const struct engram_link_table_info *lt)
 {
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, lt->link_id) ||
 	    nla_put_string(skb, ENGRAM_A_TABLE_NAME, lt->name) ||
 	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, lt->sha256) ||
-	    engram_put_stats(skb, lt->stats, engram_link_table_stat_ids,
-			     engram_link_table_stat_count))
+	    engram_netlink_put_stats(skb, lt->stats, engram_link_table_stat_ids,
+				     engram_link_table_stat_count))
 		return -EMSGSIZE;
-	return engram_put_latency(skb, lt->lat);
+	return engram_netlink_put_latency(skb, lt->lat);
 }
 
 /* Everything about a link, as LINK_GET reports it (URL: as above). */
-static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *li)
+static int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *li)
 {
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, li->id) ||
 	    (li->url[0] && nla_put_string(skb, ENGRAM_A_URL, li->url)) ||
@@ -245,19 +246,20 @@ static int engram_put_link(struct sk_buff *skb, const struct engram_link_info *l
 	    nla_put_u8(skb, ENGRAM_A_TRANSPORT, li->transport) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_LINK_RECONNECTS, li->reconnects, ENGRAM_A_PAD))
 		return -EMSGSIZE;
-	if (li->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_errno_attr(li->error)))
+	if (li->error &&
+	    nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_netlink_errno_attr(li->error)))
 		return -EMSGSIZE;
 	if (li->have_heartbeat &&
 	    nla_put_u32(skb, ENGRAM_A_LINK_HEARTBEAT_US, li->heartbeat_us))
 		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
-	if (engram_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
+	if (engram_netlink_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))
 		return -EMSGSIZE;
-	return engram_put_latency(skb, li->lat);
+	return engram_netlink_put_latency(skb, li->lat);
 }
 
-static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_info *li)
+static int engram_netlink_put_listen(struct sk_buff *skb, const struct engram_listen_info *li)
 {
 	if (nla_put_string(skb, ENGRAM_A_URL, li->url) ||
 	    nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, li->state) ||
@@ -267,14 +269,14 @@ static int engram_put_listen(struct sk_buff *skb, const struct engram_listen_inf
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
 	if (li->state == ENGRAM_LISTEN_WAITING && li->error &&
-	    nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_errno_attr(li->error)))
+	    nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_netlink_errno_attr(li->error)))
 		return -EMSGSIZE;
 	return 0;
 }
 
-/* Reply to a do request with one table's attributes; @all: engram_nl_sees_all(). */
-static int engram_reply_table(struct genl_info *info, const char *name, u8 cmd, bool stats,
-			      bool all)
+/* Reply to a do request with one table's attributes; @all: engram_netlink_sees_all(). */
+static int engram_netlink_reply_table(struct genl_info *info, const char *name, u8 cmd, bool stats,
+				      bool all)
 {
 	struct engram_table_info *ti;
 	struct sk_buff *msg;
@@ -300,7 +302,7 @@ static int engram_reply_table(struct genl_info *info, const char *name, u8 cmd, 
 	ret = -EMSGSIZE;
 	if (!hdr)
 		goto err_msg;
-	ret = stats ? engram_put_table_stats(msg, ti) : engram_put_table(msg, ti);
+	ret = stats ? engram_netlink_put_table_stats(msg, ti) : engram_netlink_put_table(msg, ti);
 	if (ret)
 		goto err_msg;
 	genlmsg_end(msg, hdr);
@@ -313,23 +315,23 @@ out:
 	return ret;
 }
 
-static int engram_nl_table_load(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_table_load(struct sk_buff *skb, struct genl_info *info)
 {
 	struct nlattr **tb = info->attrs;
 	struct engram_load_args a = {};
 	int ret;
 
-	ret = engram_nl_admin(skb, info);
+	ret = engram_netlink_admin(skb, info);
 	if (ret)
-		return engram_nl_refused(ret);
-	if (engram_nl_require(info, ENGRAM_A_TABLE_NAME) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_FD) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_ROWS) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_WEIGHT_OFFSET) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_SCALE_OFFSET) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_WEIGHT_BYTES) ||
-	    engram_nl_require(info, ENGRAM_A_TABLE_SCALE_BYTES))
-		return engram_nl_refused(-EINVAL);
+		return engram_netlink_refused(ret);
+	if (engram_netlink_require(info, ENGRAM_A_TABLE_NAME) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_FD) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_ROWS) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_WEIGHT_OFFSET) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_SCALE_OFFSET) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_WEIGHT_BYTES) ||
+	    engram_netlink_require(info, ENGRAM_A_TABLE_SCALE_BYTES))
+		return engram_netlink_refused(-EINVAL);
 
 	a.name = nla_data(tb[ENGRAM_A_TABLE_NAME]);
 	a.fd = nla_get_u32(tb[ENGRAM_A_TABLE_FD]);
@@ -343,60 +345,60 @@ static int engram_nl_table_load(struct sk_buff *skb, struct genl_info *info)
 
 	ret = engram_table_load(&a, info->extack);
 	if (ret)
-		return engram_nl_refused(ret);
+		return engram_netlink_refused(ret);
 	/*
 	 * The load has started and holds the file: report success even if the
 	 * reply cannot be built or the table is already gone again (a racing
 	 * unload); the caller then gets a plain ack.
 	 */
-	engram_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false, true);
+	engram_netlink_reply_table(info, a.name, ENGRAM_CMD_TABLE_LOAD, false, true);
 	return 0;
 }
 
-static int engram_nl_table_unload(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_table_unload(struct sk_buff *skb, struct genl_info *info)
 {
-	int ret = engram_nl_admin(skb, info);
+	int ret = engram_netlink_admin(skb, info);
 
-	if (!ret && engram_nl_require(info, ENGRAM_A_TABLE_NAME))
+	if (!ret && engram_netlink_require(info, ENGRAM_A_TABLE_NAME))
 		ret = -EINVAL;
 	if (!ret)
 		ret = engram_table_unload(nla_data(info->attrs[ENGRAM_A_TABLE_NAME]),
 					  info->extack);
-	return engram_nl_refused(ret);
+	return engram_netlink_refused(ret);
 }
 
-static int engram_nl_table_verify(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_table_verify(struct sk_buff *skb, struct genl_info *info)
 {
 	const char *name;
-	int ret = engram_nl_admin(skb, info);
+	int ret = engram_netlink_admin(skb, info);
 
-	if (!ret && engram_nl_require(info, ENGRAM_A_TABLE_NAME))
+	if (!ret && engram_netlink_require(info, ENGRAM_A_TABLE_NAME))
 		ret = -EINVAL;
 	if (ret)
-		return engram_nl_refused(ret);
+		return engram_netlink_refused(ret);
 	name = nla_data(info->attrs[ENGRAM_A_TABLE_NAME]);
 	ret = engram_table_verify(name, info->extack);
 	if (ret)
-		return engram_nl_refused(ret);
-	ret = engram_reply_table(info, name, ENGRAM_CMD_TABLE_VERIFY, false, true);
+		return engram_netlink_refused(ret);
+	ret = engram_netlink_reply_table(info, name, ENGRAM_CMD_TABLE_VERIFY, false, true);
 	return ret == -ENOENT ? 0 : ret;
 }
 
-static int engram_nl_table_get(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_table_get(struct sk_buff *skb, struct genl_info *info)
 {
-	if (engram_nl_require(info, ENGRAM_A_TABLE_NAME))
-		return engram_nl_refused(-EINVAL);
-	return engram_nl_refused(engram_reply_table(info,
+	if (engram_netlink_require(info, ENGRAM_A_TABLE_NAME))
+		return engram_netlink_refused(-EINVAL);
+	return engram_netlink_refused(engram_netlink_reply_table(info,
 						    nla_data(info->attrs[ENGRAM_A_TABLE_NAME]),
 						    ENGRAM_CMD_TABLE_GET, false,
-						    engram_nl_sees_all(skb)));
+						    engram_netlink_sees_all(skb)));
 }
 
 /*
  * One link's message for a do request: LINK_GET, STATS_GET, or LINK_ADD's
- * reply; @all: engram_nl_sees_all().
+ * reply; @all: engram_netlink_sees_all().
  */
-static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd, bool all)
+static int engram_netlink_reply_link(struct genl_info *info, u32 id, u8 cmd, bool all)
 {
 	struct engram_link_info *li;
 	struct sk_buff *msg;
@@ -409,7 +411,7 @@ static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd, bool all)
 		return -ENOMEM;
 	found = !engram_link_info_by_id(id, li);
 	if (found)
-		engram_link_tables_fold(id, li->stats);
+		engram_link_table_fold(id, li->stats);
 	if (!all)
 		li->url[0] = '\0';
 	if (!found && cmd != ENGRAM_CMD_LINK_ADD) {
@@ -429,9 +431,9 @@ static int engram_reply_link(struct genl_info *info, u32 id, u8 cmd, bool all)
 	if (!found)	/* LINK_ADD, and the link is gone again: the id is all there is */
 		ret = nla_put_u32(msg, ENGRAM_A_LINK_ID, id) ? -EMSGSIZE : 0;
 	else if (cmd == ENGRAM_CMD_STATS_GET)
-		ret = engram_put_link_stats(msg, li);
+		ret = engram_netlink_put_link_stats(msg, li);
 	else
-		ret = engram_put_link(msg, li);
+		ret = engram_netlink_put_link(msg, li);
 	if (ret)
 		goto err_msg;
 	genlmsg_end(msg, hdr);
@@ -444,7 +446,7 @@ out:
 	return ret;
 }
 
-static void *engram_dump_hdr(struct sk_buff *skb, struct netlink_callback *cb, u8 cmd)
+static void *engram_netlink_dump_hdr(struct sk_buff *skb, struct netlink_callback *cb, u8 cmd)
 {
 	return genlmsg_put(skb, NETLINK_CB(cb->skb).portid, cb->nlh->nlmsg_seq,
 			   &engram_family, NLM_F_MULTI, cmd);
@@ -455,7 +457,7 @@ static void *engram_dump_hdr(struct sk_buff *skb, struct netlink_callback *cb, u
  * -EMSGSIZE when the message filled up; the next call resumes at the object
  * that did not fit, unless it did not fit even an empty message.
  */
-static int engram_dump_end(struct sk_buff *skb, int ret)
+static int engram_netlink_dump_end(struct sk_buff *skb, int ret)
 {
 	if (ret == -EMSGSIZE && skb->len)
 		return skb->len;
@@ -465,7 +467,7 @@ static int engram_dump_end(struct sk_buff *skb, int ret)
 /*
  * Dumps walk the lists by position (cb->args[0]); an object added or
  * removed mid-dump may be skipped or repeated, as in any netlink dump.
- * engram_dump_each() writes from position *@idx on and leaves it at the
+ * engram_netlink_dump_each() writes from position *@idx on and leaves it at the
  * first object not written.
  */
 struct engram_dump {
@@ -483,7 +485,7 @@ struct engram_dump {
 	int (*put)(struct engram_dump *d);
 };
 
-static int engram_dump_each(struct engram_dump *d, unsigned long *idx)
+static int engram_netlink_dump_each(struct engram_dump *d, unsigned long *idx)
 {
 	void *hdr;
 	int ret;
@@ -491,7 +493,7 @@ static int engram_dump_each(struct engram_dump *d, unsigned long *idx)
 	for (; !d->nth(*idx, d->obj); (*idx)++) {
 		if (d->skip && d->skip(d))
 			continue;
-		hdr = engram_dump_hdr(d->skb, d->cb, d->cmd);
+		hdr = engram_netlink_dump_hdr(d->skb, d->cb, d->cmd);
 		if (!hdr)
 			return -EMSGSIZE;
 		ret = d->put(d);
@@ -505,25 +507,25 @@ static int engram_dump_each(struct engram_dump *d, unsigned long *idx)
 }
 
 /* Run @d over a freshly allocated object of @size bytes. */
-static int engram_dump_objects(struct engram_dump *d, size_t size, unsigned long *idx)
+static int engram_netlink_dump_objects(struct engram_dump *d, size_t size, unsigned long *idx)
 {
 	int ret;
 
 	d->obj = kmalloc(size, GFP_KERNEL);
 	if (!d->obj)
 		return -ENOMEM;
-	d->all = engram_nl_sees_all(d->cb->skb);
-	ret = engram_dump_each(d, idx);
+	d->all = engram_netlink_sees_all(d->cb->skb);
+	ret = engram_netlink_dump_each(d, idx);
 	kfree(d->obj);
 	return ret;
 }
 
-static int engram_dump_table_nth(unsigned long n, void *obj)
+static int engram_netlink_dump_table_nth(unsigned long n, void *obj)
 {
 	return engram_table_info_nth(n, obj);
 }
 
-static bool engram_dump_table_skip(struct engram_dump *d)
+static bool engram_netlink_dump_table_skip(struct engram_dump *d)
 {
 	const struct nlattr *filter = d->tb[ENGRAM_A_TABLE_NAME];
 	const struct engram_table_info *ti = d->obj;
@@ -531,22 +533,22 @@ static bool engram_dump_table_skip(struct engram_dump *d)
 	return filter && strcmp(ti->name, nla_data(filter));
 }
 
-static int engram_dump_table_put(struct engram_dump *d)
+static int engram_netlink_dump_table_put(struct engram_dump *d)
 {
 	struct engram_table_info *ti = d->obj;
 
 	if (!d->all)
 		ti->path[0] = '\0';
-	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_put_table_stats(d->skb, ti) :
-						engram_put_table(d->skb, ti);
+	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_netlink_put_table_stats(d->skb, ti) :
+						engram_netlink_put_table(d->skb, ti);
 }
 
-static int engram_dump_link_nth(unsigned long n, void *obj)
+static int engram_netlink_dump_link_nth(unsigned long n, void *obj)
 {
 	return engram_link_info_nth(n, obj);
 }
 
-static bool engram_dump_link_skip(struct engram_dump *d)
+static bool engram_netlink_dump_link_skip(struct engram_dump *d)
 {
 	const struct nlattr *filter = d->tb[ENGRAM_A_LINK_ID];
 	const struct engram_link_info *li = d->obj;
@@ -554,24 +556,24 @@ static bool engram_dump_link_skip(struct engram_dump *d)
 	return filter && li->id != nla_get_u32(filter);
 }
 
-static int engram_dump_link_put(struct engram_dump *d)
+static int engram_netlink_dump_link_put(struct engram_dump *d)
 {
 	struct engram_link_info *li = d->obj;
 
 	if (!d->all)
 		li->url[0] = '\0';
-	engram_link_tables_fold(li->id, li->stats);
-	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_put_link_stats(d->skb, li) :
-						engram_put_link(d->skb, li);
+	engram_link_table_fold(li->id, li->stats);
+	return d->cmd == ENGRAM_CMD_STATS_GET ? engram_netlink_put_link_stats(d->skb, li) :
+						engram_netlink_put_link(d->skb, li);
 }
 
 /* Tables opened through links, filtered by link id or table name. */
-static int engram_dump_link_table_nth(unsigned long n, void *obj)
+static int engram_netlink_dump_link_table_nth(unsigned long n, void *obj)
 {
 	return engram_link_table_info_nth(n, obj);
 }
 
-static bool engram_dump_link_table_skip(struct engram_dump *d)
+static bool engram_netlink_dump_link_table_skip(struct engram_dump *d)
 {
 	const struct engram_link_table_info *lt = d->obj;
 
@@ -581,70 +583,71 @@ static bool engram_dump_link_table_skip(struct engram_dump *d)
 		strcmp(lt->name, nla_data(d->tb[ENGRAM_A_TABLE_NAME])));
 }
 
-static int engram_dump_link_table_put(struct engram_dump *d)
+static int engram_netlink_dump_link_table_put(struct engram_dump *d)
 {
-	return engram_put_link_table_stats(d->skb, d->obj);
+	return engram_netlink_put_link_table_stats(d->skb, d->obj);
 }
 
-static int engram_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
-				   u8 cmd, struct nlattr **tb, unsigned long *idx)
-{
-	struct engram_dump d = {
-		.skb = skb, .cb = cb, .cmd = cmd, .tb = tb,
-		.nth = engram_dump_table_nth, .skip = engram_dump_table_skip,
-		.put = engram_dump_table_put,
-	};
-
-	return engram_dump_objects(&d, sizeof(struct engram_table_info), idx);
-}
-
-static int engram_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
-				  u8 cmd, struct nlattr **tb, unsigned long *idx)
+static int engram_netlink_dump_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
+					   u8 cmd, struct nlattr **tb, unsigned long *idx)
 {
 	struct engram_dump d = {
 		.skb = skb, .cb = cb, .cmd = cmd, .tb = tb,
-		.nth = engram_dump_link_nth, .skip = engram_dump_link_skip,
-		.put = engram_dump_link_put,
+		.nth = engram_netlink_dump_table_nth, .skip = engram_netlink_dump_table_skip,
+		.put = engram_netlink_dump_table_put,
 	};
 
-	return engram_dump_objects(&d, sizeof(struct engram_link_info), idx);
+	return engram_netlink_dump_objects(&d, sizeof(struct engram_table_info), idx);
 }
 
-static int engram_dump_link_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
-					struct nlattr **tb, unsigned long *idx)
+static int engram_netlink_dump_links_from(struct sk_buff *skb, struct netlink_callback *cb,
+					  u8 cmd, struct nlattr **tb, unsigned long *idx)
+{
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = cmd, .tb = tb,
+		.nth = engram_netlink_dump_link_nth, .skip = engram_netlink_dump_link_skip,
+		.put = engram_netlink_dump_link_put,
+	};
+
+	return engram_netlink_dump_objects(&d, sizeof(struct engram_link_info), idx);
+}
+
+static int engram_netlink_dump_link_tables_from(struct sk_buff *skb, struct netlink_callback *cb,
+						struct nlattr **tb, unsigned long *idx)
 {
 	struct engram_dump d = {
 		.skb = skb, .cb = cb, .cmd = ENGRAM_CMD_STATS_GET, .tb = tb,
-		.nth = engram_dump_link_table_nth, .skip = engram_dump_link_table_skip,
-		.put = engram_dump_link_table_put,
+		.nth = engram_netlink_dump_link_table_nth,
+		.skip = engram_netlink_dump_link_table_skip,
+		.put = engram_netlink_dump_link_table_put,
 	};
 
-	return engram_dump_objects(&d, sizeof(struct engram_link_table_info), idx);
+	return engram_netlink_dump_objects(&d, sizeof(struct engram_link_table_info), idx);
 }
 
 /* The core validated the request already; parsed again for the filters. */
-static int engram_dump_parse(struct netlink_callback *cb, struct nlattr **tb,
-			     const struct nla_policy *policy)
+static int engram_netlink_dump_parse(struct netlink_callback *cb, struct nlattr **tb,
+				     const struct nla_policy *policy)
 {
 	return genlmsg_parse(cb->nlh, &engram_family, tb, ENGRAM_A_MAX, policy, cb->extack);
 }
 
-static int engram_nl_table_dump(struct sk_buff *skb, struct netlink_callback *cb)
+static int engram_netlink_table_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct nlattr *tb[ENGRAM_A_MAX + 1];
 	unsigned long idx = cb->args[0];
 	int ret;
 
-	ret = engram_dump_parse(cb, tb, engram_name_policy);
+	ret = engram_netlink_dump_parse(cb, tb, engram_name_policy);
 	if (ret)
 		return ret;
-	ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_TABLE_GET, tb, &idx);
+	ret = engram_netlink_dump_tables_from(skb, cb, ENGRAM_CMD_TABLE_GET, tb, &idx);
 	cb->args[0] = idx;
-	return engram_dump_end(skb, ret);
+	return engram_netlink_dump_end(skb, ret);
 }
 
 /* STATS_GET names a table or a link, not both. */
-static int engram_stats_filter_ok(struct nlattr **tb, struct netlink_ext_ack *extack)
+static int engram_netlink_stats_filter_ok(struct nlattr **tb, struct netlink_ext_ack *extack)
 {
 	if (!tb[ENGRAM_A_TABLE_NAME] || !tb[ENGRAM_A_LINK_ID])
 		return 0;
@@ -653,7 +656,7 @@ static int engram_stats_filter_ok(struct nlattr **tb, struct netlink_ext_ack *ex
 	return -EINVAL;
 }
 
-static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_stats_get(struct sk_buff *skb, struct genl_info *info)
 {
 	static const u8 gauges[] = { ENGRAM_STAT_TABLES, ENGRAM_STAT_PINNED_BYTES };
 	DECLARE_BITMAP(seen, __ENGRAM_STAT_MAX) = {};
@@ -664,24 +667,25 @@ static int engram_nl_stats_get(struct sk_buff *skb, struct genl_info *info)
 	void *hdr;
 	int ret;
 
-	ret = engram_stats_filter_ok(info->attrs, info->extack);
+	ret = engram_netlink_stats_filter_ok(info->attrs, info->extack);
 	if (ret)
-		return engram_nl_refused(ret);
+		return engram_netlink_refused(ret);
 	if (info->attrs[ENGRAM_A_TABLE_NAME]) {
 		const char *name = nla_data(info->attrs[ENGRAM_A_TABLE_NAME]);
 
-		return engram_nl_refused(engram_reply_table(info, name,
+		return engram_netlink_refused(engram_netlink_reply_table(info, name,
 							    ENGRAM_CMD_STATS_GET, true,
-							    engram_nl_sees_all(skb)));
+							    engram_netlink_sees_all(skb)));
 	}
 	if (info->attrs[ENGRAM_A_LINK_ID]) {
 		u32 id = nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]);
 
-		return engram_nl_refused(engram_reply_link(info, id, ENGRAM_CMD_STATS_GET,
-							   engram_nl_sees_all(skb)));
+		ret = engram_netlink_reply_link(info, id, ENGRAM_CMD_STATS_GET,
+						engram_netlink_sees_all(skb));
+		return engram_netlink_refused(ret);
 	}
-	engram_counters_snapshot(&engram_global_stats, vals);
-	engram_tables_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
+	engram_stats_counters_snapshot(&engram_global_stats, vals);
+	engram_table_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
 
 	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);
 	if (!msg)
@@ -723,41 +727,43 @@ err:
  * limits the dump to that table (served here or opened through a link),
  * LINK_ID to that link and its tables.
  */
-static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb)
+static int engram_netlink_stats_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct nlattr *tb[ENGRAM_A_MAX + 1];
 	unsigned long idx;
 	int ret;
 
-	ret = engram_dump_parse(cb, tb, engram_stats_policy);
+	ret = engram_netlink_dump_parse(cb, tb, engram_stats_policy);
 	if (!ret)
-		ret = engram_stats_filter_ok(tb, cb->extack);
+		ret = engram_netlink_stats_filter_ok(tb, cb->extack);
 	if (ret)
-		return engram_nl_refused(ret);
+		return engram_netlink_refused(ret);
 	if (!cb->args[1]) {
 		idx = cb->args[0];
 		if (!tb[ENGRAM_A_LINK_ID])
-			ret = engram_dump_tables_from(skb, cb, ENGRAM_CMD_STATS_GET, tb, &idx);
+			ret = engram_netlink_dump_tables_from(skb, cb, ENGRAM_CMD_STATS_GET, tb,
+							      &idx);
 		cb->args[0] = idx;
 		if (ret)
-			return engram_dump_end(skb, ret);
+			return engram_netlink_dump_end(skb, ret);
 		cb->args[0] = 0;
 		cb->args[1] = 1;
 	}
 	if (cb->args[1] == 1) {
 		idx = cb->args[0];
 		if (!tb[ENGRAM_A_TABLE_NAME])
-			ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET, tb, &idx);
+			ret = engram_netlink_dump_links_from(skb, cb, ENGRAM_CMD_STATS_GET, tb,
+							     &idx);
 		cb->args[0] = idx;
 		if (ret)
-			return engram_dump_end(skb, ret);
+			return engram_netlink_dump_end(skb, ret);
 		cb->args[0] = 0;
 		cb->args[1] = 2;
 	}
 	idx = cb->args[0];
-	ret = engram_dump_link_tables_from(skb, cb, tb, &idx);
+	ret = engram_netlink_dump_link_tables_from(skb, cb, tb, &idx);
 	cb->args[0] = idx;
-	return engram_dump_end(skb, ret);
+	return engram_netlink_dump_end(skb, ret);
 }
 
 /*
@@ -765,14 +771,14 @@ static int engram_nl_stats_dump(struct sk_buff *skb, struct netlink_callback *cb
  * offending part of the URL, but an extack message must be a static string:
  * the reason goes to the kernel log (escaped, it quotes user input).
  */
-static int engram_nl_url(struct genl_info *info, enum engram_url_role role,
-			 struct engram_url *u)
+static int engram_netlink_url(struct genl_info *info, enum engram_url_role role,
+			      struct engram_url *u)
 {
 	const struct nlattr *a = info->attrs[ENGRAM_A_URL];
 	const char *s;
 	char why[160];
 
-	if (engram_nl_require(info, ENGRAM_A_URL))
+	if (engram_netlink_require(info, ENGRAM_A_URL))
 		return -EINVAL;
 	s = nla_data(a);
 	if (!engram_url_parse(s, strlen(s), role, u, why, sizeof(why)))
@@ -791,12 +797,12 @@ static int engram_nl_url(struct genl_info *info, enum engram_url_role role,
 }
 
 /*
- * listen.c and link.c explain their refusals; this covers one that came back
+ * serve_listen.c and link.c explain their refusals; this covers one that came back
  * without a message (@msg static, with the module prefix) and points at
  * @attr when the callee pointed at nothing.  A failed allocation may stay
  * silent, as everywhere else.
  */
-static int engram_nl_explain(struct genl_info *info, int ret, int attr, const char *msg)
+static int engram_netlink_explain(struct genl_info *info, int ret, int attr, const char *msg)
 {
 	struct netlink_ext_ack *extack = info->extack;
 
@@ -809,122 +815,124 @@ static int engram_nl_explain(struct genl_info *info, int ret, int attr, const ch
 	return ret;
 }
 
-static int engram_nl_listen_add(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_listen_add(struct sk_buff *skb, struct genl_info *info)
 {
 	struct engram_url u;
 	int ret;
 
-	ret = engram_nl_admin_msg(skb, info,
-				  KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
+	ret = engram_netlink_admin_msg(skb, info,
+				       KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
 	if (!ret)
-		ret = engram_nl_url(info, ENGRAM_URL_LISTEN, &u);
+		ret = engram_netlink_url(info, ENGRAM_URL_LISTEN, &u);
 	if (!ret)
-		ret = engram_nl_explain(info, engram_listen_add(&u, info->extack), ENGRAM_A_URL,
-					KBUILD_MODNAME ": cannot add the listener");
-	return engram_nl_refused(ret);
+		ret = engram_netlink_explain(info, engram_serve_listen_add(&u, info->extack),
+					     ENGRAM_A_URL,
+					     KBUILD_MODNAME ": cannot add the listener");
+	return engram_netlink_refused(ret);
 }
 
-static int engram_nl_listen_del(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_listen_del(struct sk_buff *skb, struct genl_info *info)
 {
 	struct engram_url u;
 	int ret;
 
-	ret = engram_nl_admin_msg(skb, info,
-				  KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
+	ret = engram_netlink_admin_msg(skb, info,
+				       KBUILD_MODNAME ": changing listeners needs CAP_NET_ADMIN");
 	if (!ret)
-		ret = engram_nl_url(info, ENGRAM_URL_LISTEN, &u);
+		ret = engram_netlink_url(info, ENGRAM_URL_LISTEN, &u);
 	if (!ret)
-		ret = engram_nl_explain(info, engram_listen_del(&u, info->extack), ENGRAM_A_URL,
-					KBUILD_MODNAME ": cannot remove the listener");
-	return engram_nl_refused(ret);
+		ret = engram_netlink_explain(info, engram_serve_listen_del(&u, info->extack),
+					     ENGRAM_A_URL,
+					     KBUILD_MODNAME ": cannot remove the listener");
+	return engram_netlink_refused(ret);
 }
 
-static int engram_dump_listen_nth(unsigned long n, void *obj)
+static int engram_netlink_dump_listen_nth(unsigned long n, void *obj)
 {
-	return engram_listen_info_nth(n, obj);
+	return engram_serve_listen_info_nth(n, obj);
 }
 
-static int engram_dump_listen_put(struct engram_dump *d)
+static int engram_netlink_dump_listen_put(struct engram_dump *d)
 {
-	return engram_put_listen(d->skb, d->obj);
+	return engram_netlink_put_listen(d->skb, d->obj);
 }
 
-static int engram_nl_listen_dump(struct sk_buff *skb, struct netlink_callback *cb)
+static int engram_netlink_listen_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct engram_listen_info li;
 	struct engram_dump d = {
 		.skb = skb, .cb = cb, .cmd = ENGRAM_CMD_LISTEN_GET, .obj = &li,
-		.nth = engram_dump_listen_nth, .put = engram_dump_listen_put,
+		.nth = engram_netlink_dump_listen_nth, .put = engram_netlink_dump_listen_put,
 	};
 	unsigned long idx = cb->args[0];
 	int ret;
 
-	ret = engram_dump_each(&d, &idx);
+	ret = engram_netlink_dump_each(&d, &idx);
 	cb->args[0] = idx;
-	return engram_dump_end(skb, ret);
+	return engram_netlink_dump_end(skb, ret);
 }
 
-static int engram_nl_link_add(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_link_add(struct sk_buff *skb, struct genl_info *info)
 {
 	struct engram_url u;
 	u32 id = 0;
 	int ret;
 
-	ret = engram_nl_admin_msg(skb, info,
-				  KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
+	ret = engram_netlink_admin_msg(skb, info,
+				       KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
 	if (!ret)
-		ret = engram_nl_url(info, ENGRAM_URL_REMOTE, &u);
+		ret = engram_netlink_url(info, ENGRAM_URL_REMOTE, &u);
 	if (!ret)
-		ret = engram_nl_explain(info, engram_link_add(&u, &id, info->extack), ENGRAM_A_URL,
-					KBUILD_MODNAME ": cannot add the link");
+		ret = engram_netlink_explain(info, engram_link_add(&u, &id, info->extack),
+					     ENGRAM_A_URL, KBUILD_MODNAME ": cannot add the link");
 	if (ret)
-		return engram_nl_refused(ret);
+		return engram_netlink_refused(ret);
 	/*
 	 * The link exists and connects in the background: report success even
 	 * if the reply cannot be built; the caller then gets a plain ack and
 	 * finds the link with LINK_GET.
 	 */
-	engram_reply_link(info, id, ENGRAM_CMD_LINK_ADD, true);
+	engram_netlink_reply_link(info, id, ENGRAM_CMD_LINK_ADD, true);
 	return 0;
 }
 
-static int engram_nl_link_del(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_link_del(struct sk_buff *skb, struct genl_info *info)
 {
 	int ret;
 
-	ret = engram_nl_admin_msg(skb, info,
-				  KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
-	if (!ret && engram_nl_require(info, ENGRAM_A_LINK_ID))
+	ret = engram_netlink_admin_msg(skb, info,
+				       KBUILD_MODNAME ": changing links needs CAP_NET_ADMIN");
+	if (!ret && engram_netlink_require(info, ENGRAM_A_LINK_ID))
 		ret = -EINVAL;
-	if (!ret)
-		ret = engram_nl_explain(info,
-					engram_link_del(nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
-							info->extack),
-					ENGRAM_A_LINK_ID, KBUILD_MODNAME ": no link with that id");
-	return engram_nl_refused(ret);
+	if (!ret) {
+		ret = engram_link_del(nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]), info->extack);
+		ret = engram_netlink_explain(info, ret, ENGRAM_A_LINK_ID,
+					     KBUILD_MODNAME ": no link with that id");
+	}
+	return engram_netlink_refused(ret);
 }
 
-static int engram_nl_link_get(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_link_get(struct sk_buff *skb, struct genl_info *info)
 {
-	if (engram_nl_require(info, ENGRAM_A_LINK_ID))
-		return engram_nl_refused(-EINVAL);
-	return engram_nl_refused(engram_reply_link(info,
-						   nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
-						   ENGRAM_CMD_LINK_GET, engram_nl_sees_all(skb)));
+	if (engram_netlink_require(info, ENGRAM_A_LINK_ID))
+		return engram_netlink_refused(-EINVAL);
+	return engram_netlink_refused(engram_netlink_reply_link(info,
+					nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
+					ENGRAM_CMD_LINK_GET, engram_netlink_sees_all(skb)));
 }
 
-static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
+static int engram_netlink_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	struct nlattr *tb[ENGRAM_A_MAX + 1];
 	unsigned long idx = cb->args[0];
 	int ret;
 
-	ret = engram_dump_parse(cb, tb, engram_link_id_policy);
+	ret = engram_netlink_dump_parse(cb, tb, engram_link_id_policy);
 	if (ret)
 		return ret;
-	ret = engram_dump_links_from(skb, cb, ENGRAM_CMD_LINK_GET, tb, &idx);
+	ret = engram_netlink_dump_links_from(skb, cb, ENGRAM_CMD_LINK_GET, tb, &idx);
 	cb->args[0] = idx;
-	return engram_dump_end(skb, ret);
+	return engram_netlink_dump_end(skb, ret);
 }
 
 /*
@@ -932,7 +940,7 @@ static int engram_nl_link_dump(struct sk_buff *skb, struct netlink_callback *cb)
  * input and an extack message must be static, so the reason goes to the
  * kernel log; engramctl runs the same parser to tell the user.
  */
-static int engram_nl_allow_entry(struct genl_info *info, struct engram_prefix *p)
+static int engram_netlink_allow_entry(struct genl_info *info, struct engram_prefix *p)
 {
 	const struct nlattr *a = info->attrs[ENGRAM_A_ALLOW];
 	char why[160];
@@ -954,31 +962,31 @@ static int engram_nl_allow_entry(struct genl_info *info, struct engram_prefix *p
 	return -EINVAL;
 }
 
-static int engram_nl_allow_change(struct sk_buff *skb, struct genl_info *info, bool add)
+static int engram_netlink_allow_change(struct sk_buff *skb, struct genl_info *info, bool add)
 {
 	struct engram_prefix p;
 	int ret;
 
-	ret = engram_nl_admin_msg(skb, info,
-				  KBUILD_MODNAME ": changing the allow-list needs CAP_NET_ADMIN");
+	ret = engram_netlink_admin_msg(skb, info, KBUILD_MODNAME
+				       ": changing the allow-list needs CAP_NET_ADMIN");
 	if (!ret)
-		ret = engram_nl_allow_entry(info, &p);
+		ret = engram_netlink_allow_entry(info, &p);
 	if (!ret)
 		ret = add ? engram_allow_add(&p, info->extack) :
 			    engram_allow_del(&p, info->extack);
 	if (ret == -EEXIST || ret == -ENOENT)
 		NL_SET_BAD_ATTR(info->extack, info->attrs[ENGRAM_A_ALLOW]);
-	return engram_nl_refused(ret);
+	return engram_netlink_refused(ret);
 }
 
-static int engram_nl_allow_add(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_allow_add(struct sk_buff *skb, struct genl_info *info)
 {
-	return engram_nl_allow_change(skb, info, true);
+	return engram_netlink_allow_change(skb, info, true);
 }
 
-static int engram_nl_allow_del(struct sk_buff *skb, struct genl_info *info)
+static int engram_netlink_allow_del(struct sk_buff *skb, struct genl_info *info)
 {
-	return engram_nl_allow_change(skb, info, false);
+	return engram_netlink_allow_change(skb, info, false);
 }
 
 /*
@@ -986,7 +994,7 @@ static int engram_nl_allow_del(struct sk_buff *skb, struct genl_info *info)
  * alone, so that "any peer" and "no peer" read differently.  The mode is
  * read per message: a dump that spans a change shows both, like any dump.
  */
-static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb)
+static int engram_netlink_allow_dump(struct sk_buff *skb, struct netlink_callback *cb)
 {
 	char text[ENGRAM_PREFIX_TEXT_MAX];
 	unsigned long idx = cb->args[0];
@@ -995,7 +1003,7 @@ static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb
 	void *hdr;
 	int ret = 0;
 
-	if (!engram_nl_sees_all(cb->skb)) {
+	if (!engram_netlink_sees_all(cb->skb)) {
 		NL_SET_ERR_MSG_MOD(cb->extack, "reading the allow-list needs CAP_NET_ADMIN");
 		return -EPERM;
 	}
@@ -1004,7 +1012,7 @@ static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb
 		/* Past the end, or past the mode-only message at 0. */
 		if (!entry && idx)
 			break;
-		hdr = engram_dump_hdr(skb, cb, ENGRAM_CMD_ALLOW_GET);
+		hdr = engram_netlink_dump_hdr(skb, cb, ENGRAM_CMD_ALLOW_GET);
 		if (!hdr) {
 			ret = -EMSGSIZE;
 			break;
@@ -1020,94 +1028,94 @@ static int engram_nl_allow_dump(struct sk_buff *skb, struct netlink_callback *cb
 		genlmsg_end(skb, hdr);
 	}
 	cb->args[0] = idx;
-	return engram_dump_end(skb, ret);
+	return engram_netlink_dump_end(skb, ret);
 }
 
 static const struct genl_ops engram_ops[] = {
 	{
 		.cmd = ENGRAM_CMD_TABLE_LOAD,
-		.doit = engram_nl_table_load,
+		.doit = engram_netlink_table_load,
 		.policy = engram_load_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_TABLE_UNLOAD,
-		.doit = engram_nl_table_unload,
+		.doit = engram_netlink_table_unload,
 		.policy = engram_name_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_TABLE_GET,
-		.doit = engram_nl_table_get,
-		.dumpit = engram_nl_table_dump,
+		.doit = engram_netlink_table_get,
+		.dumpit = engram_netlink_table_dump,
 		.policy = engram_name_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_TABLE_VERIFY,
-		.doit = engram_nl_table_verify,
+		.doit = engram_netlink_table_verify,
 		.policy = engram_name_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_STATS_GET,
-		.doit = engram_nl_stats_get,
-		.dumpit = engram_nl_stats_dump,
+		.doit = engram_netlink_stats_get,
+		.dumpit = engram_netlink_stats_dump,
 		.policy = engram_stats_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LISTEN_ADD,
-		.doit = engram_nl_listen_add,
+		.doit = engram_netlink_listen_add,
 		.policy = engram_url_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LISTEN_DEL,
-		.doit = engram_nl_listen_del,
+		.doit = engram_netlink_listen_del,
 		.policy = engram_url_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LISTEN_GET,
-		.dumpit = engram_nl_listen_dump,
+		.dumpit = engram_netlink_listen_dump,
 		.policy = engram_no_attr_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LINK_ADD,
-		.doit = engram_nl_link_add,
+		.doit = engram_netlink_link_add,
 		.policy = engram_url_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LINK_DEL,
-		.doit = engram_nl_link_del,
+		.doit = engram_netlink_link_del,
 		.policy = engram_link_id_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_LINK_GET,
-		.doit = engram_nl_link_get,
-		.dumpit = engram_nl_link_dump,
+		.doit = engram_netlink_link_get,
+		.dumpit = engram_netlink_link_dump,
 		.policy = engram_link_id_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_ALLOW_ADD,
-		.doit = engram_nl_allow_add,
+		.doit = engram_netlink_allow_add,
 		.policy = engram_allow_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_ALLOW_DEL,
-		.doit = engram_nl_allow_del,
+		.doit = engram_netlink_allow_del,
 		.policy = engram_allow_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{
 		.cmd = ENGRAM_CMD_ALLOW_GET,
-		.dumpit = engram_nl_allow_dump,
+		.dumpit = engram_netlink_allow_dump,
 		.policy = engram_no_attr_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},

@@ -25,13 +25,13 @@ MODULE_PARM_DESC(remote,
 		 "comma-separated rdma://SERVER:PORT@LOCAL or tcp://SERVER:PORT@LOCAL to fetch from");
 
 /**
- * engram_uint_param_set() - set a &struct engram_uint_param within its range
+ * engram_params_uint_param_set() - set a &struct engram_uint_param within its range
  * @val: the text written (module load or sysfs)
  * @kp: the parameter; kp->arg is the &struct engram_uint_param
  *
  * Return: 0, or -EINVAL for text that is not a number in range.
  */
-static int engram_uint_param_set(const char *val, const struct kernel_param *kp)
+static int engram_params_uint_param_set(const char *val, const struct kernel_param *kp)
 {
 	struct engram_uint_param *p = kp->arg;
 	unsigned int v;
@@ -51,7 +51,7 @@ static int engram_uint_param_set(const char *val, const struct kernel_param *kp)
 	return 0;
 }
 
-static int engram_uint_param_get(char *buf, const struct kernel_param *kp)
+static int engram_params_uint_param_get(char *buf, const struct kernel_param *kp)
 {
 	const struct engram_uint_param *p = kp->arg;
 
@@ -59,8 +59,8 @@ static int engram_uint_param_get(char *buf, const struct kernel_param *kp)
 }
 
 const struct kernel_param_ops engram_uint_param_ops = {
-	.set = engram_uint_param_set,
-	.get = engram_uint_param_get,
+	.set = engram_params_uint_param_set,
+	.get = engram_params_uint_param_get,
 };
 
 #define ENGRAM_MS	"milliseconds"
@@ -106,31 +106,31 @@ MODULE_PARM_DESC(reconnect_max_ms,
 		 "longest reconnect delay in milliseconds, before jitter (1-600000, default 5000)");
 
 /**
- * engram_heartbeat_ms() - interval between link heartbeats
+ * engram_params_heartbeat_ms() - interval between link heartbeats
  *
  * Return: milliseconds, 0 when heartbeats are off.
  */
-unsigned int engram_heartbeat_ms(void)
+unsigned int engram_params_heartbeat_ms(void)
 {
 	return READ_ONCE(engram_hb.val);
 }
 
 /**
- * engram_heartbeat_timeout_ms() - silence after which a link is broken
+ * engram_params_heartbeat_timeout_ms() - silence after which a link is broken
  *
  * Return: milliseconds, at least 10.
  */
-unsigned int engram_heartbeat_timeout_ms(void)
+unsigned int engram_params_heartbeat_timeout_ms(void)
 {
 	return READ_ONCE(engram_hb_timeout.val);
 }
 
 /**
- * engram_reconnect_ms() - the bounds of the reconnect backoff
+ * engram_params_reconnect_ms() - the bounds of the reconnect backoff
  * @min_ms: first delay
  * @max_ms: largest delay before jitter, never below @min_ms
  */
-void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
+void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
 {
 	*min_ms = READ_ONCE(engram_reconnect_min.val);
 	*max_ms = max(READ_ONCE(engram_reconnect_max.val), *min_ms);
@@ -139,11 +139,11 @@ void engram_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
 struct engram_config engram_config;
 
 /**
- * engram_timeout_ms() - the default fetch deadline
+ * engram_params_timeout_ms() - the default fetch deadline
  *
  * Return: milliseconds; writable at run time through sysfs.
  */
-unsigned int engram_timeout_ms(void)
+unsigned int engram_params_timeout_ms(void)
 {
 	return READ_ONCE(engram_timeout.val);
 }

@@ -36,7 +36,7 @@
 
 #define pfx_err(err, errlen, ...) snprintf(err, errlen, __VA_ARGS__)
 
-static int engram_hexval(char c)
+static int engram_prefix_hexval(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -48,7 +48,7 @@ static int engram_hexval(char c)
 }
 
 /* Dotted quad, exactly four decimal parts of 0-255 without leading zeros. */
-static bool engram_parse_ipv4(const char *s, size_t len, u8 *out)
+static bool engram_prefix_parse_ipv4(const char *s, size_t len, u8 *out)
 {
 	unsigned int part = 0, v = 0, digits = 0;
 	size_t i;
@@ -79,7 +79,7 @@ static bool engram_parse_ipv4(const char *s, size_t len, u8 *out)
  * one "::" standing for one or more zero groups, optionally ending in a
  * dotted quad that takes the place of the last two groups.
  */
-static bool engram_parse_ipv6(const char *s, size_t len, u8 *out)
+static bool engram_prefix_parse_ipv6(const char *s, size_t len, u8 *out)
 {
 	unsigned int ngroups = 0, gap = 0, i;
 	bool have_gap = false;
@@ -97,14 +97,14 @@ static bool engram_parse_ipv6(const char *s, size_t len, u8 *out)
 		unsigned int v = 0;
 		int h;
 
-		while (p < len && p - start < 5 && (h = engram_hexval(s[p])) >= 0) {
+		while (p < len && p - start < 5 && (h = engram_prefix_hexval(s[p])) >= 0) {
 			v = v << 4 | h;
 			p++;
 		}
 		if (p < len && s[p] == '.') {
 			/* The dotted quad runs to the end and needs two groups. */
-			if (ngroups > 6 || !engram_parse_ipv4(s + start, len - start,
-							      tmp + 2 * ngroups))
+			if (ngroups > 6 || !engram_prefix_parse_ipv4(s + start, len - start,
+								     tmp + 2 * ngroups))
 				return false;
 			ngroups += 2;
 			p = len;
@@ -168,7 +168,7 @@ static void engram_prefix_mask(struct engram_prefix *p)
 		p->addr[i] &= i == p->len / 8 ? (u8)(0xff00 >> (p->len % 8)) : 0;
 }
 
-static bool engram_addr_zero(const u8 *a, unsigned int bytes)
+static bool engram_prefix_addr_zero(const u8 *a, unsigned int bytes)
 {
 	unsigned int i;
 
@@ -232,8 +232,8 @@ int engram_prefix_parse(const char *s, size_t len, struct engram_prefix *p,
 	v6 = !!memchr(text, ':', alen);
 	max = v6 ? 128 : 32;
 	p->family = v6 ? AF_INET6 : AF_INET;
-	if (!(v6 ? engram_parse_ipv6(text, alen, p->addr) :
-		   engram_parse_ipv4(text, alen, p->addr))) {
+	if (!(v6 ? engram_prefix_parse_ipv6(text, alen, p->addr) :
+		   engram_prefix_parse_ipv4(text, alen, p->addr))) {
 		pfx_err(err, errlen, "'%.*s' is not an IPv%c address", (int)alen, text,
 			v6 ? '6' : '4');
 		return -EINVAL;
@@ -275,7 +275,7 @@ int engram_prefix_parse(const char *s, size_t len, struct engram_prefix *p,
 			text, want);
 		return -EINVAL;
 	}
-	if (p->len == max && engram_addr_zero(p->addr, max / 8)) {
+	if (p->len == max && engram_prefix_addr_zero(p->addr, max / 8)) {
 		pfx_err(err, errlen,
 			"'%s' is the unspecified address and matches no peer (every IPv%c peer is %s)",
 			text, v6 ? '6' : '4', v6 ? "::/0" : "0.0.0.0/0");

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The host role's core: what every transport that serves tables shares,
- * once.  The transports (server.c over RDMA, tcp_server.c over TCP) own
+ * once.  The transports (serve_rdma.c over RDMA, serve_tcp.c over TCP) own
  * their connections and frames; this file owns
  *
  * - the stopping flag: from engram_serve_stop() on, every request is
@@ -115,7 +115,7 @@ int engram_serve_catalog_encode(void *buf, size_t size,
 	int len;
 
 	mutex_lock(&engram_serve_cat_mutex);
-	n = engram_tables_catalog(tab, ENGRAM_MAX_TABLES);
+	n = engram_table_catalog(tab, ENGRAM_MAX_TABLES);
 	n = min_t(u32, n, ENGRAM_MAX_TABLES);
 	len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, n);
 	if (len == -EINVAL) {
@@ -188,10 +188,10 @@ void engram_serve_answered(struct engram_table *t, u32 nr_rows, u64 t_recv_ns)
 void engram_serve_refused(struct engram_table *t, int status)
 {
 	if (t) {
-		engram_count_refusal(engram_table_counters(t), status);
+		engram_stats_count_refusal(engram_table_counters(t), status);
 		engram_table_serve_put(t);
 	}
-	engram_count_refusal(&engram_global_stats, status);
+	engram_stats_count_refusal(&engram_global_stats, status);
 }
 
 /**
@@ -209,7 +209,7 @@ int engram_serve_init(void)
 	if (!engram_serve_cat_tables)
 		return -ENOMEM;
 	WRITE_ONCE(engram_serve_stop_flag, false);
-	engram_tables_notify(engram_serve_catalog_changed);
+	engram_table_notify(engram_serve_catalog_changed);
 	return 0;
 }
 
@@ -218,7 +218,7 @@ int engram_serve_init(void)
  */
 void engram_serve_exit(void)
 {
-	engram_tables_notify(NULL);
+	engram_table_notify(NULL);
 	kvfree(engram_serve_cat_tables);
 	engram_serve_cat_tables = NULL;
 }

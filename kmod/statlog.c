@@ -102,7 +102,7 @@ out:
 static void engram_statlog_work(struct work_struct *work)
 {
 	engram_statlog_tables();
-	engram_link_tables_log();
+	engram_link_table_log();
 	engram_statlog_kick();
 }
 

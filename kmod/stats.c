@@ -137,14 +137,14 @@ const u8 engram_link_table_stat_ids[] = {
 const unsigned int engram_link_table_stat_count = ARRAY_SIZE(engram_link_table_stat_ids);
 
 /**
- * engram_counters_snapshot() - read every counter of a set
+ * engram_stats_counters_snapshot() - read every counter of a set
  * @c: the counters
  * @out: array of __ENGRAM_STAT_MAX values
  *
  * Each value is read atomically; the set as a whole is not a transaction,
  * which is fine for monitoring.
  */
-void engram_counters_snapshot(const struct engram_counters *c, u64 *out)
+void engram_stats_counters_snapshot(const struct engram_counters *c, u64 *out)
 {
 	unsigned int i;
 
@@ -153,14 +153,14 @@ void engram_counters_snapshot(const struct engram_counters *c, u64 *out)
 }
 
 /**
- * engram_count_refusal() - count one refused request by its wire status
+ * engram_stats_count_refusal() - count one refused request by its wire status
  * @c: the counters of the table or link concerned, or &engram_global_stats
  * @wire_status: enum engram_wire_status, not ENGRAM_WIRE_OK
  *
  * Out-of-range statuses are counted as INTERNAL rather than dropped, so a
  * refusal is never lost from the totals.
  */
-void engram_count_refusal(struct engram_counters *c, unsigned int wire_status)
+void engram_stats_count_refusal(struct engram_counters *c, unsigned int wire_status)
 {
 	unsigned int id;
 
@@ -173,14 +173,14 @@ void engram_count_refusal(struct engram_counters *c, unsigned int wire_status)
 }
 
 /**
- * engram_hist_add() - record one latency
+ * engram_stats_hist_add() - record one latency
  * @h: the histogram
  * @ns: nanoseconds
  *
  * Bucket i (1-based on the wire, 0-based here) holds [2^i, 2^(i+1)) us,
  * bucket 0 everything under 2 us, the last one everything slower.
  */
-void engram_hist_add(struct engram_hist *h, u64 ns)
+void engram_stats_hist_add(struct engram_hist *h, u64 ns)
 {
 	u64 us = div_u64(ns, NSEC_PER_USEC);
 	unsigned int b = us < 2 ? 0 : ilog2(us);
@@ -191,11 +191,11 @@ void engram_hist_add(struct engram_hist *h, u64 ns)
 }
 
 /**
- * engram_hist_snapshot() - read a histogram
+ * engram_stats_hist_snapshot() - read a histogram
  * @h: the histogram
  * @out: ENGRAM_LAT_BUCKETS values
  */
-void engram_hist_snapshot(const struct engram_hist *h, u64 *out)
+void engram_stats_hist_snapshot(const struct engram_hist *h, u64 *out)
 {
 	unsigned int i;
 

@@ -90,7 +90,7 @@ struct engram_table {
 
 	/* Server requests building a response from this table right now. */
 	atomic_t holds;
-	/* Per-device DMA addresses of pages[] (dmamap.c). */
+	/* Per-device DMA addresses of pages[] (dma.c). */
 	struct engram_dma_owner maps;
 	/* Every page is pinned for good: the map worker may map them. */
 	bool pinned_all;
@@ -107,16 +107,16 @@ static unsigned int engram_ntables;
 static void (*engram_tables_notify_fn)(void);
 
 /**
- * engram_tables_notify() - say whom to tell of catalog changes
+ * engram_table_notify() - say whom to tell of catalog changes
  * @fn: called with any lock held, in any context, whenever a table is
  *	added, removed or changes state; NULL for no one
  */
-void engram_tables_notify(void (*fn)(void))
+void engram_table_notify(void (*fn)(void))
 {
 	WRITE_ONCE(engram_tables_notify_fn, fn);
 }
 
-static void engram_tables_changed(void)
+static void engram_table_changed(void)
 {
 	typeof(engram_tables_notify_fn) notify = READ_ONCE(engram_tables_notify_fn);
 
@@ -152,7 +152,7 @@ static u64 engram_table_pinned_bytes(const struct engram_table *t)
  * Sum @val over the files our tables hold, counting each file once: tables
  * loaded from one file share its page cache.
  */
-static u64 engram_sum_per_file(u64 (*val)(const struct engram_table *))
+static u64 engram_table_sum_per_file(u64 (*val)(const struct engram_table *))
 {
 	struct engram_table *o, *p;
 	u64 sum = 0;
@@ -181,7 +181,7 @@ static u64 engram_sum_per_file(u64 (*val)(const struct engram_table *))
 }
 
 /* Does a table of ours hold this file? */
-static bool engram_mapping_pinned(struct address_space *mapping)
+static bool engram_table_mapping_pinned(struct address_space *mapping)
 {
 	struct engram_table *o;
 
@@ -201,9 +201,9 @@ static bool engram_table_fits(struct engram_table *t)
 {
 	u64 ram = (u64)totalram_pages() << PAGE_SHIFT;
 
-	if (engram_mapping_pinned(t->mapping))
+	if (engram_table_mapping_pinned(t->mapping))
 		return true;	/* its pages are pinned already */
-	return engram_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
+	return engram_table_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
 }
 
 /* Publish the end of a job; returns how long it took. */
@@ -222,8 +222,8 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 	return ns;
 }
 
-static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
-			     pgoff_t first, pgoff_t count)
+static int engram_table_hash_pages(struct engram_table *t, struct shash_desc *desc,
+				   pgoff_t first, pgoff_t count)
 {
 	pgoff_t i;
 	int ret;
@@ -253,7 +253,7 @@ static int engram_hash_pages(struct engram_table *t, struct shash_desc *desc,
  * read a page's CMA pageblock type (get_pfnblock_flags_mask() is not
  * exported), so that check sees ZONE_MOVABLE only.
  */
-static bool engram_folio_movable(struct folio *folio)
+static bool engram_table_folio_movable(struct folio *folio)
 {
 	return folio_zonenum(folio) == ZONE_MOVABLE;
 }
@@ -266,7 +266,7 @@ static bool engram_folio_movable(struct folio *folio)
  * references would keep freshly read pages (the header engramctl just
  * parsed) from being dropped.
  */
-static void engram_drop_cached(struct engram_table *t, pgoff_t idx, pgoff_t nr)
+static void engram_table_drop_cached(struct engram_table *t, pgoff_t idx, pgoff_t nr)
 {
 	loff_t start = (loff_t)idx << PAGE_SHIFT, len = (loff_t)nr << PAGE_SHIFT;
 
@@ -281,8 +281,8 @@ static void engram_drop_cached(struct engram_table *t, pgoff_t idx, pgoff_t nr)
  * (fadvise(WILLNEED) would not do: it caps each call at the device's
  * readahead size.)  Returns the uptodate folio holding @idx, with a reference.
  */
-static struct folio *engram_read_folio(struct engram_table *t, struct file_ra_state *ra,
-				       pgoff_t idx)
+static struct folio *engram_table_read_folio(struct engram_table *t, struct file_ra_state *ra,
+					     pgoff_t idx)
 {
 	DEFINE_READAHEAD(ractl, t->file, ra, t->mapping, idx);
 	unsigned long left = t->nr_pages - idx;
@@ -319,7 +319,7 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 	 * stay pinned.  (Reading is not what a load costs, hashing is.)
 	 */
 	if (t->drop_cached)
-		engram_drop_cached(t, 0, t->nr_pages);
+		engram_table_drop_cached(t, 0, t->nr_pages);
 
 	while (idx < t->nr_pages) {
 		u64 pos = (u64)idx << PAGE_SHIFT;
@@ -328,14 +328,14 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 
 		if (READ_ONCE(t->cancel))
 			return -ECANCELED;
-		folio = engram_read_folio(t, &ra, idx);
-		if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+		folio = engram_table_read_folio(t, &ra, idx);
+		if (!IS_ERR(folio) && engram_table_folio_movable(folio)) {
 			folio_put(folio);
-			engram_drop_cached(t, idx, min_t(pgoff_t, ENGRAM_RA_PAGES,
-							 t->nr_pages - idx));
+			engram_table_drop_cached(t, idx, min_t(pgoff_t, ENGRAM_RA_PAGES,
+							       t->nr_pages - idx));
 			t->nr_moved += min_t(pgoff_t, ENGRAM_RA_PAGES, t->nr_pages - idx);
-			folio = engram_read_folio(t, &ra, idx);
-			if (!IS_ERR(folio) && engram_folio_movable(folio)) {
+			folio = engram_table_read_folio(t, &ra, idx);
+			if (!IS_ERR(folio) && engram_table_folio_movable(folio)) {
 				folio_put(folio);
 				snprintf(msg, msglen,
 					 "page at offset %llu is in ZONE_MOVABLE and cannot be moved out (mapped or busy): close the file's other users and load again",
@@ -356,7 +356,7 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
 			t->pages[idx + i] = folio_page(folio, first + i);
 		WRITE_ONCE(t->nr_pinned, idx + cnt);
 
-		ret = engram_hash_pages(t, desc, idx, cnt);
+		ret = engram_table_hash_pages(t, desc, idx, cnt);
 		if (ret) {
 			snprintf(msg, msglen, "SHA-256 update failed");
 			return ret;
@@ -375,7 +375,7 @@ static int engram_table_pin(struct engram_table *t, struct shash_desc *desc,
  * of a cancelled load and pages other readers brought in.  As
  * shmem_unlock_mapping() does.
  */
-static void engram_mapping_rescue(struct address_space *mapping)
+static void engram_table_mapping_rescue(struct address_space *mapping)
 {
 	struct folio_batch fbatch;
 	pgoff_t index = 0;
@@ -434,12 +434,12 @@ static void engram_table_release(struct engram_table *t)
 	WRITE_ONCE(t->pages, NULL);
 	kvfree(pages);
 	if (last)
-		engram_mapping_rescue(mapping);
+		engram_table_mapping_rescue(mapping);
 	allow_write_access(file);
 	fput(file);
 }
 
-static struct shash_desc *engram_sha256_alloc(void)
+static struct shash_desc *engram_table_sha256_alloc(void)
 {
 	struct crypto_shash *tfm = crypto_alloc_shash("sha256", 0, 0);
 	struct shash_desc *desc;
@@ -455,7 +455,7 @@ static struct shash_desc *engram_sha256_alloc(void)
 	return desc;
 }
 
-static void engram_sha256_free(struct shash_desc *desc)
+static void engram_table_sha256_free(struct shash_desc *desc)
 {
 	crypto_free_shash(desc->tfm);
 	kfree_sensitive(desc);
@@ -504,7 +504,7 @@ static void engram_table_do_load(struct engram_table *t)
 	u64 ns;
 	int ret;
 
-	desc = engram_sha256_alloc();
+	desc = engram_table_sha256_alloc();
 	if (IS_ERR(desc)) {
 		ret = PTR_ERR(desc);
 		snprintf(msg, sizeof(msg), "cannot set up SHA-256");
@@ -515,7 +515,7 @@ static void engram_table_do_load(struct engram_table *t)
 		ret = engram_table_pin(t, desc, msg, sizeof(msg));
 	if (!ret)
 		ret = crypto_shash_final(desc, sha);
-	engram_sha256_free(desc);
+	engram_table_sha256_free(desc);
 	if (ret) {
 		if (ret == -ECANCELED)
 			snprintf(msg, sizeof(msg), "load cancelled");
@@ -558,7 +558,7 @@ static void engram_table_do_load(struct engram_table *t)
 		pr_info("table %s: up to %lu cached pages were in ZONE_MOVABLE and were read again outside it\n",
 			t->name, t->nr_moved);
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
-	engram_tables_changed();
+	engram_table_changed();
 	return;
 
 fail:
@@ -568,7 +568,7 @@ fail:
 		     ENGRAM_STAT_LOADS_CANCELLED : ENGRAM_STAT_LOADS_FAILED);
 	if (ret != -ECANCELED)
 		pr_warn("table %s: load failed: %s (%d)\n", t->name, msg, ret);
-	engram_tables_changed();
+	engram_table_changed();
 }
 
 static void engram_table_do_verify(struct engram_table *t)
@@ -579,7 +579,7 @@ static void engram_table_do_verify(struct engram_table *t)
 	u8 result;
 	int ret;
 
-	desc = engram_sha256_alloc();
+	desc = engram_table_sha256_alloc();
 	ret = PTR_ERR_OR_ZERO(desc);
 	if (!ret) {
 		ret = crypto_shash_init(desc);
@@ -590,14 +590,14 @@ static void engram_table_do_verify(struct engram_table *t)
 				ret = -ECANCELED;
 				break;
 			}
-			ret = engram_hash_pages(t, desc, i, cnt);
+			ret = engram_table_hash_pages(t, desc, i, cnt);
 			atomic64_set(&t->done_bytes,
 				     min_t(u64, (u64)(i + cnt) << PAGE_SHIFT, t->file_bytes));
 			cond_resched();
 		}
 		if (!ret)
 			ret = crypto_shash_final(desc, sha);
-		engram_sha256_free(desc);
+		engram_table_sha256_free(desc);
 	}
 
 	/* Cancelled by an unload: the table is going away, nothing to report. */
@@ -657,8 +657,8 @@ static void engram_table_destroy(struct engram_table *t)
 }
 
 /* Check the geometry against the file; the message says what is wrong. */
-static int engram_check_geometry(const struct engram_load_args *a, u64 size,
-				 struct netlink_ext_ack *extack)
+static int engram_table_check_geometry(const struct engram_load_args *a, u64 size,
+				       struct netlink_ext_ack *extack)
 {
 	u64 wbytes, sbytes, wend, send;
 
@@ -730,7 +730,7 @@ static int engram_table_open_file(struct engram_table *t, const struct engram_lo
 		goto err;
 	}
 	t->file_bytes = i_size_read(inode);
-	ret = engram_check_geometry(a, t->file_bytes, extack);
+	ret = engram_table_check_geometry(a, t->file_bytes, extack);
 	if (ret) {
 		allow_write_access(file);
 		goto err;
@@ -772,7 +772,7 @@ static char *engram_table_path(struct file *file, const char *given)
 
 /*
  * Keep the file's page cache out of ZONE_MOVABLE and CMA from now on (see
- * engram_folio_movable()), remembering whether it was movable, so the last
+ * engram_table_folio_movable()), remembering whether it was movable, so the last
  * table of the file gives it back.  Under engram_tables_mutex, before @t
  * joins the list.
  */
@@ -812,7 +812,7 @@ static int engram_table_admit(struct engram_table *t, struct engram_table *old,
 		NL_SET_ERR_MSG_MOD(extack, "too many tables loaded (256)");
 		return -ENOSPC;
 	}
-	if (mapping_unevictable(t->mapping) && !engram_mapping_pinned(t->mapping)) {
+	if (mapping_unevictable(t->mapping) && !engram_table_mapping_pinned(t->mapping)) {
 		/* Someone else (ramfs, SHM_LOCK) owns the flag we would clear later. */
 		NL_SET_ERR_MSG_MOD(extack, "the file is kept in RAM already (ramfs?)");
 		return -EOPNOTSUPP;
@@ -904,7 +904,7 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 
 	if (old)
 		engram_table_destroy(old);
-	engram_tables_changed();
+	engram_table_changed();
 	return 0;
 
 err_file:
@@ -941,7 +941,7 @@ int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
 		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
 		return -ENOENT;
 	}
-	engram_tables_changed();
+	engram_table_changed();
 	engram_table_destroy(t);
 	pr_info("table %s unloaded\n", name);
 	return 0;
@@ -998,8 +998,8 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	info->meta_bytes = sizeof(*t);
 	if (READ_ONCE(t->pages))
 		info->meta_bytes += (u64)t->nr_pages * sizeof(*t->pages);
-	engram_counters_snapshot(&t->stats, info->stats);
-	engram_hist_snapshot(&t->lat, info->lat);
+	engram_stats_counters_snapshot(&t->stats, info->stats);
+	engram_stats_hist_snapshot(&t->lat, info->lat);
 
 	spin_lock(&t->lock);
 	info->state = t->state;
@@ -1057,15 +1057,15 @@ int engram_table_info_nth(unsigned long n, struct engram_table_info *info)
 }
 
 /**
- * engram_tables_totals() - module-wide gauges
+ * engram_table_totals() - module-wide gauges
  * @count: number of tables present
  * @pinned_bytes: bytes of page cache pinned by all tables, each file once
  */
-void engram_tables_totals(u64 *count, u64 *pinned_bytes)
+void engram_table_totals(u64 *count, u64 *pinned_bytes)
 {
 	mutex_lock(&engram_tables_mutex);
 	*count = engram_ntables;
-	*pinned_bytes = engram_sum_per_file(engram_table_pinned_bytes);
+	*pinned_bytes = engram_table_sum_per_file(engram_table_pinned_bytes);
 	mutex_unlock(&engram_tables_mutex);
 }
 
@@ -1140,7 +1140,7 @@ u64 engram_table_rows(const struct engram_table *t)
 }
 
 /* Split [off, off + len) of the file into pieces that do not cross a page. */
-static void engram_row_src_add(struct engram_row_src *src, u64 off, u32 len)
+static void engram_table_row_src_add(struct engram_row_src *src, u64 off, u32 len)
 {
 	while (len) {
 		u32 in_page = offset_in_page(off);
@@ -1165,10 +1165,10 @@ void engram_table_row_src(const struct engram_table *t, u32 row,
 			  struct engram_row_src *src)
 {
 	src->n = 0;
-	engram_row_src_add(src, t->weight_offset + (u64)row * ENGRAM_WEIGHT_BYTES,
-			   ENGRAM_WEIGHT_BYTES);
-	engram_row_src_add(src, t->scale_offset + (u64)row * ENGRAM_SCALE_BYTES,
-			   ENGRAM_SCALE_BYTES);
+	engram_table_row_src_add(src, t->weight_offset + (u64)row * ENGRAM_WEIGHT_BYTES,
+				 ENGRAM_WEIGHT_BYTES);
+	engram_table_row_src_add(src, t->scale_offset + (u64)row * ENGRAM_SCALE_BYTES,
+				 ENGRAM_SCALE_BYTES);
 }
 
 /**
@@ -1239,11 +1239,11 @@ void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v)
  */
 void engram_table_latency(struct engram_table *t, u64 ns)
 {
-	engram_hist_add(&t->lat, ns);
+	engram_stats_hist_add(&t->lat, ns);
 }
 
 /**
- * engram_tables_catalog() - what a server announces to its clients
+ * engram_table_catalog() - what a server announces to its clients
  * @out: array of @max entries
  * @max: its size
  *
@@ -1252,7 +1252,7 @@ void engram_table_latency(struct engram_table *t, u64 ns)
  *
  * Return: entries filled.
  */
-u32 engram_tables_catalog(struct engram_wire_table *out, u32 max)
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max)
 {
 	struct engram_table *t;
 	u32 n = 0;
@@ -1280,12 +1280,12 @@ u32 engram_tables_catalog(struct engram_wire_table *out, u32 max)
 }
 
 /**
- * engram_tables_device_added() - map every table for a new RDMA device
+ * engram_table_device_added() - map every table for a new RDMA device
  *
  * Called from the ib_client's add; the mapping runs in the tables' map
  * workers.
  */
-void engram_tables_device_added(void)
+void engram_table_device_added(void)
 {
 	struct engram_table *t;
 
@@ -1296,11 +1296,11 @@ void engram_tables_device_added(void)
 }
 
 /**
- * engram_tables_init() - set up the table worker
+ * engram_table_init() - set up the table worker
  *
  * Return: 0 or -ENOMEM.
  */
-int engram_tables_init(void)
+int engram_table_init(void)
 {
 	/*
 	 * Generations start from the wall clock so that a table reloaded after
@@ -1313,11 +1313,11 @@ int engram_tables_init(void)
 }
 
 /**
- * engram_tables_exit() - unload every table, cancelling jobs in flight
+ * engram_table_exit() - unload every table, cancelling jobs in flight
  *
  * Called after netlink is gone, so nothing can add a table meanwhile.
  */
-void engram_tables_exit(void)
+void engram_table_exit(void)
 {
 	struct engram_table *t;
 

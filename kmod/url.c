@@ -31,12 +31,12 @@
 #define ENGRAM_HOST_MAX	64
 
 #ifdef ENGRAM_USERSPACE
-static bool engram_pton(int family, const char *s, void *dst)
+static bool engram_url_pton(int family, const char *s, void *dst)
 {
 	return inet_pton(family, s, dst) == 1;
 }
 #else
-static bool engram_pton(int family, const char *s, void *dst)
+static bool engram_url_pton(int family, const char *s, void *dst)
 {
 	const char *end;
 	int ok;
@@ -56,7 +56,7 @@ static bool engram_pton(int family, const char *s, void *dst)
  * some tools read as octal.  Refuse them so the kernel and the userspace
  * build accept exactly the same strings.
  */
-static bool engram_ipv4_canonical(const char *s)
+static bool engram_url_ipv4_canonical(const char *s)
 {
 	bool start = true;
 
@@ -74,7 +74,7 @@ static bool engram_ipv4_canonical(const char *s)
 	return true;
 }
 
-static bool engram_addr_is_wildcard(const struct sockaddr_storage *ss)
+static bool engram_url_addr_is_wildcard(const struct sockaddr_storage *ss)
 {
 	static const u8 zero[16];
 
@@ -83,7 +83,7 @@ static bool engram_addr_is_wildcard(const struct sockaddr_storage *ss)
 	return !memcmp(&((const struct sockaddr_in6 *)ss)->sin6_addr, zero, 16);
 }
 
-static bool engram_addr_is_multicast(const struct sockaddr_storage *ss)
+static bool engram_url_addr_is_multicast(const struct sockaddr_storage *ss)
 {
 	if (ss->ss_family == AF_INET) {
 		const u8 *a = (const u8 *)&((const struct sockaddr_in *)ss)->sin_addr;
@@ -95,8 +95,8 @@ static bool engram_addr_is_multicast(const struct sockaddr_storage *ss)
 }
 
 /* Parse one address, bracketed or not, into @ss with @port. */
-static int engram_parse_addr(const char *s, size_t len, bool bracketed, u16 port,
-			     struct sockaddr_storage *ss, const char *what,
+static int engram_url_parse_addr(const char *s, size_t len, bool bracketed, u16 port,
+				 struct sockaddr_storage *ss, const char *what,
 			     char *err, size_t errlen)
 {
 	char host[ENGRAM_HOST_MAX];
@@ -126,7 +126,7 @@ static int engram_parse_addr(const char *s, size_t len, bool bracketed, u16 port
 				what, host);
 			return -EINVAL;
 		}
-		if (!engram_pton(AF_INET6, host, &sin6->sin6_addr)) {
+		if (!engram_url_pton(AF_INET6, host, &sin6->sin6_addr)) {
 			url_err(err, errlen, "malformed IPv6 %s address '%s'", what, host);
 			return -EINVAL;
 		}
@@ -135,21 +135,21 @@ static int engram_parse_addr(const char *s, size_t len, bool bracketed, u16 port
 	} else {
 		struct sockaddr_in *sin = (struct sockaddr_in *)ss;
 
-		if (!engram_ipv4_canonical(host) ||
-		    !engram_pton(AF_INET, host, &sin->sin_addr)) {
+		if (!engram_url_ipv4_canonical(host) ||
+		    !engram_url_pton(AF_INET, host, &sin->sin_addr)) {
 			url_err(err, errlen, "malformed IPv4 %s address '%s'", what, host);
 			return -EINVAL;
 		}
 		sin->sin_family = AF_INET;
 		sin->sin_port = htons(port);
 	}
-	if (engram_addr_is_wildcard(ss)) {
+	if (engram_url_addr_is_wildcard(ss)) {
 		url_err(err, errlen,
 			"wildcard %s address '%s' is not allowed: name a specific address",
 			what, host);
 		return -EINVAL;
 	}
-	if (engram_addr_is_multicast(ss)) {
+	if (engram_url_addr_is_multicast(ss)) {
 		url_err(err, errlen, "%s address '%s' is multicast or broadcast", what, host);
 		return -EINVAL;
 	}
@@ -160,8 +160,8 @@ static int engram_parse_addr(const char *s, size_t len, bool bracketed, u16 port
  * Split "host" or "[v6]" off the front of @s; returns the length consumed, or
  * a negative errno.
  */
-static int engram_split_host(const char *s, size_t len, const char **host,
-			     size_t *hostlen, bool *bracketed, char *err, size_t errlen)
+static int engram_url_split_host(const char *s, size_t len, const char **host,
+				 size_t *hostlen, bool *bracketed, char *err, size_t errlen)
 {
 	size_t i;
 
@@ -193,8 +193,8 @@ static int engram_split_host(const char *s, size_t len, const char **host,
 	return i;
 }
 
-static int engram_parse_port(const char *s, size_t len, u16 *port, char *err,
-			     size_t errlen)
+static int engram_url_parse_port(const char *s, size_t len, u16 *port, char *err,
+				 size_t errlen)
 {
 	unsigned long v = 0;
 	size_t i;
@@ -261,7 +261,7 @@ int engram_url_parse(const char *s, size_t len, enum engram_url_role role,
 		return -EINVAL;
 	}
 
-	n = engram_split_host(p, end - p, &host, &hostlen, &bracketed, err, errlen);
+	n = engram_url_split_host(p, end - p, &host, &hostlen, &bracketed, err, errlen);
 	if (n < 0)
 		return n;
 	p += n;
@@ -269,14 +269,14 @@ int engram_url_parse(const char *s, size_t len, enum engram_url_role role,
 		const char *q = p + 1;
 
 		at = memchr(q, '@', end - q);
-		ret = engram_parse_port(q, (at ? at : end) - q, &port, err, errlen);
+		ret = engram_url_parse_port(q, (at ? at : end) - q, &port, err, errlen);
 		if (ret)
 			return ret;
 		p = at ? at : end;
 	}
 	url->port = port;
-	ret = engram_parse_addr(host, hostlen, bracketed, port, &url->addr,
-				role == ENGRAM_URL_LISTEN ? "listen" : "server",
+	ret = engram_url_parse_addr(host, hostlen, bracketed, port, &url->addr,
+				    role == ENGRAM_URL_LISTEN ? "listen" : "server",
 				err, errlen);
 	if (ret)
 		return ret;
@@ -308,12 +308,12 @@ int engram_url_parse(const char *s, size_t len, enum engram_url_role role,
 			url_err(err, errlen, "malformed bracketed local address");
 			return -EINVAL;
 		}
-		ret = engram_parse_addr(p + 1, close - p - 1, true, 0, &url->local,
-					"local", err, errlen);
+		ret = engram_url_parse_addr(p + 1, close - p - 1, true, 0, &url->local,
+					    "local", err, errlen);
 	} else {
 		bracketed = !!memchr(p, ':', end - p);
-		ret = engram_parse_addr(p, end - p, bracketed, 0, &url->local,
-					"local", err, errlen);
+		ret = engram_url_parse_addr(p, end - p, bracketed, 0, &url->local,
+					    "local", err, errlen);
 	}
 	if (ret)
 		return ret;
@@ -324,8 +324,8 @@ int engram_url_parse(const char *s, size_t len, enum engram_url_role role,
 	return 0;
 }
 
-static bool engram_sockaddr_equal(const struct sockaddr_storage *a,
-				  const struct sockaddr_storage *b)
+static bool engram_url_sockaddr_equal(const struct sockaddr_storage *a,
+				      const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
 		return false;
@@ -357,8 +357,8 @@ static bool engram_sockaddr_equal(const struct sockaddr_storage *a,
 bool engram_url_equal(const struct engram_url *a, const struct engram_url *b)
 {
 	return a->transport == b->transport && a->role == b->role &&
-	       engram_sockaddr_equal(&a->addr, &b->addr) &&
-	       engram_sockaddr_equal(&a->local, &b->local);
+	       engram_url_sockaddr_equal(&a->addr, &b->addr) &&
+	       engram_url_sockaddr_equal(&a->local, &b->local);
 }
 
 static int engram_url_parse_entry(const void *ctx, const char *s, size_t len,

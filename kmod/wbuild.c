@@ -23,13 +23,13 @@ struct engram_wb_carry {
 };
 
 /**
- * engram_wb_init() - set a builder up, with no chain yet
+ * engram_wbuild_init() - set a builder up, with no chain yet
  * @b: the builder
  * @cfg: its scratch, limits and owner, copied
  *
- * The first engram_wb_add() asks the owner for credits.
+ * The first engram_wbuild_add() asks the owner for credits.
  */
-void engram_wb_init(struct engram_wb *b, const struct engram_wb_cfg *cfg)
+void engram_wbuild_init(struct engram_wb *b, const struct engram_wb_cfg *cfg)
 {
 	b->cfg = *cfg;
 	b->nwr = 0;
@@ -39,14 +39,14 @@ void engram_wb_init(struct engram_wb *b, const struct engram_wb_cfg *cfg)
 }
 
 /**
- * engram_wb_flush() - hand the chain built so far to the owner to post
+ * engram_wbuild_flush() - hand the chain built so far to the owner to post
  * @b: the builder
  *
- * The next engram_wb_add() asks the owner for credits again.
+ * The next engram_wbuild_add() asks the owner for credits again.
  *
  * Return: 0 (also when there was nothing to post), or the owner's error.
  */
-int engram_wb_flush(struct engram_wb *b)
+int engram_wbuild_flush(struct engram_wb *b)
 {
 	u32 nr = b->nwr;
 
@@ -67,8 +67,8 @@ int engram_wb_flush(struct engram_wb *b)
  * most of the next WRITE's SGEs and leave that one short, which costs a
  * WRITE (and its ACK) more than the packet saved.
  */
-static void engram_wb_cut(struct engram_wb *b, struct ib_rdma_wr *wr,
-			  struct engram_wb_carry *c)
+static void engram_wbuild_cut(struct engram_wb *b, struct ib_rdma_wr *wr,
+			      struct engram_wb_carry *c)
 {
 	u32 mtu = b->cfg.mtu;
 	struct ib_sge *sge;
@@ -98,7 +98,7 @@ static void engram_wb_cut(struct engram_wb *b, struct ib_rdma_wr *wr,
 }
 
 /**
- * engram_wb_add() - add a segment to the WRITEs being built
+ * engram_wbuild_add() - add a segment to the WRITEs being built
  * @b: the builder
  * @remote: where the segment lands, in the peer's memory
  * @rkey: of that memory
@@ -108,13 +108,13 @@ static void engram_wb_cut(struct engram_wb *b, struct ib_rdma_wr *wr,
  * The segment extends the last WRITE when the remote side is contiguous
  * (and the last SGE too when the local side is), else starts a new WRITE.
  * A WRITE that is full is cut at a packet boundary first
- * (engram_wb_cut()).  A chain that is full goes to the owner's flush, and
+ * (engram_wbuild_cut()).  A chain that is full goes to the owner's flush, and
  * the next one starts with its reserve.
  *
  * Return: 0, or the error of the owner's flush or reserve; the segment may
  * then be partly added.
  */
-int engram_wb_add(struct engram_wb *b, u64 remote, u32 rkey, u64 addr, u32 len)
+int engram_wbuild_add(struct engram_wb *b, u64 remote, u32 rkey, u64 addr, u32 len)
 {
 	const struct engram_wb_cfg *cfg = &b->cfg;
 	struct engram_wb_carry c = {};
@@ -138,13 +138,13 @@ again:
 					goto fill;
 				}
 			}
-			engram_wb_cut(b, wr, &c);
+			engram_wbuild_cut(b, wr, &c);
 			cut_sgl = wr->wr.sg_list;
 		}
 	}
 	/* Posting the cut WR leaves its list to us: ib_post_send() copied it. */
 	if (b->nwr == b->cap) {
-		ret = engram_wb_flush(b);
+		ret = engram_wbuild_flush(b);
 		if (!ret)
 			ret = cfg->ops->reserve(cfg->ctx, &b->cap);
 		if (ret)

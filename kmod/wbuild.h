@@ -56,8 +56,8 @@ struct ib_rdma_wr {
  *	wr.next, every one with the builder's cqe and none signaled: the owner
  *	marks the last one signaled, counts and posts.  The builder reuses
  *	@wrs and their SGEs once this returns, as ib_post_send() allows.
- *	Returns 0 or a negative errno, which engram_wb_add() and
- *	engram_wb_flush() pass on.
+ *	Returns 0 or a negative errno, which engram_wbuild_add() and
+ *	engram_wbuild_flush() pass on.
  * @reserve: wait for send-queue credits for the next chain and set *@cap
  *	to how many WRs it may hold (at least 1, at most the scratch's
  *	size).  Returns 0 or a negative errno, passed on likewise.
@@ -94,7 +94,7 @@ struct engram_wb_cfg {
 
 /**
  * struct engram_wb - a chain of WRITEs being built
- * @cfg: set by engram_wb_init()
+ * @cfg: set by engram_wbuild_init()
  * @nwr: WRs built
  * @cap: WRs this chain may hold (credits); 0 until the first reserve
  * @remote_end: next remote byte of the last WR
@@ -108,8 +108,8 @@ struct engram_wb {
 	u32 wr_len;
 };
 
-void engram_wb_init(struct engram_wb *b, const struct engram_wb_cfg *cfg);
-int engram_wb_add(struct engram_wb *b, u64 remote, u32 rkey, u64 addr, u32 len);
-int engram_wb_flush(struct engram_wb *b);
+void engram_wbuild_init(struct engram_wb *b, const struct engram_wb_cfg *cfg);
+int engram_wbuild_add(struct engram_wb *b, u64 remote, u32 rkey, u64 addr, u32 len);
+int engram_wbuild_flush(struct engram_wb *b);
 
 #endif /* _ENGRAM_WBUILD_H */

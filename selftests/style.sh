@@ -6,8 +6,10 @@
 #    over kmod/*.[ch] and uapi/linux/*.h;
 #  - sparse (make C=2) over a scratch copy of the module sources, built
 #    against KDIR like selftests/vm/build-module.sh, so the in-tree build is
-#    left alone.
-# Fails when either reports anything.  Logs: build/logs/style-*.log
+#    left alone;
+#  - selftests/layers.py: every function named for its file, and no circle
+#    among the calls between kmod/ files (Documentation/design.rst).
+# Fails when any of them reports anything.  Logs: build/logs/style-*.log
 set -uo pipefail
 export LC_ALL=C
 
@@ -42,6 +44,15 @@ if [ $cp_rc -ne 0 ] || [ -s "$logs/style-checkpatch.log" ]; then
 	rc=1
 else
 	echo "style: checkpatch --strict: clean ($(wc -w <<<"$files") files)"
+fi
+
+# --- layers: names by file, no circles ---------------------------------------------
+if python3 selftests/layers.py -v >"$logs/style-layers.log" 2>&1; then
+	echo "style: $(tail -n 1 "$logs/style-layers.log")"
+else
+	echo "style: selftests/layers.py reported problems:"
+	grep '^layers:' "$logs/style-layers.log"
+	rc=1
 fi
 
 # --- sparse ------------------------------------------------------------------------

@@ -165,7 +165,7 @@ check "after rdma link del/add the server listens again and the link reconnects"
 check "and fetches are exact again" run --count 20000 --batch 4096 --seed 10
 
 # Jumbo frames, as RoCE is deployed: 4096-byte packets, where the server
-# cuts full WRITEs back to whole packets (kmod/server.c, engram_wb_cut()).
+# cuts full WRITEs back to whole packets (kmod/serve_rdma.c, engram_wb_cut()).
 set_mtu() {
 	rdma link del rxe0 && ip link set er0 mtu "$1" && ip link set er1 mtu "$1" &&
 		rdma link add rxe0 type rxe netdev er0

@@ -19,7 +19,7 @@
 #define SGE_MAX		32
 #define NO_FAIL		(~0U)
 
-/* A segment: an input of engram_wb_add() or one posted SGE. */
+/* A segment: an input of engram_wbuild_add() or one posted SGE. */
 struct run {
 	u64 remote;
 	u32 rkey;
@@ -146,7 +146,7 @@ static void setup(struct engram_wb *b, u32 max_sge, u32 max_bytes, u32 mtu,
 	log_reset();
 	memset(wrs, 0xa5, sizeof(wrs));
 	memset(sges, 0x5a, sizeof(sges));
-	engram_wb_init(b, &cur);
+	engram_wbuild_init(b, &cur);
 }
 
 /* Add all, flush; 0 or the first error. */
@@ -156,11 +156,11 @@ static int build(struct engram_wb *b, const struct run *in, u32 n)
 	int ret;
 
 	for (i = 0; i < n; i++) {
-		ret = engram_wb_add(b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
+		ret = engram_wbuild_add(b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
 		if (ret)
 			return ret;
 	}
-	return engram_wb_flush(b);
+	return engram_wbuild_flush(b);
 }
 
 /* Append @r to @out, merging it into the last run when both sides continue it. */
@@ -328,7 +328,7 @@ static void test_hand(void)
 		}
 	}
 	setup(&b, 4, 1 << 20, 1024, cap_big, 1);
-	tap_ok(!engram_wb_flush(&b) && !flushes && !nlog, "flushing nothing posts nothing");
+	tap_ok(!engram_wbuild_flush(&b) && !flushes && !nlog, "flushing nothing posts nothing");
 }
 
 static u64 rnd_state = 0x9e3779b97f4a7c15ULL;
@@ -472,28 +472,28 @@ static void test_errors(void)
 	setup(&b, 4, 1 << 20, 1024, (const u32[]){ 2 }, 1);
 	fail_flush_at = 1;		/* the first is the empty chain's, never called */
 	for (i = 0; i < n && !ret; i++)
-		ret = engram_wb_add(&b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
-	tap_ok(ret == -EIO && flushes == 2, "a flush error comes back from engram_wb_add() (%d)",
+		ret = engram_wbuild_add(&b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
+	tap_ok(ret == -EIO && flushes == 2, "a flush error comes back from engram_wbuild_add() (%d)",
 	       ret);
 
 	setup(&b, 4, 1 << 20, 1024, (const u32[]){ 2 }, 1);
 	fail_reserve_at = 2;
 	ret = 0;
 	for (i = 0; i < n && !ret; i++)
-		ret = engram_wb_add(&b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
+		ret = engram_wbuild_add(&b, in[i].remote, in[i].rkey, in[i].local, in[i].len);
 	tap_ok(ret == -ETIMEDOUT && reserves == 3,
-	       "a reserve error comes back from engram_wb_add() (%d)", ret);
+	       "a reserve error comes back from engram_wbuild_add() (%d)", ret);
 
 	setup(&b, 4, 1 << 20, 1024, (const u32[]){ 2 }, 1);
 	fail_reserve_at = 0;
-	ret = engram_wb_add(&b, in[0].remote, in[0].rkey, in[0].local, in[0].len);
+	ret = engram_wbuild_add(&b, in[0].remote, in[0].rkey, in[0].local, in[0].len);
 	tap_ok(ret == -ETIMEDOUT && !flushes, "the first reserve's error comes back (%d)", ret);
 
 	setup(&b, 4, 1 << 20, 1024, cap_big, 1);
-	ret = engram_wb_add(&b, in[0].remote, in[0].rkey, in[0].local, in[0].len);
+	ret = engram_wbuild_add(&b, in[0].remote, in[0].rkey, in[0].local, in[0].len);
 	fail_flush_at = 0;
-	tap_ok(!ret && engram_wb_flush(&b) == -EIO,
-	       "a flush error comes back from engram_wb_flush()");
+	tap_ok(!ret && engram_wbuild_flush(&b) == -EIO,
+	       "a flush error comes back from engram_wbuild_flush()");
 	free(in);
 }
 

@@ -32,26 +32,42 @@
 #include "link.h"
 
 /* Pieces of rows received with one recvmsg(): a row spans at most 2 pages. */
-#define ENGRAM_TCP_BVECS	64
+#define ENGRAM_LINK_TCP_BVECS	64
 
 /* A request waiting for the sender, its frame built at submit. */
-struct engram_tcp_req {
-	struct list_head node;		/* on engram_link.tx_queue */
+struct engram_link_tcp_req {
+	struct list_head node;		/* on engram_link_tcp.tx_queue */
 	size_t len;
 	u8 frame[];
 };
 
-static struct workqueue_struct *engram_tcp_rx_wq;
+/* A link over TCP: the generic link, and its socket and workers. */
+struct engram_link_tcp {
+	struct engram_link link;
+	struct socket *sock;		/* set up and torn down under link.mutex */
+	struct work_struct rx_work;	/* the receiver, on its own workqueue */
+	struct mutex tx_mutex;		/* one frame at a time into the stream */
+	struct list_head tx_queue;	/* requests for the sender, under link.lock */
+	struct work_struct tx_work;	/* the sender: callers never wait on the socket */
+	void *rx_buf;			/* ENGRAM_WIRE_MAX_CATALOG_BYTES */
+};
 
-static int engram_tcp_addrlen(const struct sockaddr_storage *ss)
+static struct engram_link_tcp *engram_link_tcp_of(struct engram_link *l)
+{
+	return container_of(l, struct engram_link_tcp, link);
+}
+
+static struct workqueue_struct *engram_link_tcp_rx_wq;
+
+static int engram_link_tcp_addrlen(const struct sockaddr_storage *ss)
 {
 	return ss->ss_family == AF_INET6 ? sizeof(struct sockaddr_in6) :
 					   sizeof(struct sockaddr_in);
 }
 
 /* Send all of @len bytes, or fail: a partial frame leaves the stream unusable. */
-static int engram_tcp_send(struct socket *sock, const void *buf, size_t len,
-			   int flags)
+static int engram_link_tcp_send(struct socket *sock, const void *buf, size_t len,
+				int flags)
 {
 	struct msghdr msg = { .msg_flags = flags | MSG_NOSIGNAL };
 	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
@@ -64,7 +80,7 @@ static int engram_tcp_send(struct socket *sock, const void *buf, size_t len,
 }
 
 /* Receive exactly @len bytes; the end of the stream is a reset. */
-static int engram_tcp_recv(struct socket *sock, void *buf, size_t len)
+static int engram_link_tcp_recv(struct socket *sock, void *buf, size_t len)
 {
 	struct msghdr msg = {};
 	struct kvec iov = { .iov_base = buf, .iov_len = len };
@@ -78,32 +94,33 @@ static int engram_tcp_recv(struct socket *sock, void *buf, size_t len)
 	return ret < 0 ? ret : -ECONNRESET;
 }
 
-static void engram_tcp_free(struct engram_link *l)
+static void engram_link_tcp_close(struct engram_link *l)
 {
-	struct engram_tcp_req *r, *tmp;
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
 
-	if (l->sock) {
-		sock_release(l->sock);
-		l->sock = NULL;
+	struct engram_link_tcp_req *r, *tmp;
+
+	if (tl->sock) {
+		sock_release(tl->sock);
+		tl->sock = NULL;
 	}
 	/* The sender is flushed and conn_sem keeps submitters out: no lock needed. */
-	list_for_each_entry_safe(r, tmp, &l->tx_queue, node) {
+	list_for_each_entry_safe(r, tmp, &tl->tx_queue, node) {
 		list_del(&r->node);
 		kvfree(r);
 	}
-	kfree(l->rx_buf);
-	l->rx_buf = NULL;
-	kfree(l->slots);
-	l->slots = NULL;
-	l->nr_slots = 0;
+	kfree(tl->rx_buf);
+	tl->rx_buf = NULL;
 }
 
-static int engram_tcp_connect(struct engram_link *l)
+static int engram_link_tcp_connect(struct engram_link *l)
 {
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
+
 	struct engram_wire_params local, answer;
 	u8 hello[ENGRAM_WIRE_HELLO_FRAME_BYTES];
 	long tmo = msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS);
-	int alen = engram_tcp_addrlen(&l->url.addr);
+	int alen = engram_link_tcp_addrlen(&l->url.addr);
 	struct socket *sock;
 	char err[96];
 	int ret;
@@ -113,7 +130,7 @@ static int engram_tcp_connect(struct engram_link *l)
 				      &sock);
 	if (ret)
 		return ret;
-	l->sock = sock;
+	tl->sock = sock;
 	/* Bounded connect and hello; afterwards the heartbeat judges the peer. */
 	WRITE_ONCE(sock->sk->sk_sndtimeo, tmo);
 	WRITE_ONCE(sock->sk->sk_rcvtimeo, tmo);
@@ -132,9 +149,9 @@ static int engram_tcp_connect(struct engram_link *l)
 	ret = engram_wire_hello_frame_encode(hello, sizeof(hello), &local);
 	if (WARN_ON_ONCE(ret < 0))
 		return ret;
-	ret = engram_tcp_send(sock, hello, ret, 0);
+	ret = engram_link_tcp_send(sock, hello, ret, 0);
 	if (!ret)
-		ret = engram_tcp_recv(sock, hello, sizeof(hello));
+		ret = engram_link_tcp_recv(sock, hello, sizeof(hello));
 	if (ret)
 		return ret;
 	if (engram_wire_hello_frame_decode(hello, sizeof(hello), &answer, err, sizeof(err)) ||
@@ -143,44 +160,47 @@ static int engram_tcp_connect(struct engram_link *l)
 		return -EPROTO;
 	}
 	l->neg = answer;
-	l->slots = kcalloc(answer.max_inflight, sizeof(*l->slots), GFP_KERNEL);
-	l->rx_buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
-	if (!l->slots || !l->rx_buf)
+	tl->rx_buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
+	if (!tl->rx_buf)
 		return -ENOMEM;
-	l->nr_slots = answer.max_inflight;
 	WRITE_ONCE(sock->sk->sk_sndtimeo, MAX_SCHEDULE_TIMEOUT);
 	WRITE_ONCE(sock->sk->sk_rcvtimeo, MAX_SCHEDULE_TIMEOUT);
 	engram_link_went_live(l);
-	queue_work(engram_tcp_rx_wq, &l->rx_work);
+	queue_work(engram_link_tcp_rx_wq, &tl->rx_work);
 	return 0;
 }
 
 /* Unblock a sender waiting for room and the receiver waiting for bytes. */
-static void engram_tcp_stop(struct engram_link *l)
+static void engram_link_tcp_stop(struct engram_link *l)
 {
-	if (l->sock)
-		kernel_sock_shutdown(l->sock, SHUT_RDWR);
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
+
+	if (tl->sock)
+		kernel_sock_shutdown(tl->sock, SHUT_RDWR);
 }
 
-static void engram_tcp_teardown(struct engram_link *l, int error)
+static void engram_link_tcp_teardown(struct engram_link *l, int error)
 {
-	engram_tcp_stop(l);
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
+
+	engram_link_tcp_stop(l);
 	/* From here on nothing reads the socket, so no byte lands anywhere. */
-	flush_work(&l->rx_work);
+	flush_work(&tl->rx_work);
 	/* The shutdown ended a send blocked on a full socket; none starts again. */
-	flush_work(&l->tx_work);
+	flush_work(&tl->tx_work);
 	engram_link_end_all(l, error);
-	engram_tcp_free(l);
+	engram_link_tcp_close(l);
 }
 
 /*
  * Queue the request and return: the sender writes it.  The frame is built
  * here, into its own buffer, so the fetch's rows are not read afterwards.
  */
-static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
+static int engram_link_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 {
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
 	struct engram_wire_req req;
-	struct engram_tcp_req *r;
+	struct engram_link_tcp_req *r;
 	unsigned long flags;
 	u64 size;
 	int len, ret;
@@ -203,9 +223,9 @@ static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	}
 	r->len = len;
 	spin_lock_irqsave(&l->lock, flags);
-	list_add_tail(&r->node, &l->tx_queue);
+	list_add_tail(&r->node, &tl->tx_queue);
 	spin_unlock_irqrestore(&l->lock, flags);
-	queue_work(engram_tcp_rx_wq, &l->tx_work);
+	queue_work(engram_link_tcp_rx_wq, &tl->tx_work);
 	return 0;		/* tracked: the fetch completes, with its error if any */
 }
 
@@ -215,31 +235,32 @@ static int engram_tcp_submit(struct engram_link *l, struct engram_fetch *f)
  * breaks the connection (part of a frame may be in the stream); the
  * requests after it are dropped, as their fetches end with the connection.
  */
-static void engram_tcp_link_tx_work(struct work_struct *work)
+static void engram_link_tcp_tx_work(struct work_struct *work)
 {
-	struct engram_link *l = container_of(work, struct engram_link, tx_work);
-	struct engram_tcp_req *r;
+	struct engram_link_tcp *tl = container_of(work, struct engram_link_tcp, tx_work);
+	struct engram_link *l = &tl->link;
+	struct engram_link_tcp_req *r;
 	unsigned long flags;
 	int ret = 0;
 
 	for (;;) {
 		spin_lock_irqsave(&l->lock, flags);
-		r = list_first_entry_or_null(&l->tx_queue, struct engram_tcp_req, node);
+		r = list_first_entry_or_null(&tl->tx_queue, struct engram_link_tcp_req, node);
 		if (r)
 			list_del(&r->node);
 		spin_unlock_irqrestore(&l->lock, flags);
 		if (!r)
 			break;
 		if (!ret) {
-			mutex_lock(&l->tx_mutex);
-			ret = engram_tcp_send(l->sock, r->frame, r->len, 0);
-			mutex_unlock(&l->tx_mutex);
+			mutex_lock(&tl->tx_mutex);
+			ret = engram_link_tcp_send(tl->sock, r->frame, r->len, 0);
+			mutex_unlock(&tl->tx_mutex);
 		}
 		kvfree(r);
 	}
 	if (ret) {
 		/* No later run may put a frame after the broken one. */
-		kernel_sock_shutdown(l->sock, SHUT_RDWR);
+		kernel_sock_shutdown(tl->sock, SHUT_RDWR);
 		engram_link_fail(l, -ECONNRESET);
 	}
 }
@@ -249,8 +270,10 @@ static void engram_tcp_link_tx_work(struct work_struct *work)
  * heartbeat is skipped and the silence timer goes on running.  A frame cut
  * short by a nearly full buffer breaks the stream and so the connection.
  */
-static int engram_tcp_heartbeat(struct engram_link *l, u64 ticket)
+static int engram_link_tcp_heartbeat(struct engram_link *l, u64 ticket)
 {
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
+
 	u8 buf[ENGRAM_WIRE_HDR_BYTES];
 	int len, ret;
 
@@ -258,21 +281,22 @@ static int engram_tcp_heartbeat(struct engram_link *l, u64 ticket)
 					ticket);
 	if (WARN_ON_ONCE(len < 0))
 		return len;
-	if (!mutex_trylock(&l->tx_mutex))
+	if (!mutex_trylock(&tl->tx_mutex))
 		return -EBUSY;
-	ret = engram_tcp_send(l->sock, buf, len, MSG_DONTWAIT);
-	mutex_unlock(&l->tx_mutex);
+	ret = engram_link_tcp_send(tl->sock, buf, len, MSG_DONTWAIT);
+	mutex_unlock(&tl->tx_mutex);
 	return ret == -EAGAIN ? -EBUSY : ret;
 }
 
 /*
- * Receive the rows of an answered fetch into its pieces.  engram_fetch_cut()
+ * Receive the rows of an answered fetch into its pieces.  engram_chardev_fetch_cut()
  * put every row inside one piece; the pages are pinned for as long as the
  * fetch holds its buffers, which is until it ends, after this returns.
  */
-static int engram_tcp_recv_rows(struct engram_link *l, struct engram_fetch *f)
+static int engram_link_tcp_recv_rows(struct engram_link *l, struct engram_fetch *f)
 {
-	struct bio_vec bv[ENGRAM_TCP_BVECS];
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
+	struct bio_vec bv[ENGRAM_LINK_TCP_BVECS];
 	unsigned int p = 0, n;
 	u64 pbase = 0;
 	u32 i = 0;
@@ -308,7 +332,7 @@ static int engram_tcp_recv_rows(struct engram_link *l, struct engram_fetch *f)
 			bytes += ENGRAM_ROW_BYTES;
 		}
 		iov_iter_bvec(&msg.msg_iter, ITER_DEST, bv, n, bytes);
-		ret = sock_recvmsg(l->sock, &msg, MSG_WAITALL);
+		ret = sock_recvmsg(tl->sock, &msg, MSG_WAITALL);
 		if (ret != bytes)
 			return ret < 0 ? ret : -ECONNRESET;
 		engram_link_heard(l);
@@ -316,15 +340,16 @@ static int engram_tcp_recv_rows(struct engram_link *l, struct engram_fetch *f)
 	return 0;
 }
 
-static int engram_tcp_response(struct engram_link *l, u8 *buf)
+static int engram_link_tcp_response(struct engram_link *l, u8 *buf)
 {
+	struct engram_link_tcp *tl = engram_link_tcp_of(l);
 	struct engram_wire_resp resp;
 	struct engram_fetch *f;
 	char err[96];
 	int ret;
 
-	ret = engram_tcp_recv(l->sock, buf + ENGRAM_WIRE_HDR_BYTES,
-			      ENGRAM_WIRE_RESPONSE_BYTES - ENGRAM_WIRE_HDR_BYTES);
+	ret = engram_link_tcp_recv(tl->sock, buf + ENGRAM_WIRE_HDR_BYTES,
+				   ENGRAM_WIRE_RESPONSE_BYTES - ENGRAM_WIRE_HDR_BYTES);
 	if (ret)
 		return ret;
 	if (engram_wire_resp_decode(buf, ENGRAM_WIRE_RESPONSE_BYTES, &l->neg, true, &resp,
@@ -343,7 +368,7 @@ static int engram_tcp_response(struct engram_link *l, u8 *buf)
 		 */
 		if (f->error)
 			return -EPROTO;
-		ret = engram_tcp_recv_rows(l, f);
+		ret = engram_link_tcp_recv_rows(l, f);
 		if (ret)
 			return ret;
 	}
@@ -356,16 +381,17 @@ static int engram_tcp_response(struct engram_link *l, u8 *buf)
  * fails or is shut down, then asks for the connection to be broken (a no-op
  * when teardown shut it).
  */
-static void engram_tcp_link_rx_work(struct work_struct *work)
+static void engram_link_tcp_rx_work(struct work_struct *work)
 {
-	struct engram_link *l = container_of(work, struct engram_link, rx_work);
+	struct engram_link_tcp *tl = container_of(work, struct engram_link_tcp, rx_work);
+	struct engram_link *l = &tl->link;
 	struct engram_wire_hdr_info h;
-	u8 *buf = l->rx_buf;
+	u8 *buf = tl->rx_buf;
 	char err[96];
 	int ret;
 
 	for (;;) {
-		ret = engram_tcp_recv(l->sock, buf, ENGRAM_WIRE_HDR_BYTES);
+		ret = engram_link_tcp_recv(tl->sock, buf, ENGRAM_WIRE_HDR_BYTES);
 		if (ret)
 			break;
 		engram_link_heard(l);
@@ -377,12 +403,12 @@ static void engram_tcp_link_rx_work(struct work_struct *work)
 		}
 		switch (h.type) {
 		case ENGRAM_WIRE_RESPONSE:
-			ret = engram_tcp_response(l, buf);
+			ret = engram_link_tcp_response(l, buf);
 			break;
 		case ENGRAM_WIRE_CATALOG:
 			/* The header check bounded the length by the buffer's size. */
-			ret = engram_tcp_recv(l->sock, buf + ENGRAM_WIRE_HDR_BYTES,
-					      h.length - ENGRAM_WIRE_HDR_BYTES);
+			ret = engram_link_tcp_recv(tl->sock, buf + ENGRAM_WIRE_HDR_BYTES,
+						   h.length - ENGRAM_WIRE_HDR_BYTES);
 			if (!ret)
 				ret = engram_link_frame_catalog(l, buf, h.length);
 			break;
@@ -399,45 +425,57 @@ static void engram_tcp_link_rx_work(struct work_struct *work)
 	engram_link_fail(l, -ECONNRESET);
 }
 
-static void engram_tcp_link_init(struct engram_link *l)
+static struct engram_link *engram_link_tcp_alloc(void)
 {
-	INIT_WORK(&l->rx_work, engram_tcp_link_rx_work);
-	INIT_LIST_HEAD(&l->tx_queue);
-	INIT_WORK(&l->tx_work, engram_tcp_link_tx_work);
+	struct engram_link_tcp *tl = kzalloc(sizeof(*tl), GFP_KERNEL);
+
+	if (!tl)
+		return NULL;
+	INIT_WORK(&tl->rx_work, engram_link_tcp_rx_work);
+	mutex_init(&tl->tx_mutex);
+	INIT_LIST_HEAD(&tl->tx_queue);
+	INIT_WORK(&tl->tx_work, engram_link_tcp_tx_work);
+	return &tl->link;
 }
 
-static const struct engram_link_ops engram_tcp_link_ops = {
-	.init = engram_tcp_link_init,
-	.connect = engram_tcp_connect,
-	.stop = engram_tcp_stop,
-	.teardown = engram_tcp_teardown,
-	.submit = engram_tcp_submit,
-	.heartbeat = engram_tcp_heartbeat,
+static void engram_link_tcp_free(struct engram_link *l)
+{
+	kfree(engram_link_tcp_of(l));
+}
+
+static const struct engram_link_ops engram_link_tcp_ops = {
+	.alloc = engram_link_tcp_alloc,
+	.free = engram_link_tcp_free,
+	.connect = engram_link_tcp_connect,
+	.stop = engram_link_tcp_stop,
+	.teardown = engram_link_tcp_teardown,
+	.submit = engram_link_tcp_submit,
+	.heartbeat = engram_link_tcp_heartbeat,
 };
 
 /**
- * engram_tcp_links_init() - the workqueue of the receivers and senders
+ * engram_link_tcp_init() - the workqueue of the receivers and senders
  *
  * Its own, reclaim-safe one: link teardown, itself on a reclaim workqueue,
- * waits for a receiver and a sender.  Before engram_links_init().
+ * waits for a receiver and a sender.  Before engram_link_init().
  *
  * Return: 0 or -ENOMEM.
  */
-int engram_tcp_links_init(void)
+int engram_link_tcp_init(void)
 {
-	engram_tcp_rx_wq = alloc_workqueue("engram_tcp_rx", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	if (!engram_tcp_rx_wq)
+	engram_link_tcp_rx_wq = alloc_workqueue("engram_tcp_rx", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
+	if (!engram_link_tcp_rx_wq)
 		return -ENOMEM;
-	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, &engram_tcp_link_ops);
+	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, &engram_link_tcp_ops);
 	return 0;
 }
 
 /**
- * engram_tcp_links_exit() - after every link has stopped (engram_links_exit())
+ * engram_link_tcp_exit() - after every link has stopped (engram_link_exit())
  */
-void engram_tcp_links_exit(void)
+void engram_link_tcp_exit(void)
 {
 	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, NULL);
-	destroy_workqueue(engram_tcp_rx_wq);
-	engram_tcp_rx_wq = NULL;
+	destroy_workqueue(engram_link_tcp_rx_wq);
+	engram_link_tcp_rx_wq = NULL;
 }

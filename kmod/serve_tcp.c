@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * The host role over kernel TCP sockets: the same protocol, statuses,
- * limits and counters as the RDMA server (server.c), for diagnosis and as
+ * limits and counters as the RDMA server (serve_rdma.c), for diagnosis and as
  * a fallback transport.  Documentation/protocol.rst, "The TCP transport".
  *
  * Listening: one kernel socket per tcp:// URL, bound to exactly its
@@ -40,7 +40,7 @@
  *
  * Locking: engram_tcp_mutex protects the connection list, conn->ready,
  * and the socket of a listed connection against release; conn->send_mutex
- * serializes sends.  Order: engram_listen_mutex (listen.c), send_mutex,
+ * serializes sends.  Order: engram_listen_mutex (serve_listen.c), send_mutex,
  * engram_tcp_mutex, then the socket's own lock.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
@@ -73,8 +73,8 @@
 #include "engram.h"
 #include "inject.h"
 #include "serve.h"
-#include "server.h"
-#include "tcp_server.h"
+#include "serve_listen.h"
+#include "serve_tcp.h"
 #include "wire.h"
 
 /* Pending connections per listening socket. */
@@ -141,7 +141,7 @@ MODULE_PARM_DESC(tcp_max_conns,
 /**
  * struct engram_tcp_listen - the socket of one tcp:// listener
  * @node: on engram_tcp_listeners
- * @l: the listener (listen.c's), which outlives this
+ * @l: the listener (serve_listen.c's), which outlives this
  * @sock: listening socket
  * @saved_data_ready: its callback before ours
  * @accept_work: accepts what is pending
@@ -221,20 +221,20 @@ static atomic_t engram_tcp_nconns = ATOMIC_INIT(0);
 static atomic_t engram_tcp_gen = ATOMIC_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(engram_tcp_waitq);
 
-static void engram_tcp_cat_all(struct work_struct *work);
-static DECLARE_WORK(engram_tcp_cat_all_work, engram_tcp_cat_all);
-static void engram_tcp_catalog_changed(void);
+static void engram_serve_tcp_cat_all(struct work_struct *work);
+static DECLARE_WORK(engram_tcp_cat_all_work, engram_serve_tcp_cat_all);
+static void engram_serve_tcp_catalog_changed(void);
 static struct engram_serve_transport engram_tcp_transport = {
 	.node = LIST_HEAD_INIT(engram_tcp_transport.node),
-	.catalog_changed = engram_tcp_catalog_changed,
+	.catalog_changed = engram_serve_tcp_catalog_changed,
 };
 
-static unsigned long engram_tcp_ms(const struct engram_uint_param *param)
+static unsigned long engram_serve_tcp_ms(const struct engram_uint_param *param)
 {
 	return msecs_to_jiffies(READ_ONCE(param->val));
 }
 
-static bool engram_tcp_dead(struct engram_tcp_conn *conn)
+static bool engram_serve_tcp_dead(struct engram_tcp_conn *conn)
 {
 	return test_bit(ENGRAM_TCP_DEAD, &conn->flags);
 }
@@ -246,8 +246,8 @@ static bool engram_tcp_dead(struct engram_tcp_conn *conn)
  * Counting comes before the socket is shut down, so a peer that sees the
  * close also sees the counter.
  */
-static void engram_tcp_note_stat(struct engram_tcp_conn *conn, int err, const char *what,
-				 unsigned int stat)
+static void engram_serve_tcp_note_stat(struct engram_tcp_conn *conn, int err, const char *what,
+				       unsigned int stat)
 {
 	if (!test_and_set_bit(ENGRAM_TCP_DEAD, &conn->flags) && err) {
 		if (err == -ETIMEDOUT) {
@@ -264,19 +264,19 @@ static void engram_tcp_note_stat(struct engram_tcp_conn *conn, int err, const ch
 }
 
 /* A timeout here is a frame's, received or sent. */
-static void engram_tcp_note(struct engram_tcp_conn *conn, int err, const char *what)
+static void engram_serve_tcp_note(struct engram_tcp_conn *conn, int err, const char *what)
 {
-	engram_tcp_note_stat(conn, err, what, ENGRAM_STAT_TCP_FRAME_TIMEOUTS);
+	engram_serve_tcp_note_stat(conn, err, what, ENGRAM_STAT_TCP_FRAME_TIMEOUTS);
 }
 
 /*
- * Break a connection (engram_tcp_note()), and shut its socket down, which
+ * Break a connection (engram_serve_tcp_note()), and shut its socket down, which
  * ends whatever blocking call the work items are in.  The socket must
  * still be ours.
  */
-static void engram_tcp_kill(struct engram_tcp_conn *conn, int err, const char *what)
+static void engram_serve_tcp_kill(struct engram_tcp_conn *conn, int err, const char *what)
 {
-	engram_tcp_note(conn, err, what);
+	engram_serve_tcp_note(conn, err, what);
 	kernel_sock_shutdown(conn->sock, SHUT_RDWR);
 }
 
@@ -289,8 +289,8 @@ static void engram_tcp_kill(struct engram_tcp_conn *conn, int err, const char *w
  * -EPIPE when it closed inside it; -ETIMEDOUT (idle when !@f->started);
  * another socket error.
  */
-static int engram_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame *f,
-			   void *buf, size_t len)
+static int engram_serve_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame *f,
+				 void *buf, size_t len)
 {
 	struct sock *sk = conn->sock->sk;
 	size_t got = 0;
@@ -316,7 +316,7 @@ static int engram_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame
 		ret = kernel_recvmsg(conn->sock, &msg, &iov, 1, len - got, 0);
 		if (ret > 0) {
 			if (!f->deadline)
-				f->deadline = jiffies + engram_tcp_ms(&engram_tcp_frame_ms);
+				f->deadline = jiffies + engram_serve_tcp_ms(&engram_tcp_frame_ms);
 			f->started = true;
 			got += ret;
 			continue;
@@ -331,15 +331,15 @@ static int engram_tcp_recv(struct engram_tcp_conn *conn, struct engram_tcp_frame
 }
 
 /* Send what @msg's iterator holds before @deadline; caller holds send_mutex. */
-static int engram_tcp_send_msg(struct engram_tcp_conn *conn, struct msghdr *msg,
-			       unsigned long deadline)
+static int engram_serve_tcp_send_msg(struct engram_tcp_conn *conn, struct msghdr *msg,
+				     unsigned long deadline)
 {
 	struct sock *sk = conn->sock->sk;
 	long timeo;
 	int ret;
 
 	while (msg_data_left(msg)) {
-		if (engram_tcp_dead(conn))
+		if (engram_serve_tcp_dead(conn))
 			return -ESHUTDOWN;
 		timeo = (long)(deadline - jiffies);
 		if (timeo <= 0)
@@ -356,24 +356,24 @@ static int engram_tcp_send_msg(struct engram_tcp_conn *conn, struct msghdr *msg,
 	return 0;
 }
 
-static int engram_tcp_send_buf(struct engram_tcp_conn *conn, const void *buf,
-			       size_t len, unsigned long deadline, bool more)
+static int engram_serve_tcp_send_buf(struct engram_tcp_conn *conn, const void *buf,
+				     size_t len, unsigned long deadline, bool more)
 {
 	struct kvec iov = { .iov_base = (void *)buf, .iov_len = len };
 	struct msghdr msg = { .msg_flags = MSG_NOSIGNAL | (more ? MSG_MORE : 0) };
 
 	iov_iter_kvec(&msg.msg_iter, ITER_SOURCE, &iov, 1, len);
-	return engram_tcp_send_msg(conn, &msg, deadline);
+	return engram_serve_tcp_send_msg(conn, &msg, deadline);
 }
 
-static unsigned long engram_tcp_send_deadline(void)
+static unsigned long engram_serve_tcp_send_deadline(void)
 {
-	return jiffies + engram_tcp_ms(&engram_tcp_frame_ms);
+	return jiffies + engram_serve_tcp_ms(&engram_tcp_frame_ms);
 }
 
 /* A RESPONSE without rows: a refusal.  Caller holds send_mutex. */
-static int engram_tcp_send_refusal(struct engram_tcp_conn *conn, u64 ticket,
-				   int status, u32 bad_index)
+static int engram_serve_tcp_send_refusal(struct engram_tcp_conn *conn, u64 ticket,
+					 int status, u32 bad_index)
 {
 	struct engram_wire_resp resp = {
 		.ticket = ticket,
@@ -386,11 +386,12 @@ static int engram_tcp_send_refusal(struct engram_tcp_conn *conn, u64 ticket,
 				      true, &resp);
 	if (WARN_ON_ONCE(len < 0))
 		return len;
-	return engram_tcp_send_buf(conn, conn->resp, len, engram_tcp_send_deadline(), false);
+	return engram_serve_tcp_send_buf(conn, conn->resp, len,
+					 engram_serve_tcp_send_deadline(), false);
 }
 
 /* Caller holds send_mutex.  A CATALOG buffer lives only while it is sent. */
-static int engram_tcp_send_catalog(struct engram_tcp_conn *conn, u64 ticket)
+static int engram_serve_tcp_send_catalog(struct engram_tcp_conn *conn, u64 ticket)
 {
 	void *buf = kvmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
 	int len, ret;
@@ -402,14 +403,15 @@ static int engram_tcp_send_catalog(struct engram_tcp_conn *conn, u64 ticket)
 	if (WARN_ON_ONCE(len < 0))
 		ret = len;
 	else
-		ret = engram_tcp_send_buf(conn, buf, len, engram_tcp_send_deadline(), false);
+		ret = engram_serve_tcp_send_buf(conn, buf, len,
+						engram_serve_tcp_send_deadline(), false);
 	kvfree(buf);
 	return ret;
 }
 
 /* Add one piece of a row, merged with the last when the page bytes touch. */
-static unsigned int engram_tcp_bv_add(struct engram_tcp_conn *conn, unsigned int n,
-				      struct page *page, u32 off, u32 len)
+static unsigned int engram_serve_tcp_bv_add(struct engram_tcp_conn *conn, unsigned int n,
+					    struct page *page, u32 off, u32 len)
 {
 	struct bio_vec *last = n ? &conn->bv[n - 1] : NULL;
 
@@ -428,15 +430,15 @@ static unsigned int engram_tcp_bv_add(struct engram_tcp_conn *conn, unsigned int
  * Caller holds send_mutex.  A failure leaves the frame cut short: the
  * caller must close the connection.
  */
-static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_table *t,
-				const struct engram_wire_req *req)
+static int engram_serve_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_table *t,
+				      const struct engram_wire_req *req)
 {
 	struct engram_wire_resp resp = {
 		.ticket = req->ticket,
 		.status = ENGRAM_WIRE_OK,
 		.bytes = (u64)req->nr_rows * ENGRAM_ROW_BYTES,
 	};
-	unsigned long deadline = engram_tcp_send_deadline();
+	unsigned long deadline = engram_serve_tcp_send_deadline();
 	struct engram_row_src src;
 	struct msghdr msg;
 	unsigned int n = 0, j;
@@ -448,7 +450,7 @@ static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_tabl
 				      true, &resp);
 	if (WARN_ON_ONCE(len < 0))
 		return len;
-	ret = engram_tcp_send_buf(conn, conn->resp, len, deadline, true);
+	ret = engram_serve_tcp_send_buf(conn, conn->resp, len, deadline, true);
 	for (i = 0; !ret && i < req->nr_rows; i++) {
 		engram_table_row_src(t, engram_wire_req_row(req, i), &src);
 		if (WARN_ON_ONCE(!src.n || src.n > ARRAY_SIZE(src.seg)))
@@ -458,14 +460,14 @@ static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_tabl
 			memset(&msg, 0, sizeof(msg));
 			msg.msg_flags = MSG_NOSIGNAL | MSG_MORE;
 			iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, conn->bv, n, bytes);
-			ret = engram_tcp_send_msg(conn, &msg, deadline);
+			ret = engram_serve_tcp_send_msg(conn, &msg, deadline);
 			n = 0;
 			bytes = 0;
 			cond_resched();
 		}
 		for (j = 0; j < src.n; j++) {
-			n = engram_tcp_bv_add(conn, n, engram_table_page(t, src.seg[j].page),
-					      src.seg[j].off, src.seg[j].len);
+			n = engram_serve_tcp_bv_add(conn, n, engram_table_page(t, src.seg[j].page),
+						    src.seg[j].off, src.seg[j].len);
 			bytes += src.seg[j].len;
 		}
 	}
@@ -473,7 +475,7 @@ static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_tabl
 		memset(&msg, 0, sizeof(msg));
 		msg.msg_flags = MSG_NOSIGNAL;
 		iov_iter_bvec(&msg.msg_iter, ITER_SOURCE, conn->bv, n, bytes);
-		ret = engram_tcp_send_msg(conn, &msg, deadline);
+		ret = engram_serve_tcp_send_msg(conn, &msg, deadline);
 	}
 	return ret;
 }
@@ -485,7 +487,7 @@ static int engram_tcp_send_rows(struct engram_tcp_conn *conn, struct engram_tabl
  *
  * Return: 0, or a negative errno when the connection must close.
  */
-static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
+static int engram_serve_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 {
 	struct engram_wire_req *req = &conn->req;
 	struct engram_table *t = NULL;
@@ -508,7 +510,7 @@ static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 		return 0;
 	}
 	mutex_lock(&conn->send_mutex);
-	ret = engram_tcp_send_rows(conn, t, req);
+	ret = engram_serve_tcp_send_rows(conn, t, req);
 	mutex_unlock(&conn->send_mutex);
 	if (!ret)
 		engram_serve_answered(t, req->nr_rows, t_recv);
@@ -518,19 +520,19 @@ static int engram_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t_recv)
 refuse:
 	engram_serve_refused(t, st);
 	mutex_lock(&conn->send_mutex);
-	ret = engram_tcp_send_refusal(conn, req->ticket, st, bad);
+	ret = engram_serve_tcp_send_refusal(conn, req->ticket, st, bad);
 	mutex_unlock(&conn->send_mutex);
 	return ret;
 }
 
-/* This server's hello: what server.c offers, minus the device limits. */
-static void engram_tcp_local_params(struct engram_wire_params *p)
+/* This server's hello: what serve_rdma.c offers, minus the device limits. */
+static void engram_serve_tcp_local_params(struct engram_wire_params *p)
 {
 	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
 	p->max_request_bytes = round_up(p->max_request_bytes, 4096);
 }
 
-static int engram_tcp_reject(struct engram_tcp_conn *conn, int err, const char *why)
+static int engram_serve_tcp_reject(struct engram_tcp_conn *conn, int err, const char *why)
 {
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
 	pr_info_ratelimited("tcp connection from %pISpc rejected: %s (%d)\n",
@@ -545,9 +547,9 @@ static int engram_tcp_reject(struct engram_tcp_conn *conn, int err, const char *
  *
  * Return: 0 when the connection is set up, else a negative errno, counted.
  */
-static int engram_tcp_hello(struct engram_tcp_conn *conn)
+static int engram_serve_tcp_hello(struct engram_tcp_conn *conn)
 {
-	unsigned long end = conn->accepted + engram_tcp_ms(&engram_tcp_hello_ms);
+	unsigned long end = conn->accepted + engram_serve_tcp_ms(&engram_tcp_hello_ms);
 	/* The idle bound too: the deadline alone would mean none if it were 0. */
 	struct engram_tcp_frame f = { .deadline = end, .idle = end, .has_idle = true };
 	struct engram_wire_params local, peer;
@@ -555,60 +557,62 @@ static int engram_tcp_hello(struct engram_tcp_conn *conn)
 	char why[160];
 	int ret, st;
 
-	ret = engram_tcp_recv(conn, &f, conn->hello, ENGRAM_WIRE_HDR_BYTES);
+	ret = engram_serve_tcp_recv(conn, &f, conn->hello, ENGRAM_WIRE_HDR_BYTES);
 	if (!ret) {
 		st = engram_wire_hdr_check(conn->hello, ENGRAM_WIRE_HDR_BYTES, NULL, true,
 					   true, &h, why, sizeof(why));
 		if (st) {
-			engram_count_refusal(&engram_global_stats, st);
-			return engram_tcp_reject(conn, -EPROTO, why);
+			engram_stats_count_refusal(&engram_global_stats, st);
+			return engram_serve_tcp_reject(conn, -EPROTO, why);
 		}
-		ret = engram_tcp_recv(conn, &f, conn->hello + ENGRAM_WIRE_HDR_BYTES,
-				      ENGRAM_WIRE_HELLO_BYTES);
+		ret = engram_serve_tcp_recv(conn, &f, conn->hello + ENGRAM_WIRE_HDR_BYTES,
+					    ENGRAM_WIRE_HELLO_BYTES);
 	}
 	if (ret) {
-		if (engram_tcp_dead(conn))
+		if (engram_serve_tcp_dead(conn))
 			return ret;	/* closed by us: listen del, unload */
 		if (ret != -ENOTCONN)
-			engram_tcp_note_stat(conn, ret, "hello", ENGRAM_STAT_TCP_HELLO_TIMEOUTS);
-		return engram_tcp_reject(conn, ret, ret == -ETIMEDOUT ? "no hello in time" :
-					 "closed before its hello");
+			engram_serve_tcp_note_stat(conn, ret, "hello",
+						   ENGRAM_STAT_TCP_HELLO_TIMEOUTS);
+		return engram_serve_tcp_reject(conn, ret,
+					       ret == -ETIMEDOUT ? "no hello in time" :
+								   "closed before its hello");
 	}
 	ret = engram_wire_hello_frame_decode(conn->hello, ENGRAM_WIRE_HELLO_FRAME_BYTES,
 					     &peer, why, sizeof(why));
 	if (ret)
-		return engram_tcp_reject(conn, ret, why);
-	engram_tcp_local_params(&local);
+		return engram_serve_tcp_reject(conn, ret, why);
+	engram_serve_tcp_local_params(&local);
 	ret = engram_wire_negotiate(&local, &peer, &conn->neg, why, sizeof(why));
 	if (ret)
-		return engram_tcp_reject(conn, ret, why);
+		return engram_serve_tcp_reject(conn, ret, why);
 
 	conn->rx = kvmalloc(conn->neg.max_request_bytes, GFP_KERNEL);
 	if (!conn->rx)
-		return engram_tcp_reject(conn, -ENOMEM, "out of memory");
+		return engram_serve_tcp_reject(conn, -ENOMEM, "out of memory");
 	ret = engram_wire_hello_frame_encode(conn->hello, sizeof(conn->hello), &conn->neg);
 	if (WARN_ON_ONCE(ret < 0))
-		return engram_tcp_reject(conn, ret, "cannot encode the hello");
+		return engram_serve_tcp_reject(conn, ret, "cannot encode the hello");
 
 	/*
 	 * Ready before the first CATALOG is built: a change that races with
 	 * it queues a push, which waits for the mutex and sends again.
 	 */
 	mutex_lock(&conn->send_mutex);
-	ret = engram_tcp_send_buf(conn, conn->hello, ENGRAM_WIRE_HELLO_FRAME_BYTES,
-				  engram_tcp_send_deadline(), true);
+	ret = engram_serve_tcp_send_buf(conn, conn->hello, ENGRAM_WIRE_HELLO_FRAME_BYTES,
+					engram_serve_tcp_send_deadline(), true);
 	if (!ret) {
 		mutex_lock(&engram_tcp_mutex);
 		conn->ready = true;
 		mutex_unlock(&engram_tcp_mutex);
-		ret = engram_tcp_send_catalog(conn, 0);
+		ret = engram_serve_tcp_send_catalog(conn, 0);
 	}
 	mutex_unlock(&conn->send_mutex);
 	if (ret) {
-		if (engram_tcp_dead(conn))
+		if (engram_serve_tcp_dead(conn))
 			return ret;
-		engram_tcp_note(conn, ret, "sending the hello");
-		return engram_tcp_reject(conn, ret, "cannot send the hello");
+		engram_serve_tcp_note(conn, ret, "sending the hello");
+		return engram_serve_tcp_reject(conn, ret, "cannot send the hello");
 	}
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_ACCEPTED);
 	pr_info_ratelimited("tcp connection from %pISpc on %s: v%u, %u rows, %u in flight, %u request bytes\n",
@@ -623,7 +627,7 @@ static int engram_tcp_hello(struct engram_tcp_conn *conn)
  * sends heartbeats, so this one is gone or holding a slot.  Closed and
  * counted once, not as an error (it broke no rule of the protocol).
  */
-static void engram_tcp_idle_close(struct engram_tcp_conn *conn, unsigned int ms)
+static void engram_serve_tcp_idle_close(struct engram_tcp_conn *conn, unsigned int ms)
 {
 	if (test_and_set_bit(ENGRAM_TCP_DEAD, &conn->flags))
 		return;
@@ -637,11 +641,12 @@ static void engram_tcp_idle_close(struct engram_tcp_conn *conn, unsigned int ms)
  * Frames until the connection ends.  A refused header leaves the stream
  * position unknown: it is answered and the connection closed.
  */
-static void engram_tcp_serve(struct engram_tcp_conn *conn)
+static void engram_serve_tcp_serve(struct engram_tcp_conn *conn)
 {
 	struct engram_wire_hdr_info h;
 	struct engram_tcp_frame f;
 	const char *what = "receiving a frame";
+	unsigned long deadline;
 	unsigned int idle_ms;
 	char why[128];
 	u64 ticket;
@@ -654,9 +659,9 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 		f.idle = jiffies + msecs_to_jiffies(idle_ms);
 		f.has_idle = true;
 		f.started = false;
-		ret = engram_tcp_recv(conn, &f, conn->rx, ENGRAM_WIRE_HDR_BYTES);
-		if (ret == -ETIMEDOUT && !f.started && !engram_tcp_dead(conn)) {
-			engram_tcp_idle_close(conn, idle_ms);
+		ret = engram_serve_tcp_recv(conn, &f, conn->rx, ENGRAM_WIRE_HDR_BYTES);
+		if (ret == -ETIMEDOUT && !f.started && !engram_serve_tcp_dead(conn)) {
+			engram_serve_tcp_idle_close(conn, idle_ms);
 			return;
 		}
 		if (ret)
@@ -666,9 +671,9 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 		if (st) {
 			pr_info_ratelimited("tcp connection from %pISpc: frame refused, %s: %s; closing\n",
 					    &conn->peer, engram_wire_status_name(st), why);
-			engram_count_refusal(&engram_global_stats, st);
+			engram_stats_count_refusal(&engram_global_stats, st);
 			mutex_lock(&conn->send_mutex);
-			engram_tcp_send_refusal(conn, h.ticket, st, 0);
+			engram_serve_tcp_send_refusal(conn, h.ticket, st, 0);
 			mutex_unlock(&conn->send_mutex);
 			ret = 0;	/* counted as a refusal, not as a broken stream */
 			break;
@@ -678,14 +683,14 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 			ret = -EPROTO;
 			break;
 		}
-		ret = engram_tcp_recv(conn, &f, conn->rx + ENGRAM_WIRE_HDR_BYTES,
-				      h.length - ENGRAM_WIRE_HDR_BYTES);
+		ret = engram_serve_tcp_recv(conn, &f, conn->rx + ENGRAM_WIRE_HDR_BYTES,
+					    h.length - ENGRAM_WIRE_HDR_BYTES);
 		if (ret)
 			break;
 		switch (h.type) {
 		case ENGRAM_WIRE_REQUEST:
 			what = "sending a response";
-			ret = engram_tcp_request(conn, h.length, ktime_get_ns());
+			ret = engram_serve_tcp_request(conn, h.length, ktime_get_ns());
 			break;
 		case ENGRAM_WIRE_CATALOG_REQUEST:
 		case ENGRAM_WIRE_HEARTBEAT:
@@ -695,19 +700,19 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 				ret = -EPROTO;
 				break;
 			}
+			deadline = engram_serve_tcp_send_deadline();
 			mutex_lock(&conn->send_mutex);
 			if (h.type == ENGRAM_WIRE_CATALOG_REQUEST) {
 				what = "sending a catalog";
-				ret = engram_tcp_send_catalog(conn, ticket);
+				ret = engram_serve_tcp_send_catalog(conn, ticket);
 			} else {
 				what = "echoing a heartbeat";
 				ret = engram_wire_simple_encode(conn->resp, sizeof(conn->resp),
 								&conn->neg,
 								ENGRAM_WIRE_HEARTBEAT, ticket);
 				if (ret > 0)
-					ret = engram_tcp_send_buf(conn, conn->resp, ret,
-								  engram_tcp_send_deadline(),
-								  false);
+					ret = engram_serve_tcp_send_buf(conn, conn->resp, ret,
+									deadline, false);
 			}
 			mutex_unlock(&conn->send_mutex);
 			break;
@@ -722,35 +727,35 @@ static void engram_tcp_serve(struct engram_tcp_conn *conn)
 		cond_resched();
 	}
 	/* A clean close between frames, or one we asked for, is no error. */
-	if (ret && ret != -ENOTCONN && !engram_tcp_dead(conn))
-		engram_tcp_kill(conn, ret, what);
+	if (ret && ret != -ENOTCONN && !engram_serve_tcp_dead(conn))
+		engram_serve_tcp_kill(conn, ret, what);
 }
 
 /* Send a pushed CATALOG between two frames of the connection. */
-static void engram_tcp_cat_work(struct work_struct *work)
+static void engram_serve_tcp_cat_work(struct work_struct *work)
 {
 	struct engram_tcp_conn *conn = container_of(work, struct engram_tcp_conn, cat_work);
 	int ret = 0;
 
 	mutex_lock(&conn->send_mutex);
-	if (!engram_tcp_dead(conn))
-		ret = engram_tcp_send_catalog(conn, 0);
+	if (!engram_serve_tcp_dead(conn))
+		ret = engram_serve_tcp_send_catalog(conn, 0);
 	mutex_unlock(&conn->send_mutex);
-	if (ret && !engram_tcp_dead(conn))
-		engram_tcp_kill(conn, ret, "sending a catalog");
+	if (ret && !engram_serve_tcp_dead(conn))
+		engram_serve_tcp_kill(conn, ret, "sending a catalog");
 }
 
 /* The connection, from hello to teardown; the one place it is freed. */
-static void engram_tcp_conn_work(struct work_struct *work)
+static void engram_serve_tcp_conn_work(struct work_struct *work)
 {
 	struct engram_tcp_conn *conn = container_of(work, struct engram_tcp_conn, work);
 
 	engram_cover_start();
-	if (!engram_tcp_hello(conn))
-		engram_tcp_serve(conn);
+	if (!engram_serve_tcp_hello(conn))
+		engram_serve_tcp_serve(conn);
 	engram_cover_stop();
 
-	engram_tcp_kill(conn, 0, NULL);
+	engram_serve_tcp_kill(conn, 0, NULL);
 	atomic_dec(&conn->l->nconns);
 	mutex_lock(&engram_tcp_mutex);
 	list_del(&conn->node);
@@ -767,7 +772,7 @@ static void engram_tcp_conn_work(struct work_struct *work)
 	wake_up_all(&engram_tcp_waitq);
 }
 
-static void engram_tcp_sock_setup(struct socket *sock)
+static void engram_serve_tcp_sock_setup(struct socket *sock)
 {
 	struct sock *sk = sock->sk;
 
@@ -779,7 +784,7 @@ static void engram_tcp_sock_setup(struct socket *sock)
 }
 
 /* One accepted socket: admit it or close it at once. */
-static void engram_tcp_admit(struct engram_tcp_listen *tl, struct socket *sock)
+static void engram_serve_tcp_admit(struct engram_tcp_listen *tl, struct socket *sock)
 {
 	struct engram_listener *l = tl->l;
 	struct engram_tcp_conn *conn;
@@ -825,15 +830,15 @@ static void engram_tcp_admit(struct engram_tcp_listen *tl, struct socket *sock)
 		why = "out of memory";
 		goto reject_all;
 	}
-	engram_tcp_sock_setup(sock);
+	engram_serve_tcp_sock_setup(sock);
 	INIT_LIST_HEAD(&conn->node);
 	conn->l = l;
 	conn->sock = sock;
 	conn->peer = peer;
 	conn->accepted = jiffies;
 	mutex_init(&conn->send_mutex);
-	INIT_WORK(&conn->work, engram_tcp_conn_work);
-	INIT_WORK(&conn->cat_work, engram_tcp_cat_work);
+	INIT_WORK(&conn->work, engram_serve_tcp_conn_work);
+	INIT_WORK(&conn->cat_work, engram_serve_tcp_cat_work);
 	atomic64_inc(&engram_global_stats.c[ENGRAM_STAT_CONNECTIONS]);
 	mutex_lock(&engram_tcp_mutex);
 	list_add_tail(&conn->node, &engram_tcp_conns);
@@ -852,7 +857,7 @@ reject:
 	sock_release(sock);
 }
 
-static void engram_tcp_accept_work(struct work_struct *work)
+static void engram_serve_tcp_accept_work(struct work_struct *work)
 {
 	struct engram_tcp_listen *tl = container_of(work, struct engram_tcp_listen,
 						    accept_work);
@@ -868,14 +873,14 @@ static void engram_tcp_accept_work(struct work_struct *work)
 						    tl->l->url.text, ret);
 			break;
 		}
-		engram_tcp_admit(tl, sock);
+		engram_serve_tcp_admit(tl, sock);
 		cond_resched();
 	}
 	engram_cover_stop();
 }
 
 /* Softirq: a connection is ready to be accepted. */
-static void engram_tcp_listen_data_ready(struct sock *sk)
+static void engram_serve_tcp_listen_data_ready(struct sock *sk)
 {
 	struct engram_tcp_listen *tl;
 
@@ -887,17 +892,17 @@ static void engram_tcp_listen_data_ready(struct sock *sk)
 }
 
 /**
- * engram_tcp_listen_start() - listen on a tcp:// URL
- * @l: the listener (listen.c's); its URL names the address
+ * engram_serve_tcp_listen_start() - listen on a tcp:// URL
+ * @l: the listener (serve_listen.c's); its URL names the address
  *
  * Binds exactly the URL's address (never a wildcard) with SO_REUSEADDR,
- * and accepts from then on.  Called with listen.c's mutex held, which
+ * and accepts from then on.  Called with serve_listen.c's mutex held, which
  * serializes starts and stops.  Process context.
  *
  * Return: 0, or a negative errno (-EADDRNOTAVAIL while the address is not
  * configured, -EADDRINUSE, ...) after which the listener waits and retries.
  */
-int engram_tcp_listen_start(struct engram_listener *l)
+int engram_serve_tcp_listen_start(struct engram_listener *l)
 {
 	struct engram_tcp_listen *tl;
 	struct socket *sock;
@@ -927,11 +932,11 @@ int engram_tcp_listen_start(struct engram_listener *l)
 	}
 	tl->l = l;
 	tl->sock = sock;
-	INIT_WORK(&tl->accept_work, engram_tcp_accept_work);
+	INIT_WORK(&tl->accept_work, engram_serve_tcp_accept_work);
 	write_lock_bh(&sk->sk_callback_lock);
 	sk->sk_user_data = tl;
 	tl->saved_data_ready = sk->sk_data_ready;
-	sk->sk_data_ready = engram_tcp_listen_data_ready;
+	sk->sk_data_ready = engram_serve_tcp_listen_data_ready;
 	write_unlock_bh(&sk->sk_callback_lock);
 	mutex_lock(&engram_tcp_lmutex);
 	list_add_tail(&tl->node, &engram_tcp_listeners);
@@ -942,14 +947,14 @@ int engram_tcp_listen_start(struct engram_listener *l)
 }
 
 /**
- * engram_tcp_listen_stop() - stop accepting on a tcp:// listener
+ * engram_serve_tcp_listen_stop() - stop accepting on a tcp:// listener
  * @l: the listener; nothing happens when it has no socket
  *
  * Closes the listening socket once no accept runs any more.  Connections
- * already accepted stay: engram_tcp_conns_close_sync() closes them.
- * Called with listen.c's mutex held.  Process context; sleeps.
+ * already accepted stay: engram_serve_tcp_conns_close_sync() closes them.
+ * Called with serve_listen.c's mutex held.  Process context; sleeps.
  */
-void engram_tcp_listen_stop(struct engram_listener *l)
+void engram_serve_tcp_listen_stop(struct engram_listener *l)
 {
 	struct engram_tcp_listen *tl, *found = NULL;
 	struct sock *sk;
@@ -976,12 +981,12 @@ void engram_tcp_listen_stop(struct engram_listener *l)
 }
 
 /**
- * engram_tcp_conns_close_sync() - close TCP connections and wait until gone
+ * engram_serve_tcp_conns_close_sync() - close TCP connections and wait until gone
  * @l: only the connections accepted on this listener, or NULL for all
  *
  * Process context; sleeps.  The caller holds none of the server's locks.
  */
-void engram_tcp_conns_close_sync(const struct engram_listener *l)
+void engram_serve_tcp_conns_close_sync(const struct engram_listener *l)
 {
 	struct engram_tcp_conn *conn;
 	bool found;
@@ -995,7 +1000,7 @@ void engram_tcp_conns_close_sync(const struct engram_listener *l)
 			if (l && conn->l != l)
 				continue;
 			found = true;
-			engram_tcp_kill(conn, 0, NULL);
+			engram_serve_tcp_kill(conn, 0, NULL);
 		}
 		mutex_unlock(&engram_tcp_mutex);
 		if (!found)
@@ -1005,36 +1010,36 @@ void engram_tcp_conns_close_sync(const struct engram_listener *l)
 }
 
 /* Queue a CATALOG push on every connection past its hello. */
-static void engram_tcp_cat_all(struct work_struct *work)
+static void engram_serve_tcp_cat_all(struct work_struct *work)
 {
 	struct engram_tcp_conn *conn;
 
 	mutex_lock(&engram_tcp_mutex);
 	list_for_each_entry(conn, &engram_tcp_conns, node)
-		if (conn->ready && !engram_tcp_dead(conn))
+		if (conn->ready && !engram_serve_tcp_dead(conn))
 			queue_work(engram_tcp_ctl_wq, &conn->cat_work);
 	mutex_unlock(&engram_tcp_mutex);
 }
 
 /* serve.c's call: push a fresh CATALOG everywhere (any context, any lock held). */
-static void engram_tcp_catalog_changed(void)
+static void engram_serve_tcp_catalog_changed(void)
 {
 	queue_work(engram_tcp_ctl_wq, &engram_tcp_cat_all_work);
 }
 
 /**
- * engram_tcp_init() - set up the TCP transport of the host role
+ * engram_serve_tcp_init() - set up the TCP transport of the host role
  *
  * Call after engram_serve_init() (the catalog is the host core's).
  *
  * Return: 0 or -ENOMEM.
  */
-int engram_tcp_init(void)
+int engram_serve_tcp_init(void)
 {
 	engram_tcp_wq = alloc_workqueue("engram_tcp", WQ_UNBOUND, ENGRAM_TCP_CONNS_TOTAL);
 	engram_tcp_ctl_wq = alloc_workqueue("engram_tcp_ctl", WQ_UNBOUND, 0);
 	if (!engram_tcp_wq || !engram_tcp_ctl_wq) {
-		engram_tcp_exit();
+		engram_serve_tcp_exit();
 		return -ENOMEM;
 	}
 	engram_serve_register(&engram_tcp_transport);
@@ -1042,17 +1047,17 @@ int engram_tcp_init(void)
 }
 
 /**
- * engram_tcp_exit() - close every TCP connection and free the transport
+ * engram_serve_tcp_exit() - close every TCP connection and free the transport
  *
  * Call once every TCP listener is stopped.  Returns when every connection
  * is gone.  Safe after a failed or missing
- * engram_tcp_init().  Process context; sleeps.
+ * engram_serve_tcp_init().  Process context; sleeps.
  */
-void engram_tcp_exit(void)
+void engram_serve_tcp_exit(void)
 {
 	engram_serve_unregister(&engram_tcp_transport);
 	cancel_work_sync(&engram_tcp_cat_all_work);
-	engram_tcp_conns_close_sync(NULL);
+	engram_serve_tcp_conns_close_sync(NULL);
 	/* Each waits for its work items' last instructions. */
 	if (engram_tcp_wq)
 		destroy_workqueue(engram_tcp_wq);

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Listeners: one rdma_cm id per listen URL, bound to exactly that address;
- * a tcp:// URL has a kernel socket instead (tcp_server.c), with the same
+ * a tcp:// URL has a kernel socket instead (serve_tcp.c), with the same
  * states and retries.
  *
  * A host's RDMA addresses come and go (the NIC driver loads late, rxe is
@@ -32,8 +32,8 @@
 #include "engram.h"
 #include "inject.h"
 #include "serve.h"
-#include "server.h"
-#include "tcp_server.h"
+#include "serve_listen.h"
+#include "serve_tcp.h"
 
 /* Pending connection requests per listener, as rdma_listen() takes it. */
 #define ENGRAM_LISTEN_BACKLOG	128
@@ -42,10 +42,10 @@
 static LIST_HEAD(engram_listeners);
 static DEFINE_MUTEX(engram_listen_mutex);
 static bool engram_listen_running;	/* under engram_listen_mutex */
-static void engram_listen_retry(struct work_struct *work);
-static DECLARE_DELAYED_WORK(engram_listen_retry_work, engram_listen_retry);
+static void engram_serve_listen_retry(struct work_struct *work);
+static DECLARE_DELAYED_WORK(engram_listen_retry_work, engram_serve_listen_retry);
 
-static struct engram_listener *engram_listener_find(const struct engram_url *u)
+static struct engram_listener *engram_serve_listen_find(const struct engram_url *u)
 {
 	struct engram_listener *l;
 
@@ -57,8 +57,8 @@ static struct engram_listener *engram_listener_find(const struct engram_url *u)
 }
 
 /* Take the id out of @l if it is still @id (or any id, for @id NULL). */
-static struct rdma_cm_id *engram_listener_take(struct engram_listener *l,
-					       struct rdma_cm_id *id)
+static struct rdma_cm_id *engram_serve_listen_take(struct engram_listener *l,
+						   struct rdma_cm_id *id)
 {
 	struct rdma_cm_id *taken = NULL;
 
@@ -73,7 +73,7 @@ static struct rdma_cm_id *engram_listener_take(struct engram_listener *l,
 }
 
 /* Record a failure; log only a change, so the retry does not flood the log. */
-static void engram_listener_wait(struct engram_listener *l, int error)
+static void engram_serve_listen_wait(struct engram_listener *l, int error)
 {
 	bool changed;
 
@@ -92,7 +92,7 @@ static void engram_listener_wait(struct engram_listener *l, int error)
  * An active listener open to every peer, or to none, says so: neither is
  * what an administrator who forgot the allow-list would guess.
  */
-static void engram_listener_note_allow(struct engram_listener *l)
+static void engram_serve_listen_note_allow(struct engram_listener *l)
 {
 	switch (engram_allow_mode()) {
 	case ENGRAM_ALLOW_ANY:
@@ -112,16 +112,16 @@ static void engram_listener_note_allow(struct engram_listener *l)
  * Try to bind and listen.  On failure the listener is WAITING with the
  * reason; the caller schedules the retry.
  */
-static int engram_listener_start(struct engram_listener *l)
+static int engram_serve_listen_start(struct engram_listener *l)
 {
 	struct rdma_cm_id *id;
 	int ret;
 
 	lockdep_assert_held(&engram_listen_mutex);
 	if (l->url.transport == ENGRAM_TRANSPORT_TCP) {
-		ret = engram_tcp_listen_start(l);
+		ret = engram_serve_tcp_listen_start(l);
 		if (ret) {
-			engram_listener_wait(l, ret);
+			engram_serve_listen_wait(l, ret);
 			return ret;
 		}
 		spin_lock(&l->lock);
@@ -130,13 +130,13 @@ static int engram_listener_start(struct engram_listener *l)
 		l->device[0] = '\0';
 		spin_unlock(&l->lock);
 		pr_info("listen %s: active\n", l->url.text);
-		engram_listener_note_allow(l);
+		engram_serve_listen_note_allow(l);
 		return 0;
 	}
-	id = engram_create_id(&init_net, engram_cm_handler, &l->ctx, RDMA_PS_TCP,
+	id = engram_create_id(&init_net, engram_serve_listen_cm_handler, &l->ctx, RDMA_PS_TCP,
 			      IB_QPT_RC);
 	if (IS_ERR(id)) {
-		engram_listener_wait(l, PTR_ERR(id));
+		engram_serve_listen_wait(l, PTR_ERR(id));
 		return PTR_ERR(id);
 	}
 	/*
@@ -168,13 +168,13 @@ static int engram_listener_start(struct engram_listener *l)
 	spin_unlock(&l->lock);
 	if (ret) {
 		/* Nobody else can have claimed it: it is ours to destroy. */
-		if (engram_listener_take(l, id))
+		if (engram_serve_listen_take(l, id))
 			rdma_destroy_id(id);
-		engram_listener_wait(l, ret);
+		engram_serve_listen_wait(l, ret);
 		return ret;
 	}
 	pr_info("listen %s: active on %s\n", l->url.text, l->device);
-	engram_listener_note_allow(l);
+	engram_serve_listen_note_allow(l);
 	return 0;
 }
 
@@ -182,14 +182,14 @@ static int engram_listener_start(struct engram_listener *l)
  * Destroy the listening id, if any.  The listener is WAITING afterwards
  * with @why; the caller logs, as only it knows what happened.
  */
-static void engram_listener_stop(struct engram_listener *l, int why)
+static void engram_serve_listen_stop(struct engram_listener *l, int why)
 {
 	struct rdma_cm_id *id;
 
 	lockdep_assert_held(&engram_listen_mutex);
 	if (l->url.transport == ENGRAM_TRANSPORT_TCP)
-		engram_tcp_listen_stop(l);
-	id = engram_listener_take(l, NULL);
+		engram_serve_tcp_listen_stop(l);
+	id = engram_serve_listen_take(l, NULL);
 	if (id)
 		rdma_destroy_id(id);
 	spin_lock(&l->lock);
@@ -199,14 +199,14 @@ static void engram_listener_stop(struct engram_listener *l, int why)
 	spin_unlock(&l->lock);
 }
 
-static void engram_listen_kick(unsigned long delay)
+static void engram_serve_listen_kick(unsigned long delay)
 {
 	lockdep_assert_held(&engram_listen_mutex);
 	if (engram_listen_running)
 		mod_delayed_work(system_wq, &engram_listen_retry_work, delay);
 }
 
-static void engram_listen_retry(struct work_struct *work)
+static void engram_serve_listen_retry(struct work_struct *work)
 {
 	struct engram_listener *l;
 	bool waiting = false;
@@ -217,11 +217,11 @@ static void engram_listen_retry(struct work_struct *work)
 	list_for_each_entry(l, &engram_listeners, node) {
 		if (READ_ONCE(l->state) == ENGRAM_LISTEN_ACTIVE)
 			continue;
-		if (engram_listener_start(l))
+		if (engram_serve_listen_start(l))
 			waiting = true;
 	}
 	if (waiting)
-		engram_listen_kick(ENGRAM_LISTEN_RETRY);
+		engram_serve_listen_kick(ENGRAM_LISTEN_RETRY);
 out:
 	mutex_unlock(&engram_listen_mutex);
 }
@@ -231,12 +231,12 @@ out:
  * id useless; it cannot be destroyed from here, so a nonzero return asks
  * the CM to destroy it, and the retry starts a new one.
  */
-static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *id,
-				 struct rdma_cm_event *ev)
+static int engram_serve_listen_event(struct engram_listener *l, struct rdma_cm_id *id,
+				     struct rdma_cm_event *ev)
 {
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
-		return engram_conn_request(l, id, ev);
+		return engram_serve_rdma_conn_request(l, id, ev);
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 	case RDMA_CM_EVENT_ADDR_CHANGE:
 		spin_lock(&l->lock);
@@ -246,7 +246,7 @@ static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *i
 			return 0;
 		}
 		if (l->starting) {
-			/* engram_listener_start() still uses it, and destroys it. */
+			/* engram_serve_listen_start() still uses it, and destroys it. */
 			l->gone = true;
 			spin_unlock(&l->lock);
 			return 0;
@@ -259,7 +259,7 @@ static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *i
 		spin_unlock(&l->lock);
 		pr_info("listen %s: %s, waiting\n", l->url.text, rdma_event_msg(ev->event));
 		/*
-		 * Not engram_listen_kick(): it needs the mutex, which may be held
+		 * Not engram_serve_listen_kick(): it needs the mutex, which may be held
 		 * by someone destroying this very id and waiting for us.
 		 */
 		mod_delayed_work(system_wq, &engram_listen_retry_work, ENGRAM_LISTEN_RETRY);
@@ -270,7 +270,7 @@ static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *i
 }
 
 /**
- * engram_cm_handler() - rdma_cm event handler of listeners and connections
+ * engram_serve_listen_cm_handler() - rdma_cm event handler of listeners and connections
  * @cm_id: the id; its context says whether it listens or is a connection
  * @ev: the event
  *
@@ -278,7 +278,7 @@ static int engram_listener_event(struct engram_listener *l, struct rdma_cm_id *i
  *
  * Return: nonzero to have the CM destroy @cm_id.
  */
-int engram_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
+int engram_serve_listen_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
 {
 	struct engram_cm_ctx *ctx = cm_id->context;
 	/* Only the CM's own work: a removal may run in any task. */
@@ -288,23 +288,23 @@ int engram_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
 	if (cover)
 		engram_cover_start();
 	if (ctx->kind == ENGRAM_CM_CONN)
-		ret = engram_conn_cm_event(cm_id, ev);
+		ret = engram_serve_rdma_conn_cm_event(cm_id, ev);
 	else
-		ret = engram_listener_event(container_of(ctx, struct engram_listener, ctx),
-					    cm_id, ev);
+		ret = engram_serve_listen_event(container_of(ctx, struct engram_listener, ctx),
+						cm_id, ev);
 	if (cover)
 		engram_cover_stop();
 	return ret;
 }
 
-static int engram_listener_add_locked(const struct engram_url *u,
-				      struct netlink_ext_ack *extack)
+static int engram_serve_listen_add_locked(const struct engram_url *u,
+					  struct netlink_ext_ack *extack)
 {
 	struct engram_listener *l;
 	unsigned int n = 0;
 
 	lockdep_assert_held(&engram_listen_mutex);
-	if (engram_listener_find(u)) {
+	if (engram_serve_listen_find(u)) {
 		NL_SET_ERR_MSG_MOD(extack, "already listening on that address");
 		return -EEXIST;
 	}
@@ -325,13 +325,13 @@ static int engram_listener_add_locked(const struct engram_url *u,
 	l->state = ENGRAM_LISTEN_UNSPEC;
 	list_add_tail(&l->node, &engram_listeners);
 	/* Not being able to listen yet is not a failure: it is retried. */
-	if (engram_listener_start(l))
-		engram_listen_kick(ENGRAM_LISTEN_RETRY);
+	if (engram_serve_listen_start(l))
+		engram_serve_listen_kick(ENGRAM_LISTEN_RETRY);
 	return 0;
 }
 
 /**
- * engram_listen_add() - start listening on one more URL
+ * engram_serve_listen_add() - start listening on one more URL
  * @u: a parsed listen URL
  * @extack: where to say why the request is refused
  *
@@ -342,13 +342,13 @@ static int engram_listener_add_locked(const struct engram_url *u,
  * Return: 0; -EEXIST for a URL already listened on, -ENOSPC past
  * ENGRAM_URL_MAX listeners, -ESHUTDOWN while the server stops, or -ENOMEM.
  */
-int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack)
+int engram_serve_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack)
 {
 	int ret;
 
 	mutex_lock(&engram_listen_mutex);
 	if (engram_listen_running) {
-		ret = engram_listener_add_locked(u, extack);
+		ret = engram_serve_listen_add_locked(u, extack);
 	} else {
 		NL_SET_ERR_MSG_MOD(extack, "the server is not running");
 		ret = -ESHUTDOWN;
@@ -358,7 +358,7 @@ int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack
 }
 
 /**
- * engram_listen_del() - stop listening on a URL
+ * engram_serve_listen_del() - stop listening on a URL
  * @u: a parsed listen URL, compared with engram_url_equal()
  * @extack: where to say why the request is refused
  *
@@ -367,15 +367,15 @@ int engram_listen_add(const struct engram_url *u, struct netlink_ext_ack *extack
  *
  * Return: 0 or -ENOENT.
  */
-int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack)
+int engram_serve_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack)
 {
 	struct engram_listener *l;
 
 	mutex_lock(&engram_listen_mutex);
-	l = engram_listener_find(u);
+	l = engram_serve_listen_find(u);
 	if (l) {
 		list_del(&l->node);
-		engram_listener_stop(l, 0);
+		engram_serve_listen_stop(l, 0);
 	}
 	mutex_unlock(&engram_listen_mutex);
 	if (!l) {
@@ -383,21 +383,21 @@ int engram_listen_del(const struct engram_url *u, struct netlink_ext_ack *extack
 		return -ENOENT;
 	}
 	/* Its id is destroyed: no new connection can name it. */
-	engram_conns_close_sync(l, NULL);
-	engram_tcp_conns_close_sync(l);
+	engram_serve_rdma_conns_close_sync(l, NULL);
+	engram_serve_tcp_conns_close_sync(l);
 	pr_info("listen %s: removed\n", l->url.text);
 	kfree(l);
 	return 0;
 }
 
 /**
- * engram_listen_info_nth() - snapshot the n-th listener, for dumps
+ * engram_serve_listen_info_nth() - snapshot the n-th listener, for dumps
  * @n: position, from 0, in the order the listeners were added
  * @info: filled on success
  *
  * Return: 0, or -ENOENT past the last listener.
  */
-int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info)
+int engram_serve_listen_info_nth(unsigned long n, struct engram_listen_info *info)
 {
 	struct engram_listener *l;
 	int ret = -ENOENT;
@@ -423,21 +423,21 @@ int engram_listen_info_nth(unsigned long n, struct engram_listen_info *info)
 }
 
 /**
- * engram_server_add_device() - a new RDMA device appeared
+ * engram_serve_listen_add_device() - a new RDMA device appeared
  * @ibdev: the device (unused: any device may carry a waiting address)
  *
  * Called from the ib_client's .add; retries waiting listeners at once, from
  * a work item, since binding here would run inside device registration.
  */
-void engram_server_add_device(struct ib_device *ibdev)
+void engram_serve_listen_add_device(struct ib_device *ibdev)
 {
 	mutex_lock(&engram_listen_mutex);
-	engram_listen_kick(0);
+	engram_serve_listen_kick(0);
 	mutex_unlock(&engram_listen_mutex);
 }
 
 /**
- * engram_server_remove_device() - let go of an RDMA device
+ * engram_serve_listen_remove_device() - let go of an RDMA device
  * @ibdev: the device being removed
  *
  * Called from the ib_client's .remove.  Destroys the listening ids bound
@@ -445,7 +445,7 @@ void engram_server_add_device(struct ib_device *ibdev)
  * back), then disconnects every connection on it and waits until they are
  * gone.  Process context; sleeps.
  */
-void engram_server_remove_device(struct ib_device *ibdev)
+void engram_serve_listen_remove_device(struct ib_device *ibdev)
 {
 	struct engram_listener *l;
 	bool mine;
@@ -457,19 +457,19 @@ void engram_server_remove_device(struct ib_device *ibdev)
 		spin_unlock(&l->lock);
 		if (!mine)
 			continue;
-		engram_listener_stop(l, -ENODEV);
+		engram_serve_listen_stop(l, -ENODEV);
 		pr_info("listen %s: device %s removed, waiting\n", l->url.text,
 			dev_name(&ibdev->dev));
 	}
 	/* Not at once: the dying device is still listed by rdma_cm for a moment. */
-	engram_listen_kick(ENGRAM_LISTEN_RETRY);
+	engram_serve_listen_kick(ENGRAM_LISTEN_RETRY);
 	mutex_unlock(&engram_listen_mutex);
 
-	engram_conns_close_sync(NULL, ibdev);
+	engram_serve_rdma_conns_close_sync(NULL, ibdev);
 }
 
 /**
- * engram_server_init() - start the host role
+ * engram_serve_listen_init() - start the host role
  *
  * Context: process context.  Starts one listener per listen= URL.
  * Listeners (rdma:// and tcp://) that cannot listen yet wait and are
@@ -477,17 +477,17 @@ void engram_server_remove_device(struct ib_device *ibdev)
  *
  * Return: 0 or a negative errno.
  */
-int engram_server_init(void)
+int engram_serve_listen_init(void)
 {
 	unsigned int i;
 	int ret;
 
-	ret = engram_conns_init();
+	ret = engram_serve_rdma_conns_init();
 	if (ret)
 		return ret;
-	ret = engram_tcp_init();
+	ret = engram_serve_tcp_init();
 	if (ret) {
-		engram_conns_exit();
+		engram_serve_rdma_conns_exit();
 		return ret;
 	}
 	mutex_lock(&engram_listen_mutex);
@@ -495,7 +495,7 @@ int engram_server_init(void)
 	for (i = 0; i < engram_config.n_listen; i++) {
 		const struct engram_url *u = &engram_config.listen[i];
 
-		ret = engram_listener_add_locked(u, NULL);
+		ret = engram_serve_listen_add_locked(u, NULL);
 		if (ret) {
 			pr_err("listen %s: cannot add (%d)\n", u->text, ret);
 			break;
@@ -503,18 +503,18 @@ int engram_server_init(void)
 	}
 	mutex_unlock(&engram_listen_mutex);
 	if (ret)
-		engram_server_exit();
+		engram_serve_listen_exit();
 	return ret;
 }
 
 /**
- * engram_server_exit() - stop the host role
+ * engram_serve_listen_exit() - stop the host role
  *
  * New requests are answered SHUTTING_DOWN from here on; the listeners are
  * destroyed, every connection is disconnected, and the call returns when
  * all of them are gone.  Process context; sleeps.
  */
-void engram_server_exit(void)
+void engram_serve_listen_exit(void)
 {
 	struct engram_listener *l, *tmp;
 	LIST_HEAD(gone);
@@ -528,15 +528,15 @@ void engram_server_exit(void)
 
 	mutex_lock(&engram_listen_mutex);
 	list_for_each_entry_safe(l, tmp, &engram_listeners, node) {
-		engram_listener_stop(l, -ESHUTDOWN);
+		engram_serve_listen_stop(l, -ESHUTDOWN);
 		list_move_tail(&l->node, &gone);
 	}
 	mutex_unlock(&engram_listen_mutex);
 	/* A DEVICE_REMOVAL handler may have queued the retry meanwhile. */
 	cancel_delayed_work_sync(&engram_listen_retry_work);
 
-	engram_tcp_exit();
-	engram_conns_exit();
+	engram_serve_tcp_exit();
+	engram_serve_rdma_conns_exit();
 	list_for_each_entry_safe(l, tmp, &gone, node) {
 		list_del(&l->node);
 		kfree(l);

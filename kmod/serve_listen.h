@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Private to the host role (listen.c and server.c): how listeners hand
+ * Private to the host role (serve_listen.c and serve_rdma.c): how listeners hand
  * connection requests to the connection code, and how the connection code
  * is told to let go of a listener or a device.
  */
-#ifndef _ENGRAM_SERVER_H
-#define _ENGRAM_SERVER_H
+#ifndef _ENGRAM_SERVE_LISTEN_H
+#define _ENGRAM_SERVE_LISTEN_H
 
 #include <linux/atomic.h>
 #include <linux/list.h>
@@ -32,7 +32,7 @@ struct engram_cm_ctx {
 /**
  * struct engram_listener - one listen URL
  * @ctx: ENGRAM_CM_LISTENER, the cm_id's context
- * @node: on the listener list (listen.c's mutex)
+ * @node: on the listener list (serve_listen.c's mutex)
  * @url: what to listen on
  * @lock: protects @cm_id, @ibdev, @state, @error, @device, @starting and
  *	@gone; a spinlock because the cm_id's event handler takes it
@@ -42,7 +42,7 @@ struct engram_cm_ctx {
  * @state: enum engram_listen_state
  * @error: last failure while WAITING (negative errno)
  * @device: name of @ibdev, for `engramctl` and the log
- * @starting: engram_listener_start() is using @cm_id: its handler must not
+ * @starting: engram_serve_listen_start() is using @cm_id: its handler must not
  *	have the CM destroy it, and records @gone instead
  * @gone: @cm_id's device went away while @starting
  * @nconns: live connections accepted on this listener
@@ -62,16 +62,16 @@ struct engram_listener {
 	atomic_t nconns;
 };
 
-/* server.c */
-int engram_conns_init(void);
-void engram_conns_exit(void);
-int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
-			const struct rdma_cm_event *ev);
-int engram_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);
-void engram_conns_close_sync(const struct engram_listener *l,
-			     const struct ib_device *ibdev);
+/* serve_rdma.c */
+int engram_serve_rdma_conns_init(void);
+void engram_serve_rdma_conns_exit(void);
+int engram_serve_rdma_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
+				   const struct rdma_cm_event *ev);
+int engram_serve_rdma_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);
+void engram_serve_rdma_conns_close_sync(const struct engram_listener *l,
+					const struct ib_device *ibdev);
 
-/* listen.c */
-int engram_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);
+/* serve_listen.c */
+int engram_serve_listen_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);
 
-#endif /* _ENGRAM_SERVER_H */
+#endif /* _ENGRAM_SERVE_LISTEN_H */

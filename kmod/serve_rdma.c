@@ -58,7 +58,7 @@
 #include "engram.h"
 #include "inject.h"
 #include "serve.h"
-#include "server.h"
+#include "serve_listen.h"
 #include "wbuild.h"
 #include "wire.h"
 
@@ -143,7 +143,7 @@ MODULE_PARM_DESC(rdma_stall_timeout_ms,
  * live one acknowledges within its RNR and transport retries, far below
  * the default.  Slow hosts (an emulated guest under KASAN) need more.
  */
-static unsigned long engram_srv_stall(void)
+static unsigned long engram_serve_rdma_stall(void)
 {
 	return msecs_to_jiffies(READ_ONCE(engram_srv_stall_ms.val));
 }
@@ -156,12 +156,12 @@ static atomic_t engram_conns_gen = ATOMIC_INIT(0);
 static DECLARE_WAIT_QUEUE_HEAD(engram_conns_wq);
 
 /* Catalog pushes: coalesced in one work item (serve.c says when). */
-static void engram_cat_push(struct work_struct *work);
-static DECLARE_WORK(engram_cat_work, engram_cat_push);
-static void engram_cat_changed(void);
+static void engram_serve_rdma_cat_push(struct work_struct *work);
+static DECLARE_WORK(engram_cat_work, engram_serve_rdma_cat_push);
+static void engram_serve_rdma_cat_changed(void);
 static struct engram_serve_transport engram_srv_transport = {
 	.node = LIST_HEAD_INIT(engram_srv_transport.node),
-	.catalog_changed = engram_cat_changed,
+	.catalog_changed = engram_serve_rdma_cat_changed,
 };
 
 struct engram_conn;
@@ -361,13 +361,13 @@ struct engram_conn {
 	struct engram_wire_req req;
 };
 
-static void engram_conn_free(struct kref *ref)
+static void engram_serve_rdma_conn_free(struct kref *ref)
 {
 	kfree(container_of(ref, struct engram_conn, ref));
 }
 
 /* Any context.  Idempotent: the first call queues the release. */
-static void engram_conn_close(struct engram_conn *conn)
+static void engram_serve_rdma_conn_close(struct engram_conn *conn)
 {
 	unsigned long flags;
 	bool first;
@@ -381,27 +381,27 @@ static void engram_conn_close(struct engram_conn *conn)
 	wake_up_all(&conn->sq_wait);
 }
 
-static bool engram_conn_closing(struct engram_conn *conn)
+static bool engram_serve_rdma_conn_closing(struct engram_conn *conn)
 {
 	return READ_ONCE(conn->closing);
 }
 
-static void engram_conn_broken(struct engram_conn *conn, const char *what, int err)
+static void engram_serve_rdma_conn_broken(struct engram_conn *conn, const char *what, int err)
 {
-	if (!engram_conn_closing(conn)) {
+	if (!engram_serve_rdma_conn_closing(conn)) {
 		engram_count(&engram_global_stats, ENGRAM_STAT_TRANSPORT_ERRORS);
 		pr_warn_ratelimited("connection from %pISpc: %s (%d), disconnecting\n",
 				    &conn->peer, what, err);
 	}
-	engram_conn_close(conn);
+	engram_serve_rdma_conn_close(conn);
 }
 
 /*
  * A failed work completion.  Flushes are how a closing QP returns its
  * work requests, so only the others count as transport errors.
  */
-static void engram_wc_failed(struct engram_conn *conn, struct ib_wc *wc,
-			     const char *what)
+static void engram_serve_rdma_wc_failed(struct engram_conn *conn, struct ib_wc *wc,
+					const char *what)
 {
 	if (wc->status != IB_WC_WR_FLUSH_ERR) {
 		engram_count(&engram_global_stats, ENGRAM_STAT_TRANSPORT_ERRORS);
@@ -409,11 +409,11 @@ static void engram_wc_failed(struct engram_conn *conn, struct ib_wc *wc,
 				    &conn->peer, what, ib_wc_status_msg(wc->status),
 				    wc->status);
 	}
-	engram_conn_close(conn);
+	engram_serve_rdma_conn_close(conn);
 }
 
 /* A signaled send completed: it and the unsignaled ones before it are done. */
-static void engram_sig_complete(struct engram_conn *conn)
+static void engram_serve_rdma_sig_complete(struct engram_conn *conn)
 {
 	unsigned long flags;
 
@@ -431,8 +431,8 @@ static void engram_sig_complete(struct engram_conn *conn)
  * waited for the credits.  Checking closing under the lock that closing is
  * set under means nothing is posted once the release has begun.
  */
-static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
-			    u32 nr)
+static int engram_serve_rdma_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
+				       u32 nr)
 {
 	const struct ib_send_wr *bad = NULL;
 	unsigned long flags;
@@ -445,7 +445,7 @@ static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
 	}
 	if (WARN_ON_ONCE(conn->sq_free < nr)) {
 		spin_unlock_irqrestore(&conn->lock, flags);
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return -EOVERFLOW;
 	}
 	conn->sq_free -= nr;
@@ -459,7 +459,7 @@ static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (ret)
-		engram_conn_broken(conn, "posting a send failed", ret);
+		engram_serve_rdma_conn_broken(conn, "posting a send failed", ret);
 	return ret;
 }
 
@@ -468,32 +468,33 @@ static int engram_conn_post(struct engram_conn *conn, struct ib_send_wr *first,
  * the peer completing earlier sends: one that stops for
  * rdma_stall_timeout_ms is dead.
  */
-static int engram_conn_wait(struct engram_conn *conn,
-			    bool (*ready)(struct engram_conn *conn, u32 arg), u32 arg,
+static int engram_serve_rdma_conn_wait(struct engram_conn *conn,
+				       bool (*ready)(struct engram_conn *conn, u32 arg), u32 arg,
 			    const char *what)
 {
 	long left;
 
 	left = wait_event_timeout(conn->sq_wait,
-				  ready(conn, arg) || engram_conn_closing(conn),
-				  engram_srv_stall());
-	if (engram_conn_closing(conn))
+				  ready(conn, arg) || engram_serve_rdma_conn_closing(conn),
+				  engram_serve_rdma_stall());
+	if (engram_serve_rdma_conn_closing(conn))
 		return -ESHUTDOWN;
 	if (!left) {
-		engram_conn_broken(conn, what, -ETIMEDOUT);
+		engram_serve_rdma_conn_broken(conn, what, -ETIMEDOUT);
 		return -ETIMEDOUT;
 	}
 	return 0;
 }
 
-static bool engram_credits_ready(struct engram_conn *conn, u32 n)
+static bool engram_serve_rdma_credits_ready(struct engram_conn *conn, u32 n)
 {
 	return READ_ONCE(conn->sq_free) >= n;
 }
 
-static int engram_conn_credits(struct engram_conn *conn, u32 n)
+static int engram_serve_rdma_conn_credits(struct engram_conn *conn, u32 n)
 {
-	return engram_conn_wait(conn, engram_credits_ready, n, "send queue stalled");
+	return engram_serve_rdma_conn_wait(conn, engram_serve_rdma_credits_ready, n,
+					   "send queue stalled");
 }
 
 /*
@@ -502,7 +503,7 @@ static int engram_conn_credits(struct engram_conn *conn, u32 n)
  * stays the device's from the mapping on.  The decoders read through the
  * vmalloc alias, which a cache that is virtually indexed must drop.
  */
-static void engram_rx_sync(struct engram_conn *conn, struct engram_rx *rx, bool for_cpu)
+static void engram_serve_rdma_rx_sync(struct engram_conn *conn, struct engram_rx *rx, bool for_cpu)
 {
 	u32 left = rx->synced, n, i;
 
@@ -521,7 +522,7 @@ static void engram_rx_sync(struct engram_conn *conn, struct engram_rx *rx, bool 
 }
 
 /* Give a receive buffer to the device; the caller excludes the release. */
-static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
+static int __engram_serve_rdma_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct ib_sge sge = {
 		.addr = rx->mr->iova,
@@ -534,47 +535,47 @@ static int __engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 		.num_sge = 1,
 	};
 
-	engram_rx_sync(conn, rx, false);
+	engram_serve_rdma_rx_sync(conn, rx, false);
 	return engram_post_recv(conn->qp, &wr, NULL);
 }
 
-static int engram_rx_post(struct engram_conn *conn, struct engram_rx *rx)
+static int engram_serve_rdma_rx_post(struct engram_conn *conn, struct engram_rx *rx)
 {
 	unsigned long flags;
 	int ret;
 
 	spin_lock_irqsave(&conn->lock, flags);
-	ret = conn->closing ? -ESHUTDOWN : __engram_rx_post(conn, rx);
+	ret = conn->closing ? -ESHUTDOWN : __engram_serve_rdma_rx_post(conn, rx);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (ret && ret != -ESHUTDOWN)
-		engram_conn_broken(conn, "posting a receive failed", ret);
+		engram_serve_rdma_conn_broken(conn, "posting a receive failed", ret);
 	return ret;
 }
 
 /* Repost the frame's buffer once nothing more is read from it. */
-static void engram_rx_done(struct engram_conn *conn, struct engram_rx **rxp)
+static void engram_serve_rdma_rx_done(struct engram_conn *conn, struct engram_rx **rxp)
 {
 	if (rxp && *rxp) {
-		engram_rx_post(conn, *rxp);
+		engram_serve_rdma_rx_post(conn, *rxp);
 		*rxp = NULL;
 	}
 }
 
-static void engram_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_rx *rx = container_of(wc->wr_cqe, struct engram_rx, cqe);
 	struct engram_conn *conn = rx->conn;
 	unsigned long flags;
 
 	if (unlikely(wc->status != IB_WC_SUCCESS)) {
-		engram_wc_failed(conn, wc, "receive");
+		engram_serve_rdma_wc_failed(conn, wc, "receive");
 		return;
 	}
 	rx->t_ns = ktime_get_ns();
 	rx->len = wc->byte_len;
 	WRITE_ONCE(conn->last_rx, jiffies);
 	rx->synced = min(rx->len, conn->rx_size);
-	engram_rx_sync(conn, rx, true);
+	engram_serve_rdma_rx_sync(conn, rx, true);
 	/* Peek at the type only to count requests for BUSY; the work item checks all. */
 	rx->is_req = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_REQUEST;
 	rx->busy = false;
@@ -590,20 +591,20 @@ static void engram_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /* Softirq: what a peer sends starts here. */
-static void engram_recv_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	engram_cover_start();
-	engram_recv_done_cq(cq, wc);
+	engram_serve_rdma_recv_done_cq(cq, wc);
 	engram_cover_stop();
 }
 
-static void engram_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_ctrl *c = container_of(wc->wr_cqe, struct engram_ctrl, cqe);
 	struct engram_conn *conn = c->conn;
 	unsigned long flags;
 
-	engram_sig_complete(conn);
+	engram_serve_rdma_sig_complete(conn);
 	spin_lock_irqsave(&conn->lock, flags);
 	c->in_flight = false;
 	/* The idle timeout counts from the end of the last answer. */
@@ -616,57 +617,57 @@ static void engram_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up_all(&conn->sq_wait);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
-		engram_wc_failed(conn, wc, "response send");
+		engram_serve_rdma_wc_failed(conn, wc, "response send");
 }
 
-static void engram_cat_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_cat_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, cat_cqe);
 
-	engram_sig_complete(conn);
+	engram_serve_rdma_sig_complete(conn);
 	WRITE_ONCE(conn->cat_busy, false);
 	wake_up_all(&conn->sq_wait);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
-		engram_wc_failed(conn, wc, "catalog send");
+		engram_serve_rdma_wc_failed(conn, wc, "catalog send");
 }
 
-static void engram_chain_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_chain_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, chain_cqe);
 
-	engram_sig_complete(conn);
+	engram_serve_rdma_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
-		engram_wc_failed(conn, wc, "RDMA WRITE");
+		engram_serve_rdma_wc_failed(conn, wc, "RDMA WRITE");
 }
 
-static void engram_reg_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_cqe);
 
-	engram_sig_complete(conn);
+	engram_serve_rdma_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
-		engram_wc_failed(conn, wc, "registering receive buffers");
+		engram_serve_rdma_wc_failed(conn, wc, "registering receive buffers");
 }
 
-static void engram_reg_err_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_reg_err_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_err_cqe);
 
 	if (wc->status != IB_WC_SUCCESS)
-		engram_wc_failed(conn, wc, "registering a receive buffer");
+		engram_serve_rdma_wc_failed(conn, wc, "registering a receive buffer");
 }
 
 /* Unsignaled WRITEs complete only when they fail (or are flushed). */
-static void engram_write_done(struct ib_cq *cq, struct ib_wc *wc)
+static void engram_serve_rdma_write_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, write_cqe);
 
 	if (wc->status != IB_WC_SUCCESS)
-		engram_wc_failed(conn, wc, "RDMA WRITE");
+		engram_serve_rdma_wc_failed(conn, wc, "RDMA WRITE");
 }
 
 /* QP events may come in interrupt context. */
-static void engram_qp_event(struct ib_event *ev, void *ctx)
+static void engram_serve_rdma_qp_event(struct ib_event *ev, void *ctx)
 {
 	struct engram_conn *conn = ctx;
 
@@ -678,13 +679,13 @@ static void engram_qp_event(struct ib_event *ev, void *ctx)
 	case IB_EVENT_QP_LAST_WQE_REACHED:
 		break;
 	default:
-		engram_conn_broken(conn, ib_event_msg(ev->event), -EIO);
+		engram_serve_rdma_conn_broken(conn, ib_event_msg(ev->event), -EIO);
 		break;
 	}
 }
 
 /* Drop the holds of completed responses and return their slots. */
-static void engram_conn_reap(struct engram_conn *conn)
+static void engram_serve_rdma_conn_reap(struct engram_conn *conn)
 {
 	struct engram_ctrl *c, *tmp;
 	unsigned long flags;
@@ -708,12 +709,12 @@ static void engram_conn_reap(struct engram_conn *conn)
 	wake_up_all(&conn->sq_wait);
 }
 
-static void engram_conn_reap_work(struct work_struct *work)
+static void engram_serve_rdma_conn_reap_work(struct work_struct *work)
 {
-	engram_conn_reap(container_of(work, struct engram_conn, reap_work));
+	engram_serve_rdma_conn_reap(container_of(work, struct engram_conn, reap_work));
 }
 
-static bool engram_ctrl_available(struct engram_conn *conn, u32 unused)
+static bool engram_serve_rdma_ctrl_available(struct engram_conn *conn, u32 unused)
 {
 	unsigned long flags;
 	bool ret;
@@ -725,13 +726,13 @@ static bool engram_ctrl_available(struct engram_conn *conn, u32 unused)
 }
 
 /* A free control slot, or NULL when the connection is closing or stalled. */
-static struct engram_ctrl *engram_ctrl_get(struct engram_conn *conn)
+static struct engram_ctrl *engram_serve_rdma_ctrl_get(struct engram_conn *conn)
 {
 	struct engram_ctrl *c;
 	unsigned long flags;
 
 	for (;;) {
-		engram_conn_reap(conn);
+		engram_serve_rdma_conn_reap(conn);
 		spin_lock_irqsave(&conn->lock, flags);
 		c = list_first_entry_or_null(&conn->ctrl_free, struct engram_ctrl, node);
 		if (c)
@@ -739,12 +740,13 @@ static struct engram_ctrl *engram_ctrl_get(struct engram_conn *conn)
 		spin_unlock_irqrestore(&conn->lock, flags);
 		if (c)
 			return c;
-		if (engram_conn_wait(conn, engram_ctrl_available, 0, "responses stalled"))
+		if (engram_serve_rdma_conn_wait(conn, engram_serve_rdma_ctrl_available, 0,
+						"responses stalled"))
 			return NULL;
 	}
 }
 
-static void engram_ctrl_put(struct engram_conn *conn, struct engram_ctrl *c)
+static void engram_serve_rdma_ctrl_put(struct engram_conn *conn, struct engram_ctrl *c)
 {
 	unsigned long flags;
 
@@ -758,8 +760,8 @@ static void engram_ctrl_put(struct engram_conn *conn, struct engram_ctrl *c)
  * (so the peer's next SEND finds a buffer).  On failure the slot is left
  * for the release, which drops any hold it carries.
  */
-static int engram_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
-			    u32 len, struct engram_rx **rxp)
+static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
+				       u32 len, struct engram_rx **rxp)
 {
 	struct ib_sge sge = {
 		.addr = c->dma,
@@ -776,8 +778,8 @@ static int engram_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
 	unsigned long flags;
 	int ret;
 
-	engram_rx_done(conn, rxp);
-	ret = engram_conn_credits(conn, 1);
+	engram_serve_rdma_rx_done(conn, rxp);
+	ret = engram_serve_rdma_conn_credits(conn, 1);
 	if (ret)
 		return ret;
 	ib_dma_sync_single_for_device(conn->ibdev, c->dma, len, DMA_TO_DEVICE);
@@ -785,14 +787,14 @@ static int engram_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
 	c->posted = jiffies;
 	c->in_flight = true;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	ret = engram_conn_post(conn, &wr, 1);
+	ret = engram_serve_rdma_conn_post(conn, &wr, 1);
 	if (ret)
 		return ret;
 	if (c->t) {
 		spin_lock_irqsave(&conn->lock, flags);
 		if (!conn->closing)
 			queue_delayed_work(engram_srv_wq, &conn->watchdog,
-					   engram_srv_stall());
+					   engram_serve_rdma_stall());
 		spin_unlock_irqrestore(&conn->lock, flags);
 	}
 	return 0;
@@ -803,11 +805,11 @@ static int engram_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
  * unload would wait for it forever: a peer that stops acknowledging (or
  * stops posting receives, with RNR retries unlimited) is disconnected.
  */
-static void engram_conn_watchdog(struct work_struct *work)
+static void engram_serve_rdma_conn_watchdog(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(to_delayed_work(work),
 						struct engram_conn, watchdog);
-	unsigned long flags, oldest = 0, stall = engram_srv_stall();
+	unsigned long flags, oldest = 0, stall = engram_serve_rdma_stall();
 	bool any = false;
 	u32 i;
 
@@ -825,7 +827,7 @@ static void engram_conn_watchdog(struct work_struct *work)
 		queue_delayed_work(engram_srv_wq, &conn->watchdog, oldest + stall - jiffies);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (any && !time_before(jiffies, oldest + stall))
-		engram_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
+		engram_serve_rdma_conn_broken(conn, "response not acknowledged", -ETIMEDOUT);
 }
 
 /*
@@ -842,7 +844,7 @@ static void engram_conn_watchdog(struct work_struct *work)
  * behind the answer).  An unacknowledged answer is the stall watchdog's.
  * Called under conn->lock.
  */
-static bool engram_conn_serving(struct engram_conn *conn)
+static bool engram_serve_rdma_conn_serving(struct engram_conn *conn)
 {
 	u32 i;
 
@@ -854,7 +856,7 @@ static bool engram_conn_serving(struct engram_conn *conn)
 	return false;
 }
 
-static void engram_conn_idle(struct work_struct *work)
+static void engram_serve_rdma_conn_idle(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(to_delayed_work(work),
 						struct engram_conn, idle_work);
@@ -871,7 +873,7 @@ static void engram_conn_idle(struct work_struct *work)
 		 * a large one can take longer than the timeout on a slow host:
 		 * a connection with a request still being served is not idle.
 		 */
-		if (ms && !time_before(jiffies, due) && !engram_conn_serving(conn))
+		if (ms && !time_before(jiffies, due) && !engram_serve_rdma_conn_serving(conn))
 			idle = true;
 		else
 			queue_delayed_work(engram_srv_wq, &conn->idle_work,
@@ -885,22 +887,22 @@ static void engram_conn_idle(struct work_struct *work)
 	engram_count(&engram_global_stats, ENGRAM_STAT_IDLE_CLOSES);
 	pr_info_ratelimited("connection from %pISpc: nothing received for %u ms, closing\n",
 			    &conn->peer, jiffies_to_msecs(jiffies - last));
-	engram_conn_close(conn);
+	engram_serve_rdma_conn_close(conn);
 }
 
-static int engram_cat_build(struct engram_conn *conn, u64 ticket)
+static int engram_serve_rdma_cat_build(struct engram_conn *conn, u64 ticket)
 {
 	return engram_serve_catalog_encode(conn->cat_buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
 					   &conn->neg, ticket);
 }
 
-static bool engram_cat_idle(struct engram_conn *conn, u32 unused)
+static bool engram_serve_rdma_cat_idle(struct engram_conn *conn, u32 unused)
 {
 	return !READ_ONCE(conn->cat_busy);
 }
 
-static int engram_cat_send(struct engram_conn *conn, u64 ticket,
-			   struct engram_rx **rxp)
+static int engram_serve_rdma_cat_send(struct engram_conn *conn, u64 ticket,
+				      struct engram_rx **rxp)
 {
 	struct ib_sge sge = {
 		.addr = conn->cat_dma,
@@ -915,30 +917,31 @@ static int engram_cat_send(struct engram_conn *conn, u64 ticket,
 	};
 	int len, ret;
 
-	ret = engram_conn_wait(conn, engram_cat_idle, 0, "catalog send stalled");
+	ret = engram_serve_rdma_conn_wait(conn, engram_serve_rdma_cat_idle, 0,
+					  "catalog send stalled");
 	if (ret)
 		return ret;
-	len = engram_cat_build(conn, ticket);
+	len = engram_serve_rdma_cat_build(conn, ticket);
 	if (WARN_ON_ONCE(len < 0)) {
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return len;
 	}
-	engram_rx_done(conn, rxp);
-	ret = engram_conn_credits(conn, 1);
+	engram_serve_rdma_rx_done(conn, rxp);
+	ret = engram_serve_rdma_conn_credits(conn, 1);
 	if (ret)
 		return ret;
 	sge.length = len;
 	ib_dma_sync_single_for_device(conn->ibdev, conn->cat_dma, len, DMA_TO_DEVICE);
 	WRITE_ONCE(conn->cat_busy, true);
-	ret = engram_conn_post(conn, &wr, 1);
+	ret = engram_serve_rdma_conn_post(conn, &wr, 1);
 	if (ret)
 		WRITE_ONCE(conn->cat_busy, false);
 	return ret;
 }
 
 /* Answer a frame with a RESPONSE that carries no rows. */
-static void engram_refuse(struct engram_conn *conn, struct engram_ctrl *c,
-			  struct engram_rx **rxp, u64 ticket, int status,
+static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctrl *c,
+				     struct engram_rx **rxp, u64 ticket, int status,
 			  u32 bad_index)
 {
 	struct engram_wire_resp resp = {
@@ -951,21 +954,21 @@ static void engram_refuse(struct engram_conn *conn, struct engram_ctrl *c,
 	len = engram_wire_resp_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 				      false, &resp);
 	if (WARN_ON_ONCE(len < 0)) {
-		engram_ctrl_put(conn, c);
-		engram_conn_close(conn);
+		engram_serve_rdma_ctrl_put(conn, c);
+		engram_serve_rdma_conn_close(conn);
 		return;
 	}
-	engram_ctrl_send(conn, c, len, rxp);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp);
 }
 
 /* Start a chain: wait for enough credits that chains do not trickle. */
-static int engram_wb_conn_reserve(void *ctx, u32 *cap)
+static int engram_serve_rdma_wb_conn_reserve(void *ctx, u32 *cap)
 {
 	struct engram_conn *conn = ctx;
 	u32 want = min_t(u32, ENGRAM_SRV_CHAIN_MAX, conn->sq_depth / 2);
 	int ret;
 
-	ret = engram_conn_credits(conn, max_t(u32, want, 1));
+	ret = engram_serve_rdma_conn_credits(conn, max_t(u32, want, 1));
 	if (ret)
 		return ret;
 	*cap = min_t(u32, READ_ONCE(conn->sq_free), ENGRAM_SRV_CHAIN_MAX);
@@ -973,7 +976,7 @@ static int engram_wb_conn_reserve(void *ctx, u32 *cap)
 }
 
 /* The last WRITE of a chain is the one that completes, for all of them. */
-static int engram_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
+static int engram_serve_rdma_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
 {
 	struct engram_conn *conn = ctx;
 	struct ib_rdma_wr *last = &wrs[nr - 1];
@@ -981,16 +984,16 @@ static int engram_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
 	last->wr.send_flags = IB_SEND_SIGNALED;
 	last->wr.wr_cqe = &conn->chain_cqe;
 	engram_count_add(&engram_global_stats, ENGRAM_STAT_RDMA_WRITES, nr);
-	return engram_conn_post(conn, &wrs[0].wr, nr);
+	return engram_serve_rdma_conn_post(conn, &wrs[0].wr, nr);
 }
 
 static const struct engram_wb_ops engram_wb_conn_ops = {
-	.flush = engram_wb_conn_flush,
-	.reserve = engram_wb_conn_reserve,
+	.flush = engram_serve_rdma_wb_conn_flush,
+	.reserve = engram_serve_rdma_wb_conn_reserve,
 };
 
 /* The QP's path MTU once connected; U32_MAX (never cut) if unknown. */
-static noinline u32 engram_conn_path_mtu(struct engram_conn *conn)
+static noinline u32 engram_serve_rdma_conn_path_mtu(struct engram_conn *conn)
 {
 	struct ib_qp_init_attr init;
 	struct ib_qp_attr attr;
@@ -1003,8 +1006,8 @@ static noinline u32 engram_conn_path_mtu(struct engram_conn *conn)
 }
 
 /* Post the WRITEs of every row of @req, straight from the table's pages. */
-static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
-			     const dma_addr_t *dma, const struct engram_wire_req *req)
+static int engram_serve_rdma_write_rows(struct engram_conn *conn, struct engram_table *t,
+					const dma_addr_t *dma, const struct engram_wire_req *req)
 {
 	struct engram_wb_cfg cfg;
 	struct engram_wb b;
@@ -1015,7 +1018,7 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 	int ret;
 
 	if (!conn->wr_mtu)
-		conn->wr_mtu = engram_conn_path_mtu(conn);
+		conn->wr_mtu = engram_serve_rdma_conn_path_mtu(conn);
 	cfg = (struct engram_wb_cfg){
 		.wrs = conn->wrs,
 		.sges = conn->sges,
@@ -1027,19 +1030,19 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 		.ops = &engram_wb_conn_ops,
 		.ctx = conn,
 	};
-	engram_wb_init(&b, &cfg);
+	engram_wbuild_init(&b, &cfg);
 	for (i = 0; i < req->nr_rows; i++) {
 		engram_table_row_src(t, engram_wire_req_row(req, i), &src);
 		if (WARN_ON_ONCE(!src.n || src.n > ARRAY_SIZE(src.seg))) {
 			/* Rows may be half written: only a disconnect is honest. */
-			engram_conn_broken(conn, "bad row layout from the table", -EIO);
+			engram_serve_rdma_conn_broken(conn, "bad row layout from the table", -EIO);
 			return -EIO;
 		}
 		engram_wire_req_place(req, i, &pl);
 		remote = pl.addr;
 		for (j = 0; j < src.n; j++) {
-			ret = engram_wb_add(&b, remote, pl.rkey,
-					    dma[src.seg[j].page] + src.seg[j].off,
+			ret = engram_wbuild_add(&b, remote, pl.rkey,
+						dma[src.seg[j].page] + src.seg[j].off,
 					    src.seg[j].len);
 			if (ret)
 				return ret;
@@ -1048,10 +1051,10 @@ static int engram_write_rows(struct engram_conn *conn, struct engram_table *t,
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
-	return engram_wb_flush(&b);
+	return engram_wbuild_flush(&b);
 }
 
-static void engram_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
+static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
 {
 	struct engram_wire_req *req = &conn->req;
 	struct engram_rx *rx = *rxp;
@@ -1064,7 +1067,7 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 	u32 bad = 0;
 	int st, len;
 
-	c = engram_ctrl_get(conn);
+	c = engram_serve_rdma_ctrl_get(conn);
 	if (!c)
 		return;
 	st = engram_wire_req_parse(rx->buf, rx->len, &conn->neg, req, why, sizeof(why));
@@ -1094,10 +1097,10 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 		/* Dropped: the client's deadline is what ends this ticket. */
 		engram_table_serve_put(t);
 		c->t = NULL;
-		engram_ctrl_put(conn, c);
+		engram_serve_rdma_ctrl_put(conn, c);
 		return;
 	}
-	if (engram_write_rows(conn, t, dma, req))
+	if (engram_serve_rdma_write_rows(conn, t, dma, req))
 		return;		/* closing: the release drops the hold */
 
 	resp.ticket = req->ticket;
@@ -1106,22 +1109,22 @@ static void engram_handle_request(struct engram_conn *conn, struct engram_rx **r
 	len = engram_wire_resp_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 				      false, &resp);
 	if (WARN_ON_ONCE(len < 0)) {
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return;
 	}
 	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
-	engram_ctrl_send(conn, c, len, rxp);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp);
 	return;
 
 refuse:
 	engram_serve_refused(c->t, st);
 	c->t = NULL;
-	engram_refuse(conn, c, rxp, req->ticket, st, bad);
+	engram_serve_rdma_refuse(conn, c, rxp, req->ticket, st, bad);
 }
 
-static void engram_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
+static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct engram_wire_hdr_info h;
 	struct engram_ctrl *c;
@@ -1132,7 +1135,7 @@ static void engram_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
 	int st, len;
 
 	if (is_req) {
-		engram_handle_request(conn, &rx);
+		engram_serve_rdma_handle_request(conn, &rx);
 		goto out;
 	}
 	st = engram_wire_hdr_check(rx->buf, rx->len, &conn->neg, true, false, &h,
@@ -1142,20 +1145,20 @@ static void engram_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
 					      ENGRAM_WIRE_CATALOG_REQUEST, &ticket,
 					      why, sizeof(why));
 		if (!st) {
-			engram_cat_send(conn, ticket, &rx);
+			engram_serve_rdma_cat_send(conn, ticket, &rx);
 			goto out;
 		}
 	}
-	c = engram_ctrl_get(conn);
+	c = engram_serve_rdma_ctrl_get(conn);
 	if (!c)
 		goto out;
 	if (!st && h.type == ENGRAM_WIRE_HEARTBEAT) {
 		len = engram_wire_simple_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 						ENGRAM_WIRE_HEARTBEAT, h.ticket);
 		if (!WARN_ON_ONCE(len < 0))
-			engram_ctrl_send(conn, c, len, &rx);
+			engram_serve_rdma_ctrl_send(conn, c, len, &rx);
 		else
-			engram_ctrl_put(conn, c);
+			engram_serve_rdma_ctrl_put(conn, c);
 		goto out;
 	}
 	if (!st) {	/* the header check refuses every other type sent to a server */
@@ -1164,11 +1167,11 @@ static void engram_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
 	}
 	pr_info_ratelimited("connection from %pISpc: frame refused, %s: %s\n",
 			    &conn->peer, engram_wire_status_name(st), why);
-	engram_count_refusal(&engram_global_stats, st);
-	engram_refuse(conn, c, &rx, h.ticket, st, 0);
+	engram_stats_count_refusal(&engram_global_stats, st);
+	engram_serve_rdma_refuse(conn, c, &rx, h.ticket, st, 0);
 out:
 	/* Whatever happened, the buffer goes back (a no-op when closing). */
-	engram_rx_done(conn, &rx);
+	engram_serve_rdma_rx_done(conn, &rx);
 	if (is_req) {
 		spin_lock_irqsave(&conn->lock, flags);
 		conn->inflight--;
@@ -1186,7 +1189,7 @@ out:
  * into.  That costs nothing: a client sends nothing before the first
  * CATALOG, which follows this, and an early SEND meets RNR and is retried.
  */
-static int engram_rx_register(struct engram_conn *conn)
+static int engram_serve_rdma_rx_register(struct engram_conn *conn)
 {
 	struct ib_send_wr *last;
 	u32 i = 0, n, k;
@@ -1195,7 +1198,7 @@ static int engram_rx_register(struct engram_conn *conn)
 	conn->rx_posted = true;
 	while (i < conn->nr_rx) {
 		n = min(conn->nr_rx - i, conn->sq_depth);
-		ret = engram_conn_credits(conn, n);
+		ret = engram_serve_rdma_conn_credits(conn, n);
 		if (ret)
 			return ret;
 		for (k = i; k < i + n; k++) {
@@ -1207,27 +1210,27 @@ static int engram_rx_register(struct engram_conn *conn)
 		last->next = NULL;
 		last->send_flags = IB_SEND_SIGNALED;
 		last->wr_cqe = &conn->reg_cqe;
-		ret = engram_conn_post(conn, &conn->rx[i].reg.wr, n);
+		ret = engram_serve_rdma_conn_post(conn, &conn->rx[i].reg.wr, n);
 		if (ret)
 			return ret;
 		i += n;
 	}
 	/* Every credit back: every registration completed. */
-	ret = engram_conn_wait(conn, engram_credits_ready, conn->sq_depth,
-			       "registering receive buffers stalled");
+	ret = engram_serve_rdma_conn_wait(conn, engram_serve_rdma_credits_ready, conn->sq_depth,
+					  "registering receive buffers stalled");
 	for (i = 0; !ret && i < conn->nr_rx; i++)
-		ret = engram_rx_post(conn, &conn->rx[i]);
+		ret = engram_serve_rdma_rx_post(conn, &conn->rx[i]);
 	return ret;
 }
 
-static void engram_conn_serve(struct engram_conn *conn)
+static void engram_serve_rdma_conn_serve(struct engram_conn *conn)
 {
 	struct engram_rx *rx;
 	unsigned long flags;
 	bool push;
 
 	for (;;) {
-		engram_conn_reap(conn);
+		engram_serve_rdma_conn_reap(conn);
 		spin_lock_irqsave(&conn->lock, flags);
 		if (conn->closing || !conn->established) {
 			spin_unlock_irqrestore(&conn->lock, flags);
@@ -1246,15 +1249,15 @@ static void engram_conn_serve(struct engram_conn *conn)
 
 		if (push) {
 			if (!conn->rx_ready) {
-				if (engram_rx_register(conn))
+				if (engram_serve_rdma_rx_register(conn))
 					return;
 				conn->rx_ready = true;
 			}
-			if (engram_cat_send(conn, 0, NULL))
+			if (engram_serve_rdma_cat_send(conn, 0, NULL))
 				return;
 			conn->cat_sent = true;
 		} else if (rx) {
-			engram_handle_frame(conn, rx);
+			engram_serve_rdma_handle_frame(conn, rx);
 		} else {
 			return;
 		}
@@ -1262,15 +1265,15 @@ static void engram_conn_serve(struct engram_conn *conn)
 	}
 }
 
-static void engram_conn_work(struct work_struct *work)
+static void engram_serve_rdma_conn_work(struct work_struct *work)
 {
 	engram_cover_start();
-	engram_conn_serve(container_of(work, struct engram_conn, work));
+	engram_serve_rdma_conn_serve(container_of(work, struct engram_conn, work));
 	engram_cover_stop();
 }
 
 /* Free what setup allocated; the QP is drained first if it ever had receives. */
-static void engram_conn_free_hw(struct engram_conn *conn)
+static void engram_serve_rdma_conn_free_hw(struct engram_conn *conn)
 {
 	u32 i;
 
@@ -1326,7 +1329,7 @@ static void engram_conn_free_hw(struct engram_conn *conn)
 	conn->dev = NULL;
 }
 
-static void engram_conn_release(struct work_struct *work)
+static void engram_serve_rdma_conn_release(struct work_struct *work)
 {
 	struct engram_conn *conn = container_of(work, struct engram_conn, release_work);
 	unsigned long flags;
@@ -1339,7 +1342,7 @@ static void engram_conn_release(struct work_struct *work)
 	cancel_work_sync(&conn->reap_work);
 	cancel_delayed_work_sync(&conn->watchdog);
 	cancel_delayed_work_sync(&conn->idle_work);
-	engram_conn_free_hw(conn);
+	engram_serve_rdma_conn_free_hw(conn);
 
 	spin_lock_irqsave(&conn->lock, flags);
 	destroy = !conn->cm_owns_id;
@@ -1358,7 +1361,7 @@ static void engram_conn_release(struct work_struct *work)
 	pr_info_ratelimited("connection from %pISpc closed\n", &conn->peer);
 	atomic_inc(&engram_conns_gen);
 	wake_up_all(&engram_conns_wq);
-	kref_put(&conn->ref, engram_conn_free);
+	kref_put(&conn->ref, engram_serve_rdma_conn_free);
 }
 
 /*
@@ -1367,7 +1370,7 @@ static void engram_conn_release(struct work_struct *work)
  * CM wants the resources gone when this returns: let the release do all
  * but the id, wait for it, and have the CM destroy the id.
  */
-static int engram_conn_device_removal(struct engram_conn *conn)
+static int engram_serve_rdma_conn_device_removal(struct engram_conn *conn)
 {
 	unsigned long flags;
 	bool owns;
@@ -1378,23 +1381,23 @@ static int engram_conn_device_removal(struct engram_conn *conn)
 		conn->cm_owns_id = true;
 	owns = conn->cm_owns_id;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	engram_conn_close(conn);
+	engram_serve_rdma_conn_close(conn);
 	if (owns)
 		wait_for_completion(&conn->hw_done);
-	kref_put(&conn->ref, engram_conn_free);
+	kref_put(&conn->ref, engram_serve_rdma_conn_free);
 	return owns;
 }
 
 /**
- * engram_conn_cm_event() - rdma_cm events of an accepted connection
+ * engram_serve_rdma_conn_cm_event() - rdma_cm events of an accepted connection
  * @cm_id: the connection's id
  * @ev: the event
  *
- * Called by engram_cm_handler() with the id's handler mutex held.
+ * Called by engram_serve_listen_cm_handler() with the id's handler mutex held.
  *
  * Return: nonzero to have the CM destroy @cm_id (DEVICE_REMOVAL only).
  */
-int engram_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
+int engram_serve_rdma_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
 {
 	struct engram_conn *conn = container_of(cm_id->context, struct engram_conn, ctx);
 	unsigned long flags;
@@ -1413,16 +1416,16 @@ int engram_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev)
 	case RDMA_CM_EVENT_CONNECT_ERROR:
 	case RDMA_CM_EVENT_UNREACHABLE:
 	case RDMA_CM_EVENT_REJECTED:
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return 0;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
-		return engram_conn_device_removal(conn);
+		return engram_serve_rdma_conn_device_removal(conn);
 	default:
 		return 0;
 	}
 }
 
-static int engram_conn_reject(struct rdma_cm_id *cm_id, const char *why, int err)
+static int engram_serve_rdma_conn_reject(struct rdma_cm_id *cm_id, const char *why, int err)
 {
 	rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 	engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
@@ -1432,8 +1435,8 @@ static int engram_conn_reject(struct rdma_cm_id *cm_id, const char *why, int err
 }
 
 /* The same host: family and address, whatever the port. */
-static bool engram_same_peer(const struct sockaddr_storage *a,
-			     const struct sockaddr_storage *b)
+static bool engram_serve_rdma_same_peer(const struct sockaddr_storage *a,
+					const struct sockaddr_storage *b)
 {
 	if (a->ss_family != b->ss_family)
 		return false;
@@ -1455,7 +1458,7 @@ static bool engram_same_peer(const struct sockaddr_storage *a,
  *
  * Return: NULL when admitted, else the reason (the refusal is counted).
  */
-static const char *engram_conn_admit(struct engram_conn_resv *r)
+static const char *engram_serve_rdma_conn_admit(struct engram_conn_resv *r)
 {
 	u32 total = 0, on_l = 0, from_peer = 0;
 	const struct engram_conn_resv *o;
@@ -1467,12 +1470,12 @@ static const char *engram_conn_admit(struct engram_conn_resv *r)
 	list_for_each_entry(conn, &engram_conns, node) {
 		total++;
 		on_l += conn->l == r->l;
-		from_peer += engram_same_peer(&conn->peer, &r->peer);
+		from_peer += engram_serve_rdma_same_peer(&conn->peer, &r->peer);
 	}
 	list_for_each_entry(o, &engram_conn_resvs, node) {
 		total++;
 		on_l += o->l == r->l;
-		from_peer += engram_same_peer(&o->peer, &r->peer);
+		from_peer += engram_serve_rdma_same_peer(&o->peer, &r->peer);
 	}
 	if (total >= READ_ONCE(engram_srv_max_conns_total.val)) {
 		stat = ENGRAM_STAT_CONNECTS_OVER_TOTAL;
@@ -1492,7 +1495,7 @@ static const char *engram_conn_admit(struct engram_conn_resv *r)
 	return why;
 }
 
-static void engram_conn_unreserve(struct engram_conn_resv *r)
+static void engram_serve_rdma_conn_unreserve(struct engram_conn_resv *r)
 {
 	mutex_lock(&engram_conns_mutex);
 	list_del(&r->node);
@@ -1500,7 +1503,7 @@ static void engram_conn_unreserve(struct engram_conn_resv *r)
 }
 
 /* Refused by a limit: not a bad peer, so not in connects_rejected. */
-static int engram_conn_refuse_limit(struct rdma_cm_id *cm_id, const char *why)
+static int engram_serve_rdma_conn_refuse_limit(struct rdma_cm_id *cm_id, const char *why)
 {
 	rdma_reject(cm_id, NULL, 0, IB_CM_REJ_CONSUMER_DEFINED);
 	pr_info_ratelimited("connection from %pISpc refused: %s\n",
@@ -1509,8 +1512,8 @@ static int engram_conn_refuse_limit(struct rdma_cm_id *cm_id, const char *why)
 }
 
 /* This server's hello, within what the device can queue. */
-static int engram_server_params(const struct ib_device_attr *attrs,
-				struct engram_wire_params *p)
+static int engram_serve_rdma_server_params(const struct ib_device_attr *attrs,
+					   struct engram_wire_params *p)
 {
 	int room = attrs->max_qp_wr - 1 - ENGRAM_SRV_EXTRA_RECV;
 	u64 fit;
@@ -1537,7 +1540,7 @@ static int engram_server_params(const struct ib_device_attr *attrs,
 }
 
 /* Size the queues from the device's own limits; nothing assumes rxe's. */
-static int engram_conn_size(struct engram_conn *conn)
+static int engram_serve_rdma_conn_size(struct engram_conn *conn)
 {
 	const struct ib_device_attr *attrs = &conn->ibdev->attrs;
 	struct ib_port_attr pattr;
@@ -1563,7 +1566,7 @@ static int engram_conn_size(struct engram_conn *conn)
 	return 0;
 }
 
-static int engram_conn_create_qp(struct engram_conn *conn)
+static int engram_serve_rdma_conn_create_qp(struct engram_conn *conn)
 {
 	struct ib_qp_init_attr qa;
 	int ret;
@@ -1577,7 +1580,7 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 	/* Some devices cannot make a deep SQ of many SGEs: settle for less. */
 	for (;;) {
 		memset(&qa, 0, sizeof(qa));
-		qa.event_handler = engram_qp_event;
+		qa.event_handler = engram_serve_rdma_qp_event;
 		qa.qp_context = conn;
 		qa.send_cq = conn->cq;
 		qa.recv_cq = conn->cq;
@@ -1599,7 +1602,7 @@ static int engram_conn_create_qp(struct engram_conn *conn)
 	return 0;
 }
 
-static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
+static int engram_serve_rdma_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct ib_device *ibdev = conn->ibdev;
 	struct scatterlist *sgl;
@@ -1607,7 +1610,7 @@ static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
 	int n;
 
 	rx->conn = conn;
-	rx->cqe.done = engram_recv_done;
+	rx->cqe.done = engram_serve_rdma_recv_done;
 	INIT_LIST_HEAD(&rx->node);
 	rx->buf = vmalloc(conn->rx_pages * PAGE_SIZE);
 	rx->dma = kcalloc(conn->rx_pages, sizeof(*rx->dma), GFP_KERNEL);
@@ -1650,7 +1653,7 @@ static int engram_rx_alloc(struct engram_conn *conn, struct engram_rx *rx)
 	return 0;
 }
 
-static int engram_conn_alloc_bufs(struct engram_conn *conn)
+static int engram_serve_rdma_conn_alloc_bufs(struct engram_conn *conn)
 {
 	struct ib_device *ibdev = conn->ibdev;
 	u32 i;
@@ -1673,7 +1676,7 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 	conn->rx_size = conn->neg.max_request_bytes;
 	conn->rx_pages = DIV_ROUND_UP(conn->rx_size, PAGE_SIZE);
 	for (i = 0; i < conn->nr_rx; i++) {
-		int ret = engram_rx_alloc(conn, &conn->rx[i]);
+		int ret = engram_serve_rdma_rx_alloc(conn, &conn->rx[i]);
 
 		if (ret)
 			return ret;
@@ -1690,7 +1693,7 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 		struct engram_ctrl *c = &conn->ctrl[i];
 
 		c->conn = conn;
-		c->cqe.done = engram_ctrl_done;
+		c->cqe.done = engram_serve_rdma_ctrl_done;
 		c->buf = conn->ctrl_buf + i * ENGRAM_SRV_CTRL_BYTES;
 		c->dma = conn->ctrl_dma + i * ENGRAM_SRV_CTRL_BYTES;
 		list_add_tail(&c->node, &conn->ctrl_free);
@@ -1705,8 +1708,8 @@ static int engram_conn_alloc_bufs(struct engram_conn *conn)
 	return 0;
 }
 
-static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
-					     struct rdma_cm_id *cm_id,
+static struct engram_conn *engram_serve_rdma_conn_alloc(struct engram_listener *l,
+							struct rdma_cm_id *cm_id,
 					     const struct engram_wire_params *neg)
 {
 	struct engram_conn *conn = kzalloc(sizeof(*conn), GFP_KERNEL);
@@ -1727,27 +1730,27 @@ static struct engram_conn *engram_conn_alloc(struct engram_listener *l,
 	INIT_LIST_HEAD(&conn->ctrl_free);
 	INIT_LIST_HEAD(&conn->ctrl_done);
 	init_waitqueue_head(&conn->sq_wait);
-	INIT_WORK(&conn->work, engram_conn_work);
-	INIT_WORK(&conn->reap_work, engram_conn_reap_work);
-	INIT_WORK(&conn->release_work, engram_conn_release);
-	INIT_DELAYED_WORK(&conn->watchdog, engram_conn_watchdog);
-	INIT_DELAYED_WORK(&conn->idle_work, engram_conn_idle);
+	INIT_WORK(&conn->work, engram_serve_rdma_conn_work);
+	INIT_WORK(&conn->reap_work, engram_serve_rdma_conn_reap_work);
+	INIT_WORK(&conn->release_work, engram_serve_rdma_conn_release);
+	INIT_DELAYED_WORK(&conn->watchdog, engram_serve_rdma_conn_watchdog);
+	INIT_DELAYED_WORK(&conn->idle_work, engram_serve_rdma_conn_idle);
 	init_completion(&conn->hw_done);
 	/*
 	 * Closing until accepted: a completion or QP event during setup must
 	 * not queue a release for a connection that setup itself frees.
 	 */
 	conn->closing = true;
-	conn->cat_cqe.done = engram_cat_done;
-	conn->reg_cqe.done = engram_reg_done;
-	conn->reg_err_cqe.done = engram_reg_err_done;
-	conn->write_cqe.done = engram_write_done;
-	conn->chain_cqe.done = engram_chain_done;
+	conn->cat_cqe.done = engram_serve_rdma_cat_done;
+	conn->reg_cqe.done = engram_serve_rdma_reg_done;
+	conn->reg_err_cqe.done = engram_serve_rdma_reg_err_done;
+	conn->write_cqe.done = engram_serve_rdma_write_done;
+	conn->chain_cqe.done = engram_serve_rdma_chain_done;
 	return conn;
 }
 
 /* Everything a connection needs before it is accepted. */
-static int engram_conn_setup(struct engram_conn *conn)
+static int engram_serve_rdma_conn_setup(struct engram_conn *conn)
 {
 	int ret;
 
@@ -1759,11 +1762,11 @@ static int engram_conn_setup(struct engram_conn *conn)
 	if (!conn->dev)
 		return -ENOMEM;
 	conn->lkey = conn->dev->pd->local_dma_lkey;
-	ret = engram_conn_size(conn);
+	ret = engram_serve_rdma_conn_size(conn);
 	if (!ret)
-		ret = engram_conn_create_qp(conn);
+		ret = engram_serve_rdma_conn_create_qp(conn);
 	if (!ret)
-		ret = engram_conn_alloc_bufs(conn);
+		ret = engram_serve_rdma_conn_alloc_bufs(conn);
 	if (ret)
 		return ret;
 	conn->sq_free = conn->sq_depth;
@@ -1782,7 +1785,7 @@ static int engram_conn_setup(struct engram_conn *conn)
  * Return: 0, or a negative errno when the device refused (a connection
  * that is closing meanwhile counts as done).
  */
-static int engram_conn_no_remote_access(struct engram_conn *conn)
+static int engram_serve_rdma_conn_no_remote_access(struct engram_conn *conn)
 {
 	struct ib_qp_attr attr = { .qp_access_flags = 0 };
 	int ret = 0;
@@ -1791,11 +1794,11 @@ static int engram_conn_no_remote_access(struct engram_conn *conn)
 	if (conn->qp)
 		ret = ib_modify_qp(conn->qp, &attr, IB_QP_ACCESS_FLAGS);
 	mutex_unlock(&conn->qp_mutex);
-	return engram_conn_closing(conn) ? 0 : ret;
+	return engram_serve_rdma_conn_closing(conn) ? 0 : ret;
 }
 
 /**
- * engram_conn_request() - answer a CONNECT_REQUEST on a listener
+ * engram_serve_rdma_conn_request() - answer a CONNECT_REQUEST on a listener
  * @l: the listener
  * @cm_id: the new connection's id (its context is still @l's)
  * @ev: the event, whose private data is the client's hello
@@ -1808,8 +1811,8 @@ static int engram_conn_no_remote_access(struct engram_conn *conn)
  * and handed to the release work, which destroys @cm_id); nonzero when
  * rejected, so that the CM destroys @cm_id.
  */
-int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
-			const struct rdma_cm_event *ev)
+int engram_serve_rdma_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
+				   const struct rdma_cm_event *ev)
 {
 	const struct ib_device_attr *attrs = &cm_id->device->attrs;
 	struct engram_wire_params local, peer, neg;
@@ -1828,44 +1831,44 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		return 1;	/* the CM destroys the id */
 	}
 	if (engram_serve_stopping())
-		return engram_conn_reject(cm_id, "server shutting down", -ESHUTDOWN);
+		return engram_serve_rdma_conn_reject(cm_id, "server shutting down", -ESHUTDOWN);
 	ret = engram_wire_hello_decode(ev->param.conn.private_data,
 				       ev->param.conn.private_data_len, &peer,
 				       why, sizeof(why));
 	if (ret)
-		return engram_conn_reject(cm_id, why, ret);
-	ret = engram_server_params(attrs, &local);
+		return engram_serve_rdma_conn_reject(cm_id, why, ret);
+	ret = engram_serve_rdma_server_params(attrs, &local);
 	if (ret)
-		return engram_conn_reject(cm_id, ret == -EOPNOTSUPP ?
+		return engram_serve_rdma_conn_reject(cm_id, ret == -EOPNOTSUPP ?
 					  "device has no fast registration" :
 					  "device queues too small", ret);
 	ret = engram_wire_negotiate(&local, &peer, &neg, why, sizeof(why));
 	if (ret)
-		return engram_conn_reject(cm_id, why, ret);
+		return engram_serve_rdma_conn_reject(cm_id, why, ret);
 
 	memcpy(&resv.peer, &cm_id->route.addr.dst_addr, sizeof(resv.peer));
-	over = engram_conn_admit(&resv);
+	over = engram_serve_rdma_conn_admit(&resv);
 	if (over)
-		return engram_conn_refuse_limit(cm_id, over);
-	conn = engram_conn_alloc(l, cm_id, &neg);
+		return engram_serve_rdma_conn_refuse_limit(cm_id, over);
+	conn = engram_serve_rdma_conn_alloc(l, cm_id, &neg);
 	if (!conn) {
-		engram_conn_unreserve(&resv);
-		return engram_conn_reject(cm_id, "out of memory", -ENOMEM);
+		engram_serve_rdma_conn_unreserve(&resv);
+		return engram_serve_rdma_conn_reject(cm_id, "out of memory", -ENOMEM);
 	}
-	ret = engram_conn_setup(conn);
+	ret = engram_serve_rdma_conn_setup(conn);
 	if (ret) {
-		engram_conn_free_hw(conn);
+		engram_serve_rdma_conn_free_hw(conn);
 		kfree(conn);
-		engram_conn_unreserve(&resv);
-		return engram_conn_reject(cm_id, "cannot set up the queue pair", ret);
+		engram_serve_rdma_conn_unreserve(&resv);
+		return engram_serve_rdma_conn_reject(cm_id, "cannot set up the queue pair", ret);
 	}
 
 	ret = engram_wire_hello_encode(hello, sizeof(hello), &neg);
 	if (WARN_ON_ONCE(ret < 0)) {
-		engram_conn_free_hw(conn);
+		engram_serve_rdma_conn_free_hw(conn);
 		kfree(conn);
-		engram_conn_unreserve(&resv);
-		return engram_conn_reject(cm_id, "cannot encode the hello", ret);
+		engram_serve_rdma_conn_unreserve(&resv);
+		return engram_serve_rdma_conn_reject(cm_id, "cannot encode the hello", ret);
 	}
 	memset(&param, 0, sizeof(param));
 	param.private_data = hello;
@@ -1900,15 +1903,15 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 		engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
 		pr_info_ratelimited("connection from %pISpc: accept failed (%d)\n",
 				    &conn->peer, ret);
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return 0;
 	}
-	ret = engram_conn_no_remote_access(conn);
+	ret = engram_serve_rdma_conn_no_remote_access(conn);
 	if (ret) {
 		engram_count(&engram_global_stats, ENGRAM_STAT_CONNECTS_REJECTED);
 		pr_warn_ratelimited("connection from %pISpc: %s cannot take remote access off the queue pair (%d), closed\n",
 				    &conn->peer, dev_name(&conn->ibdev->dev), ret);
-		engram_conn_close(conn);
+		engram_serve_rdma_conn_close(conn);
 		return 0;
 	}
 	/* Silence is measured from the accept until the first frame. */
@@ -1926,15 +1929,15 @@ int engram_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 }
 
 /**
- * engram_conns_close_sync() - disconnect connections and wait until gone
+ * engram_serve_rdma_conns_close_sync() - disconnect connections and wait until gone
  * @l: only the connections of this listener, or NULL
  * @ibdev: only the connections on this device, or NULL
  *
  * With both NULL, every connection.  Process context; sleeps.  The caller
  * must hold none of the server's locks.
  */
-void engram_conns_close_sync(const struct engram_listener *l,
-			     const struct ib_device *ibdev)
+void engram_serve_rdma_conns_close_sync(const struct engram_listener *l,
+					const struct ib_device *ibdev)
 {
 	struct engram_conn *conn;
 	bool found;
@@ -1948,7 +1951,7 @@ void engram_conns_close_sync(const struct engram_listener *l,
 			if ((l && conn->l != l) || (ibdev && conn->ibdev != ibdev))
 				continue;
 			found = true;
-			engram_conn_close(conn);
+			engram_serve_rdma_conn_close(conn);
 		}
 		mutex_unlock(&engram_conns_mutex);
 		if (!found)
@@ -1958,7 +1961,7 @@ void engram_conns_close_sync(const struct engram_listener *l,
 }
 
 /* Mark a CATALOG push on every connection; each sends it from its work item. */
-static void engram_cat_push(struct work_struct *work)
+static void engram_serve_rdma_cat_push(struct work_struct *work)
 {
 	struct engram_conn *conn;
 	unsigned long flags;
@@ -1977,17 +1980,17 @@ static void engram_cat_push(struct work_struct *work)
 }
 
 /* serve.c's call: the catalog changed (any context, any lock held). */
-static void engram_cat_changed(void)
+static void engram_serve_rdma_cat_changed(void)
 {
 	queue_work(engram_srv_wq, &engram_cat_work);
 }
 
 /**
- * engram_conns_init() - set up the connection machinery
+ * engram_serve_rdma_conns_init() - set up the connection machinery
  *
  * Return: 0 or -ENOMEM.
  */
-int engram_conns_init(void)
+int engram_serve_rdma_conns_init(void)
 {
 	/* Unbound: a big response's work item may run for a while. */
 	engram_srv_wq = alloc_workqueue("engram_srv", WQ_UNBOUND, 0);
@@ -1998,16 +2001,16 @@ int engram_conns_init(void)
 }
 
 /**
- * engram_conns_exit() - disconnect every connection and free the machinery
+ * engram_serve_rdma_conns_exit() - disconnect every connection and free the machinery
  *
  * Call once no listener can accept any more.  Returns when every
  * connection is gone.  Process context; sleeps.
  */
-void engram_conns_exit(void)
+void engram_serve_rdma_conns_exit(void)
 {
 	engram_serve_unregister(&engram_srv_transport);
 	cancel_work_sync(&engram_cat_work);
-	engram_conns_close_sync(NULL, NULL);
+	engram_serve_rdma_conns_close_sync(NULL, NULL);
 	destroy_workqueue(engram_srv_wq);
 	engram_srv_wq = NULL;
 }
