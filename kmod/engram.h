@@ -244,7 +244,7 @@ void engram_dev_removing(struct ib_device *ibdev);
 void engram_dev_removed(struct ib_device *ibdev);
 void engram_dev_exit(void);
 
-/* serve_listen.c + serve_rdma.c: the host role. */
+/* serve_listen.c + serve_rdma_conn.c: the host role. */
 struct engram_listen_info {
 	char url[ENGRAM_URL_TEXT_MAX];
 	char device[64];

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * The host role's core (serve.c): what every transport that serves tables
- * shares.  serve_rdma.c (RDMA) and serve_tcp.c (TCP) register on it, parse
+ * shares.  serve_rdma_conn.c (RDMA) and serve_tcp.c (TCP) register on it, parse
  * their own frames, and leave to it the stopping flag, the catalog, and
  * the checks and accounting of a request.
  */

@@ -383,7 +383,7 @@ int engram_serve_listen_del(const struct engram_url *u, struct netlink_ext_ack *
 		return -ENOENT;
 	}
 	/* Its id is destroyed: no new connection can name it. */
-	engram_serve_rdma_conns_close_sync(l, NULL);
+	engram_serve_rdma_conn_close_sync(l, NULL);
 	engram_serve_tcp_conns_close_sync(l);
 	pr_info("listen %s: removed\n", l->url.text);
 	kfree(l);
@@ -465,7 +465,7 @@ void engram_serve_listen_remove_device(struct ib_device *ibdev)
 	engram_serve_listen_kick(ENGRAM_LISTEN_RETRY);
 	mutex_unlock(&engram_listen_mutex);
 
-	engram_serve_rdma_conns_close_sync(NULL, ibdev);
+	engram_serve_rdma_conn_close_sync(NULL, ibdev);
 }
 
 /**
@@ -482,12 +482,12 @@ int engram_serve_listen_init(void)
 	unsigned int i;
 	int ret;
 
-	ret = engram_serve_rdma_conns_init();
+	ret = engram_serve_rdma_conn_init();
 	if (ret)
 		return ret;
 	ret = engram_serve_tcp_init();
 	if (ret) {
-		engram_serve_rdma_conns_exit();
+		engram_serve_rdma_conn_exit();
 		return ret;
 	}
 	mutex_lock(&engram_listen_mutex);
@@ -536,7 +536,7 @@ void engram_serve_listen_exit(void)
 	cancel_delayed_work_sync(&engram_listen_retry_work);
 
 	engram_serve_tcp_exit();
-	engram_serve_rdma_conns_exit();
+	engram_serve_rdma_conn_exit();
 	list_for_each_entry_safe(l, tmp, &gone, node) {
 		list_del(&l->node);
 		kfree(l);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Private to the host role (serve_listen.c and serve_rdma.c): how listeners hand
- * connection requests to the connection code, and how the connection code
- * is told to let go of a listener or a device.
+ * Private to the host role (serve_listen.c and the transports): how
+ * listeners hand connection requests to the RDMA connection code, and how
+ * it is told to let go of a listener or a device.
  */
 #ifndef _ENGRAM_SERVE_LISTEN_H
 #define _ENGRAM_SERVE_LISTEN_H
@@ -62,14 +62,14 @@ struct engram_listener {
 	atomic_t nconns;
 };
 
-/* serve_rdma.c */
-int engram_serve_rdma_conns_init(void);
-void engram_serve_rdma_conns_exit(void);
+/* serve_rdma_conn.c */
+int engram_serve_rdma_conn_init(void);
+void engram_serve_rdma_conn_exit(void);
 int engram_serve_rdma_conn_request(struct engram_listener *l, struct rdma_cm_id *cm_id,
 				   const struct rdma_cm_event *ev);
 int engram_serve_rdma_conn_cm_event(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);
-void engram_serve_rdma_conns_close_sync(const struct engram_listener *l,
-					const struct ib_device *ibdev);
+void engram_serve_rdma_conn_close_sync(const struct engram_listener *l,
+				       const struct ib_device *ibdev);
 
 /* serve_listen.c */
 int engram_serve_listen_cm_handler(struct rdma_cm_id *cm_id, struct rdma_cm_event *ev);

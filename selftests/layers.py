@@ -3,8 +3,9 @@
 """The shape of kmod/, checked (Documentation/design.rst):
 
  - every function defined in kmod/X.c is named engram_X_* (or engram_X),
-   so a call names the file it goes to; main.c, which only wires the
-   parts together, is the one exception;
+   and not engram_X_Y_* when X_Y.c exists, so a call names the file it
+   goes to; main.c, which only wires the parts together, is the one
+   exception;
  - the calls between files form no circle: each file calls only files
    below it, and reaches up only through ops tables and registered
    callbacks, which are pointers and not calls by name.
@@ -29,6 +30,7 @@ def strip_comments(src):
     return re.sub(r'"(?:\\.|[^"\\])*"', '""', src)
 
 
+stems = [os.path.basename(f)[:-2] for f in files]
 defs = {}       # function -> (stem, static)
 srcs = {}
 bad = []
@@ -52,6 +54,11 @@ for f in files:
         if stem != 'main' and not (plain == 'engram_' + stem or
                                    plain.startswith('engram_' + stem + '_')):
             bad.append('%s.c: %s() is not named engram_%s_*' % (stem, name, stem))
+        # serve_rdma.c must not define what reads as serve_rdma_conn.c's.
+        for other in stems:
+            if (len(other) > len(stem) and other.startswith(stem + '_') and
+                    plain.startswith('engram_' + other + '_')):
+                bad.append('%s.c: %s() reads as %s.c\'s' % (stem, name, other))
 
 # Arrows: X -> Y when X names a non-static function that Y defines.
 public = {n: s for n, (s, st) in defs.items() if not st}
