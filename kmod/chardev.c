@@ -124,7 +124,7 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 	ot = kzalloc(sizeof(*ot), GFP_KERNEL);
 	if (!ot)
 		return -ENOMEM;
-	l = engram_link_open_table(a.link, a.flags, a.name, a.sha256, &ot->e, &ot->max_rows);
+	l = engram_link_admin_open_table(a.link, a.flags, a.name, a.sha256, &ot->e, &ot->max_rows);
 	if (IS_ERR(l)) {
 		kfree(ot);
 		return PTR_ERR(l);

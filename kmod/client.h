@@ -121,8 +121,8 @@ struct engram_link_table;
 /* link.c */
 struct engram_link;
 
-struct engram_link *engram_link_open_table(u32 link_id, u32 flags, const char *name,
-					   const u8 *sha256, struct engram_wire_table *out,
+struct engram_link *engram_link_admin_open_table(u32 link_id, u32 flags, const char *name,
+						 const u8 *sha256, struct engram_wire_table *out,
 					   u32 *max_rows);
 void engram_link_get(struct engram_link *l);
 void engram_link_put(struct engram_link *l);

@@ -286,13 +286,13 @@ struct engram_link_info {
 	u64 lat[ENGRAM_LAT_BUCKETS];
 };
 
-int engram_link_init(void);
-void engram_link_exit(void);
-void engram_link_remove_device(struct ib_device *ibdev);
-int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack);
-int engram_link_del(u32 id, struct netlink_ext_ack *extack);
-int engram_link_info_nth(unsigned long n, struct engram_link_info *info);
-int engram_link_info_by_id(u32 id, struct engram_link_info *info);
+int engram_link_admin_init(void);
+void engram_link_admin_exit(void);
+void engram_link_admin_remove_device(struct ib_device *ibdev);
+int engram_link_admin_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack);
+int engram_link_admin_del(u32 id, struct netlink_ext_ack *extack);
+int engram_link_admin_info_nth(unsigned long n, struct engram_link_info *info);
+int engram_link_admin_info_by_id(u32 id, struct engram_link_info *info);
 int engram_chardev_init(void);
 void engram_chardev_exit(void);
 

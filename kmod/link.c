@@ -33,8 +33,6 @@
 
 static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when);
 
-static LIST_HEAD(engram_links);
-static DEFINE_MUTEX(engram_links_mutex);
 static DEFINE_IDA(engram_link_ida);
 static struct workqueue_struct *engram_link_wq;
 static bool engram_links_exiting;
@@ -1031,112 +1029,17 @@ u32 engram_link_mr_pages(const struct engram_link *l)
 	return n ? n : U32_MAX;
 }
 
-/* --- tables --- */
-
-static bool engram_link_entry_match(const struct engram_wire_table *e, u32 flags,
-				    const char *name, const u8 *sha256)
-{
-	if ((flags & ENGRAM_OPEN_BY_NAME) && strcmp(e->name, name))
-		return false;
-	if ((flags & ENGRAM_OPEN_BY_SHA256) && memcmp(e->sha256, sha256, ENGRAM_SHA256_LEN))
-		return false;
-	return true;
-}
-
-static int engram_link_find_locked(struct engram_link *l, u32 flags, const char *name,
-				   const u8 *sha256, struct engram_wire_table *out)
-{
-	int ret = -ENOENT;
-	u32 i;
-
-	for (i = 0; i < l->nr_catalog; i++) {
-		const struct engram_wire_table *e = &l->catalog[i];
-
-		if (!engram_link_entry_match(e, flags, name, sha256))
-			continue;
-		if (e->state != ENGRAM_TABLE_READY && e->state != ENGRAM_TABLE_VERIFYING) {
-			ret = -EAGAIN;
-			continue;
-		}
-		*out = *e;
-		return 0;
-	}
-	return ret;
-}
+/* --- a link's life (link_admin.c keeps the list) --- */
 
 /**
- * engram_link_open_table() - find a table in a link's catalog
- * @link_id: a link id, or 0 for the first link that is up and has it
- * @flags: ENGRAM_OPEN_BY_NAME and/or ENGRAM_OPEN_BY_SHA256
- * @name: with BY_NAME
- * @sha256: with BY_SHA256
- * @out: the catalog entry
- * @max_rows: the link's negotiated rows per request
+ * engram_link_alloc() - a new link, not connecting yet
+ * @u: its remote URL
+ * @ops: its transport
  *
- * Return: the link, held, or ERR_PTR: -ENODEV (no such link), -ENOTCONN
- * (the link named is not up), -ENOENT (no such table), -EAGAIN (the table
- * exists but is not ready).
+ * Return: the link, one reference held, or NULL when out of memory.
  */
-struct engram_link *engram_link_open_table(u32 link_id, u32 flags, const char *name,
-					   const u8 *sha256, struct engram_wire_table *out,
-					   u32 *max_rows)
-{
-	struct engram_link *l, *found = NULL;
-	int ret = link_id ? -ENODEV : -ENOENT;
-	bool any_up = false;
-	unsigned long irq;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		int r;
-
-		if ((link_id && l->id != link_id) || l->removing)
-			continue;
-		spin_lock_irqsave(&l->lock, irq);
-		if (l->state != ENGRAM_LINK_UP) {
-			r = -ENOTCONN;
-		} else {
-			r = engram_link_find_locked(l, flags, name, sha256, out);
-			*max_rows = l->neg.max_rows;
-		}
-		spin_unlock_irqrestore(&l->lock, irq);
-		if (!r) {
-			found = l;
-			engram_link_get(l);
-			break;
-		}
-		if (r != -ENOTCONN)
-			any_up = true;
-		/* Report the most useful reason: a table not ready beats none. */
-		if (link_id || r == -EAGAIN || (ret == -ENOENT && r != -ENOTCONN))
-			ret = r;
-		if (link_id)
-			break;
-	}
-	mutex_unlock(&engram_links_mutex);
-	if (!found && !link_id && !any_up)
-		ret = -ENOTCONN;	/* no link up: the table may well exist */
-	return found ? found : ERR_PTR(ret);
-}
-
-/* --- administration --- */
-
-/* A link's transport by its URL's; each registers itself. */
-static const struct engram_link_ops *engram_link_transports[ENGRAM_TRANSPORT_TCP + 1];
-
-/**
- * engram_link_transport_set() - offer a transport to new links, or stop
- * @t: the URL scheme's transport
- * @ops: its operations, or NULL once no link uses them any more
- */
-void engram_link_transport_set(enum engram_transport t, const struct engram_link_ops *ops)
-{
-	if (!WARN_ON_ONCE(t >= ARRAY_SIZE(engram_link_transports)))
-		WRITE_ONCE(engram_link_transports[t], ops);
-}
-
-static struct engram_link *engram_link_alloc(const struct engram_url *u,
-					     const struct engram_link_ops *ops)
+struct engram_link *engram_link_alloc(const struct engram_url *u,
+				      const struct engram_link_ops *ops)
 {
 	struct engram_link *l;
 	int id;
@@ -1171,56 +1074,23 @@ static struct engram_link *engram_link_alloc(const struct engram_url *u,
 }
 
 /**
- * engram_link_add() - add a link and start connecting it
- * @u: a parsed remote URL
- * @id: set to the new link's id
- * @extack: where to say why it is refused
- *
- * Return: 0, -EEXIST for a URL already linked, -EINVAL for a URL that is
- * not a remote one, -ENOSPC past ENGRAM_URL_MAX links, -ENOMEM.
+ * engram_link_start() - start connecting a new link, and its heartbeat
+ * @l: from engram_link_alloc()
  */
-int engram_link_add(const struct engram_url *u, u32 *id, struct netlink_ext_ack *extack)
+void engram_link_start(struct engram_link *l)
 {
-	const struct engram_link_ops *ops = NULL;
-	struct engram_link *l, *o;
-	unsigned int n = 0;
-
-	if (u->transport < ARRAY_SIZE(engram_link_transports))
-		ops = READ_ONCE(engram_link_transports[u->transport]);
-	if (u->role != ENGRAM_URL_REMOTE || !ops) {
-		NL_SET_ERR_MSG_MOD(extack, "not a remote rdma:// or tcp:// URL");
-		return -EINVAL;
-	}
-	l = engram_link_alloc(u, ops);
-	if (!l)
-		return -ENOMEM;
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(o, &engram_links, node) {
-		n++;
-		if (engram_url_equal(&o->url, u)) {
-			mutex_unlock(&engram_links_mutex);
-			engram_link_put(l);
-			NL_SET_ERR_MSG_MOD(extack, "that link exists already");
-			return -EEXIST;
-		}
-	}
-	if (n >= ENGRAM_URL_MAX) {
-		mutex_unlock(&engram_links_mutex);
-		engram_link_put(l);
-		NL_SET_ERR_MSG_MOD(extack, "too many links (16)");
-		return -ENOSPC;
-	}
-	list_add_tail(&l->node, &engram_links);
-	*id = l->id;
 	queue_delayed_work(engram_link_wq, &l->connect_work, 0);
 	queue_delayed_work(engram_link_wq, &l->hb_work, 0);
-	mutex_unlock(&engram_links_mutex);
-	pr_info("link %u: %s added\n", l->id, u->text);
-	return 0;
 }
 
-/* Stop a link for good: no reconnect, connection gone, off the list. */
-static void engram_link_stop(struct engram_link *l)
+/**
+ * engram_link_stop() - stop a link for good
+ * @l: the link
+ *
+ * No reconnect, the connection gone, every fetch of it ended.  Process
+ * context; the caller then takes it off the list and puts it.
+ */
+void engram_link_stop(struct engram_link *l)
 {
 	mutex_lock(&l->mutex);
 	l->deleted = true;
@@ -1238,198 +1108,51 @@ static void engram_link_stop(struct engram_link *l)
 }
 
 /**
- * engram_link_del() - remove a link
- * @id: its id
- * @extack: where to say why it is refused
+ * engram_link_drop_device() - tear a link down if its connection uses @ibdev
+ * @l: the link
+ * @ibdev: a departing device
  *
- * Fetches in flight on it fail with -ESHUTDOWN; tables opened on it stay
- * open but every fetch on them fails with -ENOTCONN.
- *
- * Return: 0 or -ENOENT.
+ * Synchronous; the link reconnects later, on whatever device then carries
+ * its address.
  */
-int engram_link_del(u32 id, struct netlink_ext_ack *extack)
+void engram_link_drop_device(struct engram_link *l, struct ib_device *ibdev)
 {
-	struct engram_link *l, *found = NULL;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		if (l->id == id && !l->removing) {
-			found = l;
-			l->removing = true;
-			break;
-		}
+	/* A TCP link has no device; do not wait for its connect. */
+	if (!l->ops->on_device)
+		return;
+	mutex_lock(&l->mutex);
+	if (l->ops->on_device(l, ibdev)) {
+		engram_link_teardown(l, -ENODEV);
+		engram_link_set_state(l, ENGRAM_LINK_DOWN, -ENODEV);
+		engram_link_schedule_connect(l);
 	}
-	mutex_unlock(&engram_links_mutex);
-	if (!found) {
-		NL_SET_ERR_MSG_MOD(extack, "no link with that id");
-		return -ENOENT;
-	}
-	/*
-	 * Stopped while still listed, so a device removal meanwhile still
-	 * finds (and waits for) its connection.
-	 */
-	engram_link_stop(found);
-	mutex_lock(&engram_links_mutex);
-	list_del(&found->node);
-	mutex_unlock(&engram_links_mutex);
-	pr_info("link %u: %s deleted\n", found->id, found->url.text);
-	engram_link_put(found);
-	return 0;
-}
-
-static void engram_link_snapshot(struct engram_link *l, struct engram_link_info *info)
-{
-	unsigned long flags;
-
-	memset(info, 0, sizeof(*info));
-	info->id = l->id;
-	strscpy(info->url, l->url.text, sizeof(info->url));
-	engram_stats_counters_snapshot(&l->stats, info->stats);
-	engram_stats_hist_snapshot(&l->lat, info->lat);
-	spin_lock_irqsave(&l->lock, flags);
-	info->state = l->state;
-	info->error = l->error;
-	info->tables = l->nr_catalog;
-	if (l->live) {
-		info->max_rows = l->neg.max_rows;
-		info->max_inflight = l->neg.max_inflight;
-	}
-	info->connects = l->connects;
-	info->reconnects = info->stats[ENGRAM_STAT_RECONNECTS];
-	info->transport = l->url.transport;
-	info->have_heartbeat = l->have_hb_rtt;
-	info->heartbeat_us = l->hb_rtt_us;
-	info->since_ns = ktime_to_ns(ktime_sub(ktime_get(), l->since));
-	if (l->live && l->ops->device && l->ops->device(l))
-		strscpy(info->device, l->ops->device(l), sizeof(info->device));
-	spin_unlock_irqrestore(&l->lock, flags);
+	mutex_unlock(&l->mutex);
 }
 
 /**
- * engram_link_info_nth() - snapshot the n-th link
- * @n: position, from 0
- * @info: filled on success
+ * engram_link_init() - the links' workqueue
  *
- * Return: 0 or -ENOENT past the last link.
- */
-int engram_link_info_nth(unsigned long n, struct engram_link_info *info)
-{
-	struct engram_link *l;
-	int ret = -ENOENT;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		if (n--)
-			continue;
-		engram_link_snapshot(l, info);
-		ret = 0;
-		break;
-	}
-	mutex_unlock(&engram_links_mutex);
-	return ret;
-}
-
-/**
- * engram_link_info_by_id() - snapshot one link
- * @id: link id
- * @info: filled on success
- *
- * Return: 0 or -ENOENT.
- */
-int engram_link_info_by_id(u32 id, struct engram_link_info *info)
-{
-	struct engram_link *l;
-	int ret = -ENOENT;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		if (l->id != id)
-			continue;
-		engram_link_snapshot(l, info);
-		ret = 0;
-		break;
-	}
-	mutex_unlock(&engram_links_mutex);
-	return ret;
-}
-
-/**
- * engram_link_remove_device() - tear down every link on a departing device
- * @ibdev: the device
- *
- * Synchronous; the links reconnect later, on whatever device then carries
- * their addresses.
- */
-void engram_link_remove_device(struct ib_device *ibdev)
-{
-	struct engram_link *l;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		/* A TCP link has no device; do not wait for its connect. */
-		if (!l->ops->on_device)
-			continue;
-		mutex_lock(&l->mutex);
-		if (l->ops->on_device(l, ibdev)) {
-			engram_link_teardown(l, -ENODEV);
-			engram_link_set_state(l, ENGRAM_LINK_DOWN, -ENODEV);
-			engram_link_schedule_connect(l);
-		}
-		mutex_unlock(&l->mutex);
-	}
-	mutex_unlock(&engram_links_mutex);
-}
-
-/**
- * engram_link_init() - start the links of remote=
- *
- * Return: 0 or a negative errno (no memory).
+ * Return: 0 or -ENOMEM.
  */
 int engram_link_init(void)
 {
-	unsigned int i;
-	u32 id;
-	int ret;
-
 	engram_link_wq = alloc_workqueue("engram_link", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
-	if (!engram_link_wq)
-		return -ENOMEM;
-	for (i = 0; i < engram_config.n_remote; i++) {
-		ret = engram_link_add(&engram_config.remote[i], &id, NULL);
-		if (ret) {
-			pr_err("remote=%s: cannot add link (%d)\n",
-			       engram_config.remote[i].text, ret);
-			engram_link_exit();
-			return ret;
-		}
-	}
-	return 0;
+	return engram_link_wq ? 0 : -ENOMEM;
 }
 
 /**
- * engram_link_exit() - stop every link
- *
- * The character device is gone, so no fetch can start; fetches still in
- * flight fail with -ESHUTDOWN.
+ * engram_link_shutdown() - the module is going: no reconnect from now on
+ */
+void engram_link_shutdown(void)
+{
+	WRITE_ONCE(engram_links_exiting, true);
+}
+
+/**
+ * engram_link_exit() - once every link has stopped
  */
 void engram_link_exit(void)
 {
-	struct engram_link *l;
-
-	WRITE_ONCE(engram_links_exiting, true);
-	for (;;) {
-		mutex_lock(&engram_links_mutex);
-		l = list_first_entry_or_null(&engram_links, struct engram_link, node);
-		mutex_unlock(&engram_links_mutex);
-		if (!l)
-			break;
-		/* Netlink is gone, so nothing else removes links now. */
-		engram_link_stop(l);
-		mutex_lock(&engram_links_mutex);
-		list_del(&l->node);
-		mutex_unlock(&engram_links_mutex);
-		engram_link_put(l);
-	}
 	destroy_workqueue(engram_link_wq);
 	engram_link_wq = NULL;
 }

@@ -123,8 +123,21 @@ struct engram_link {
 	bool deadline_armed;
 };
 
+/* link.c, for link_admin.c */
+struct engram_link *engram_link_alloc(const struct engram_url *u,
+				      const struct engram_link_ops *ops);
+void engram_link_start(struct engram_link *l);
+void engram_link_stop(struct engram_link *l);
+void engram_link_drop_device(struct engram_link *l, struct ib_device *ibdev);
+int engram_link_init(void);
+void engram_link_shutdown(void);
+void engram_link_exit(void);
+
+/* link_admin.c, for the transports */
+void engram_link_admin_transport_set(enum engram_transport t,
+				     const struct engram_link_ops *ops);
+
 /* link.c, for the transports */
-void engram_link_transport_set(enum engram_transport t, const struct engram_link_ops *ops);
 void engram_link_local_params(struct engram_wire_params *p);
 void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req *req);
 bool engram_link_exiting(void);

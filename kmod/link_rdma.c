@@ -1044,13 +1044,13 @@ static const struct engram_link_ops engram_link_rdma_ops = {
  */
 void engram_link_rdma_init(void)
 {
-	engram_link_transport_set(ENGRAM_TRANSPORT_RDMA, &engram_link_rdma_ops);
+	engram_link_admin_transport_set(ENGRAM_TRANSPORT_RDMA, &engram_link_rdma_ops);
 }
 
 /**
- * engram_link_rdma_exit() - after every link has stopped (engram_link_exit())
+ * engram_link_rdma_exit() - after every link has stopped (engram_link_admin_exit())
  */
 void engram_link_rdma_exit(void)
 {
-	engram_link_transport_set(ENGRAM_TRANSPORT_RDMA, NULL);
+	engram_link_admin_transport_set(ENGRAM_TRANSPORT_RDMA, NULL);
 }

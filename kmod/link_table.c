@@ -50,7 +50,7 @@ static unsigned int engram_nr_link_tables;
 static bool engram_link_table_link_listed(struct engram_link_table *lt,
 					  struct engram_link_info *scratch)
 {
-	return !engram_link_info_by_id(lt->link_id, scratch);
+	return !engram_link_admin_info_by_id(lt->link_id, scratch);
 }
 
 static void engram_link_table_free(struct engram_link_table *lt)

@@ -457,7 +457,7 @@ static const struct engram_link_ops engram_link_tcp_ops = {
  * engram_link_tcp_init() - the workqueue of the receivers and senders
  *
  * Its own, reclaim-safe one: link teardown, itself on a reclaim workqueue,
- * waits for a receiver and a sender.  Before engram_link_init().
+ * waits for a receiver and a sender.  Before engram_link_admin_init().
  *
  * Return: 0 or -ENOMEM.
  */
@@ -466,16 +466,16 @@ int engram_link_tcp_init(void)
 	engram_link_tcp_rx_wq = alloc_workqueue("engram_tcp_rx", WQ_UNBOUND | WQ_MEM_RECLAIM, 0);
 	if (!engram_link_tcp_rx_wq)
 		return -ENOMEM;
-	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, &engram_link_tcp_ops);
+	engram_link_admin_transport_set(ENGRAM_TRANSPORT_TCP, &engram_link_tcp_ops);
 	return 0;
 }
 
 /**
- * engram_link_tcp_exit() - after every link has stopped (engram_link_exit())
+ * engram_link_tcp_exit() - after every link has stopped (engram_link_admin_exit())
  */
 void engram_link_tcp_exit(void)
 {
-	engram_link_transport_set(ENGRAM_TRANSPORT_TCP, NULL);
+	engram_link_admin_transport_set(ENGRAM_TRANSPORT_TCP, NULL);
 	destroy_workqueue(engram_link_tcp_rx_wq);
 	engram_link_tcp_rx_wq = NULL;
 }

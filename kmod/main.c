@@ -35,7 +35,7 @@ static void engram_ib_remove(struct ib_device *ibdev, void *client_data)
 	engram_dev_removing(ibdev);
 	/* Server first: its connections and listeners accept no new users. */
 	engram_serve_listen_remove_device(ibdev);
-	engram_link_remove_device(ibdev);
+	engram_link_admin_remove_device(ibdev);
 	engram_dma_unmap_device(ibdev);
 	engram_dev_removed(ibdev);
 }
@@ -71,7 +71,7 @@ static int __init engram_init(void)
 	ret = engram_link_tcp_init();
 	if (ret)
 		goto err_rdma_links;
-	ret = engram_link_init();
+	ret = engram_link_admin_init();
 	if (ret)
 		goto err_tcp_links;
 	/*
@@ -98,7 +98,7 @@ err_dev:
 	ib_unregister_client(&engram_ib_client);
 	engram_dev_exit();
 err_links:
-	engram_link_exit();
+	engram_link_admin_exit();
 err_tcp_links:
 	engram_link_tcp_exit();
 err_rdma_links:
@@ -122,7 +122,7 @@ static void __exit engram_exit(void)
 	engram_statlog_exit();
 	/* The client's per-table counters: no fd uses one now. */
 	engram_link_table_exit();
-	engram_link_exit();
+	engram_link_admin_exit();
 	engram_link_tcp_exit();
 	engram_link_rdma_exit();
 	engram_serve_listen_exit();

@@ -409,7 +409,7 @@ static int engram_netlink_reply_link(struct genl_info *info, u32 id, u8 cmd, boo
 	li = kzalloc(sizeof(*li), GFP_KERNEL);
 	if (!li)
 		return -ENOMEM;
-	found = !engram_link_info_by_id(id, li);
+	found = !engram_link_admin_info_by_id(id, li);
 	if (found)
 		engram_link_table_fold(id, li->stats);
 	if (!all)
@@ -545,7 +545,7 @@ static int engram_netlink_dump_table_put(struct engram_dump *d)
 
 static int engram_netlink_dump_link_nth(unsigned long n, void *obj)
 {
-	return engram_link_info_nth(n, obj);
+	return engram_link_admin_info_nth(n, obj);
 }
 
 static bool engram_netlink_dump_link_skip(struct engram_dump *d)
@@ -883,7 +883,7 @@ static int engram_netlink_link_add(struct sk_buff *skb, struct genl_info *info)
 	if (!ret)
 		ret = engram_netlink_url(info, ENGRAM_URL_REMOTE, &u);
 	if (!ret)
-		ret = engram_netlink_explain(info, engram_link_add(&u, &id, info->extack),
+		ret = engram_netlink_explain(info, engram_link_admin_add(&u, &id, info->extack),
 					     ENGRAM_A_URL, KBUILD_MODNAME ": cannot add the link");
 	if (ret)
 		return engram_netlink_refused(ret);
@@ -905,7 +905,8 @@ static int engram_netlink_link_del(struct sk_buff *skb, struct genl_info *info)
 	if (!ret && engram_netlink_require(info, ENGRAM_A_LINK_ID))
 		ret = -EINVAL;
 	if (!ret) {
-		ret = engram_link_del(nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]), info->extack);
+		ret = engram_link_admin_del(nla_get_u32(info->attrs[ENGRAM_A_LINK_ID]),
+					    info->extack);
 		ret = engram_netlink_explain(info, ret, ENGRAM_A_LINK_ID,
 					     KBUILD_MODNAME ": no link with that id");
 	}
