@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Declarations shared by the parts of engram_rdma.  Each part owns its state;
- * this header is the only way the parts see each other.
+ * Declarations shared across the parts of engram_rdma: what main.c wires
+ * together, and what one role uses of the other's or of the shared files.
+ * Each part owns its state.  Files of one part see each other through that
+ * part's own header (serve.h, serve_listen.h, serve_rdma.h, serve_tcp.h,
+ * table.h, link.h, client.h, link_table.h, netlink.h); the leaves have
+ * theirs (wire.h, wbuild.h, pieces.h, url.h, prefix.h, list.h, inject.h).
  */
 #ifndef _ENGRAM_H
 #define _ENGRAM_H

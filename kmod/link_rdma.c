@@ -885,7 +885,7 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece
 static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct engram_wire_req req = {};
+	struct engram_wire_req req;
 	struct scatterlist *sgl;
 	unsigned long flags;
 	unsigned int i;
