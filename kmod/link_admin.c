@@ -235,6 +235,38 @@ static void engram_link_admin_snapshot(struct engram_link *l, struct engram_link
 	spin_unlock_irqrestore(&l->lock, flags);
 }
 
+/*
+ * Snapshot the first link for which @match(l, key) is true, counting
+ * down *key for a position (its key is a countdown) or comparing an id.
+ */
+static int engram_link_admin_info(bool (*match)(struct engram_link *l, unsigned long *key),
+				  unsigned long key, struct engram_link_info *info)
+{
+	struct engram_link *l;
+	int ret = -ENOENT;
+
+	mutex_lock(&engram_links_mutex);
+	list_for_each_entry(l, &engram_links, node) {
+		if (!match(l, &key))
+			continue;
+		engram_link_admin_snapshot(l, info);
+		ret = 0;
+		break;
+	}
+	mutex_unlock(&engram_links_mutex);
+	return ret;
+}
+
+static bool engram_link_admin_is_nth(struct engram_link *l, unsigned long *n)
+{
+	return !(*n)--;
+}
+
+static bool engram_link_admin_has_id(struct engram_link *l, unsigned long *id)
+{
+	return l->id == *id;
+}
+
 /**
  * engram_link_admin_info_nth() - snapshot the n-th link
  * @n: position, from 0
@@ -244,19 +276,7 @@ static void engram_link_admin_snapshot(struct engram_link *l, struct engram_link
  */
 int engram_link_admin_info_nth(unsigned long n, struct engram_link_info *info)
 {
-	struct engram_link *l;
-	int ret = -ENOENT;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		if (n--)
-			continue;
-		engram_link_admin_snapshot(l, info);
-		ret = 0;
-		break;
-	}
-	mutex_unlock(&engram_links_mutex);
-	return ret;
+	return engram_link_admin_info(engram_link_admin_is_nth, n, info);
 }
 
 /**
@@ -268,19 +288,7 @@ int engram_link_admin_info_nth(unsigned long n, struct engram_link_info *info)
  */
 int engram_link_admin_info_by_id(u32 id, struct engram_link_info *info)
 {
-	struct engram_link *l;
-	int ret = -ENOENT;
-
-	mutex_lock(&engram_links_mutex);
-	list_for_each_entry(l, &engram_links, node) {
-		if (l->id != id)
-			continue;
-		engram_link_admin_snapshot(l, info);
-		ret = 0;
-		break;
-	}
-	mutex_unlock(&engram_links_mutex);
-	return ret;
+	return engram_link_admin_info(engram_link_admin_has_id, id, info);
 }
 
 /**
