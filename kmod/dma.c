@@ -75,7 +75,8 @@ static void engram_dma_map_free(struct engram_dma_map *m)
 		ib_dma_unmap_sgtable_attrs(m->dev, &m->chunks[i], m->dir, 0);
 		cond_resched();
 	}
-	for (i = 0; i < DIV_ROUND_UP(m->nr, ENGRAM_DMA_CHUNK); i++)
+	/* A map whose chunk array could not be allocated has no table to free. */
+	for (i = 0; m->chunks && i < DIV_ROUND_UP(m->nr, ENGRAM_DMA_CHUNK); i++)
 		sg_free_table(&m->chunks[i]);
 	kvfree(m->chunks);
 	kvfree(m->addr);
