@@ -69,12 +69,12 @@ struct engram_link_ops {
 
 struct engram_link {
 	struct kref ref;
-	struct list_head node;		/* on engram_links, until deleted */
+	struct list_head node;		/* on link_admin.c's list, until deleted */
 	u32 id;
 	struct engram_url url;
 	const struct engram_link_ops *ops;
 	bool deleted;			/* stopped: no reconnect (under mutex) */
-	bool removing;			/* being deleted (under engram_links_mutex) */
+	bool removing;			/* being deleted (under link_admin.c's mutex) */
 
 	struct mutex mutex;		/* connect and teardown */
 	struct rw_semaphore conn_sem;	/* submit (read) vs teardown (write) */
