@@ -437,7 +437,6 @@ static void engram_link_rdma_free_bufs(struct engram_link *l)
 static void engram_link_rdma_teardown(struct engram_link *l, int error)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-
 	LIST_HEAD(done);
 
 	if (rl->qp) {
@@ -593,7 +592,6 @@ static int engram_link_rdma_reg_slots(struct engram_link *l)
 static int engram_link_rdma_alloc_slots(struct engram_link *l)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-
 	unsigned int i, pages = DIV_ROUND_UP(l->neg.max_request_bytes, PAGE_SIZE);
 	struct scatterlist *sgl;
 	int ret = 0;
@@ -728,7 +726,6 @@ static void engram_link_rdma_drain_early(struct engram_link *l)
 static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-
 	struct engram_wire_params local, answer;
 	struct rdma_conn_param param = {};
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];

@@ -97,7 +97,6 @@ static int engram_link_tcp_recv(struct socket *sock, void *buf, size_t len)
 static void engram_link_tcp_close(struct engram_link *l)
 {
 	struct engram_link_tcp *tl = engram_link_tcp_of(l);
-
 	struct engram_link_tcp_req *r, *tmp;
 
 	if (tl->sock) {
@@ -116,7 +115,6 @@ static void engram_link_tcp_close(struct engram_link *l)
 static int engram_link_tcp_connect(struct engram_link *l)
 {
 	struct engram_link_tcp *tl = engram_link_tcp_of(l);
-
 	struct engram_wire_params local, answer;
 	u8 hello[ENGRAM_WIRE_HELLO_FRAME_BYTES];
 	long tmo = msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS);
@@ -273,7 +271,6 @@ static void engram_link_tcp_tx_work(struct work_struct *work)
 static int engram_link_tcp_heartbeat(struct engram_link *l, u64 ticket)
 {
 	struct engram_link_tcp *tl = engram_link_tcp_of(l);
-
 	u8 buf[ENGRAM_WIRE_HDR_BYTES];
 	int len, ret;
 
