@@ -21,7 +21,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
 	install-module install-tools dkms-check clean debug-kernel check-debug check-quick fuzz \
-	soak
+	soak matrix
 
 all: module tools
 
@@ -49,7 +49,7 @@ check:
 # DKMS, install), then one 6.12 guest with the harness, digest, fetch and
 # TCP tests; no fault run, no debug kernel.  Under 5 minutes.
 check-quick:
-	KVERS=6.12 FAULT_KVERS= CHECK_DEBUG=0 \
+	KVERS=6.12 FAULT_KVERS= CHECK_DEBUG=0 MATRIX="$${MATRIX:-x86-5.10 arm64-6.12-16k}" \
 		GUEST_FILTER="$${GUEST_FILTER:-t_00 t_30 t_55 t_58}" selftests/check.sh
 
 # The suite, the two-guest run and the fault run on the debug kernel only,
@@ -85,6 +85,12 @@ unit: tools
 
 style:
 	selftests/style.sh
+
+# The module with W=1 and sparse against every supported kernel and
+# architecture (5.10 to 7.3-rc, RT, arm64 with 4K and 16K pages); the
+# header trees are Debian's packages unpacked into $(CACHE), not installed.
+matrix: deps
+	selftests/build-matrix.sh
 
 # CMD and MODPARAMS reach run.sh verbatim (no make expansion: $ and quotes
 # survive).  run.sh builds the module for KVER itself (out of tree, build/).

@@ -27,6 +27,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "compat.h"
+
 #ifdef CONFIG_FUNCTION_ERROR_INJECTION
 int engram_inject_dma_map(void);
 int engram_inject_post_send(void);
@@ -279,7 +281,7 @@ static inline int engram_kernel_accept(struct socket *sock, struct socket **news
 	return engram_inject_sock_accept() ?: kernel_accept(sock, newsock, flags);
 }
 
-static inline int engram_kernel_connect(struct socket *sock, struct sockaddr *addr,
+static inline int engram_kernel_connect(struct socket *sock, struct sockaddr_unsized *addr,
 					int addrlen, int flags)
 {
 	return engram_inject_sock_connect() ?: kernel_connect(sock, addr, addrlen, flags);

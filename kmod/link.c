@@ -21,6 +21,7 @@
 #include <linux/slab.h>
 #include <linux/xarray.h>
 
+#include "compat.h"
 #include "inject.h"
 #include "link.h"
 

@@ -133,13 +133,13 @@ static int engram_link_tcp_connect(struct engram_link *l)
 	WRITE_ONCE(sock->sk->sk_sndtimeo, tmo);
 	WRITE_ONCE(sock->sk->sk_rcvtimeo, tmo);
 	tcp_sock_set_nodelay(sock->sk);
-	ret = kernel_bind(sock, (struct sockaddr *)&l->url.local, alen);
+	ret = kernel_bind(sock, (struct sockaddr_unsized *)&l->url.local, alen);
 	if (ret) {
 		pr_info_ratelimited("link %u (%s): cannot bind the local address (%d)\n",
 				    l->id, l->url.text, ret);
 		return ret;
 	}
-	ret = engram_kernel_connect(sock, (struct sockaddr *)&l->url.addr, alen, 0);
+	ret = engram_kernel_connect(sock, (struct sockaddr_unsized *)&l->url.addr, alen, 0);
 	if (ret)
 		return ret == -EINPROGRESS ? -ETIMEDOUT : ret;
 

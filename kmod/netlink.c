@@ -12,6 +12,7 @@
 #include <net/genetlink.h>
 #include <net/netlink.h>
 
+#include "compat.h"
 #include "engram.h"
 #include "prefix.h"
 #include "link_table.h"

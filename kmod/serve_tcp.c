@@ -50,8 +50,8 @@
 #include <linux/in.h>
 #include <linux/in6.h>
 #include <linux/jiffies.h>
+#include <linux/kernel.h>
 #include <linux/list.h>
-#include <linux/math.h>
 #include <linux/minmax.h>
 #include <linux/mm.h>
 #include <linux/moduleparam.h>
@@ -922,7 +922,7 @@ int engram_serve_tcp_listen_start(struct engram_listener *l)
 	}
 	sk = sock->sk;
 	sock_set_reuseaddr(sk);
-	ret = kernel_bind(sock, (struct sockaddr *)&l->url.addr, alen);
+	ret = kernel_bind(sock, (struct sockaddr_unsized *)&l->url.addr, alen);
 	if (!ret)
 		ret = engram_kernel_listen(sock, ENGRAM_TCP_BACKLOG);
 	if (ret) {

@@ -38,6 +38,7 @@
 #include <linux/workqueue.h>
 #include <rdma/ib_verbs.h>
 
+#include "compat.h"
 #include "engram.h"
 #include "table.h"
 #include "wire.h"
@@ -207,7 +208,7 @@ static void engram_table_release(struct engram_table *t)
 
 	n = t->nr_pinned;
 	for (i = 0; i < n; i++) {
-		folio_put(page_folio(t->pages[i]));
+		put_page(t->pages[i]);
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
@@ -446,7 +447,7 @@ static int engram_table_open_file(struct engram_table *t, const struct engram_lo
 		goto err;
 	}
 	ret = -EOPNOTSUPP;
-	if (!file->f_mapping->a_ops->read_folio) {
+	if (!engram_compat_can_read_cache(file->f_mapping)) {
 		NL_SET_ERR_MSG_MOD(extack,
 				   "the file system has no page-cache read path (tmpfs?): put tables on a disk file system");
 		goto err;

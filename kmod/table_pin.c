@@ -14,11 +14,11 @@
 #include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/pagemap.h>
-#include <linux/pagevec.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
 #include <linux/swap.h>
 
+#include "compat.h"
 #include "table.h"
 
 /* Readahead window for loads: the whole file is wanted, so read big. */
@@ -55,9 +55,9 @@ static int engram_table_pin_hash(struct engram_table *t, struct shash_desc *desc
  * read a page's CMA pageblock type (get_pfnblock_flags_mask() is not
  * exported), so that check sees ZONE_MOVABLE only.
  */
-static bool engram_table_pin_movable(struct folio *folio)
+static bool engram_table_pin_movable(struct page *page)
 {
-	return folio_zonenum(folio) == ZONE_MOVABLE;
+	return page_zonenum(page) == ZONE_MOVABLE;
 }
 
 /*
@@ -76,30 +76,11 @@ static void engram_table_pin_drop_cached(struct engram_table *t, pgoff_t idx, pg
 	vfs_fadvise(t->file, start, len, POSIX_FADV_DONTNEED);
 }
 
-/*
- * Stream the file through the page cache as filemap_read() does: readahead
- * where a page is missing, asynchronous readahead when the cursor reaches
- * the marker of the previous window, so I/O runs ahead of hashing.
- * (fadvise(WILLNEED) would not do: it caps each call at the device's
- * readahead size.)  Returns the uptodate folio holding @idx, with a reference.
- */
-static struct folio *engram_table_pin_read_folio(struct engram_table *t, struct file_ra_state *ra,
-						 pgoff_t idx)
+/* Drop the references engram_compat_read_pages() took on @n pages. */
+static void engram_table_pin_put(struct page **pages, long n)
 {
-	DEFINE_READAHEAD(ractl, t->file, ra, t->mapping, idx);
-	unsigned long left = t->nr_pages - idx;
-	struct folio *folio;
-
-	/* NULL on older kernels, ERR_PTR(-ENOENT) on newer ones. */
-	folio = filemap_get_folio(t->mapping, idx);
-	if (IS_ERR_OR_NULL(folio)) {
-		page_cache_sync_ra(&ractl, left);
-	} else {
-		if (folio_test_readahead(folio))
-			page_cache_async_ra(&ractl, folio, left);
-		folio_put(folio);
-	}
-	return read_cache_folio(t->mapping, idx, NULL, t->file);
+	while (n-- > 0)
+		put_page(pages[n]);
 }
 
 /*
@@ -125,37 +106,30 @@ static int engram_table_pin_file(struct engram_table *t, struct shash_desc *desc
 
 	while (idx < t->nr_pages) {
 		u64 pos = (u64)idx << PAGE_SHIFT;
-		struct folio *folio;
-		pgoff_t first, cnt, i;
+		long cnt;
 
 		if (READ_ONCE(t->cancel))
 			return -ECANCELED;
-		folio = engram_table_pin_read_folio(t, &ra, idx);
-		if (!IS_ERR(folio) && engram_table_pin_movable(folio)) {
-			folio_put(folio);
+		cnt = engram_compat_read_pages(t->file, &ra, idx, t->nr_pages, t->pages + idx);
+		if (cnt > 0 && engram_table_pin_movable(t->pages[idx])) {
+			engram_table_pin_put(t->pages + idx, cnt);
 			engram_table_pin_drop_cached(t, idx, min_t(pgoff_t, ENGRAM_RA_PAGES,
 								   t->nr_pages - idx));
 			t->nr_moved += min_t(pgoff_t, ENGRAM_RA_PAGES, t->nr_pages - idx);
-			folio = engram_table_pin_read_folio(t, &ra, idx);
-			if (!IS_ERR(folio) && engram_table_pin_movable(folio)) {
-				folio_put(folio);
+			cnt = engram_compat_read_pages(t->file, &ra, idx, t->nr_pages,
+						       t->pages + idx);
+			if (cnt > 0 && engram_table_pin_movable(t->pages[idx])) {
+				engram_table_pin_put(t->pages + idx, cnt);
 				snprintf(msg, msglen,
 					 "page at offset %llu is in ZONE_MOVABLE and cannot be moved out (mapped or busy): close the file's other users and load again",
 					 pos);
 				return -EBUSY;
 			}
 		}
-		if (IS_ERR(folio)) {
+		if (cnt < 0) {
 			snprintf(msg, msglen, "read error at offset %llu", pos);
-			return PTR_ERR(folio);
+			return cnt;
 		}
-		/* The folio may be large and may start before idx. */
-		first = idx - folio->index;
-		cnt = min_t(pgoff_t, folio_nr_pages(folio) - first, t->nr_pages - idx);
-		if (cnt > 1)
-			folio_ref_add(folio, cnt - 1);
-		for (i = 0; i < cnt; i++)
-			t->pages[idx + i] = folio_page(folio, first + i);
 		WRITE_ONCE(t->nr_pinned, idx + cnt);
 
 		ret = engram_table_pin_hash(t, desc, idx, cnt);
@@ -182,15 +156,7 @@ static int engram_table_pin_file(struct engram_table *t, struct shash_desc *desc
  */
 void engram_table_pin_rescue(struct address_space *mapping)
 {
-	struct folio_batch fbatch;
-	pgoff_t index = 0;
-
-	folio_batch_init(&fbatch);
-	while (filemap_get_folios(mapping, &index, ~0UL, &fbatch)) {
-		check_move_unevictable_folios(&fbatch);
-		folio_batch_release(&fbatch);
-		cond_resched();
-	}
+	engram_compat_rescue_mapping(mapping);
 }
 
 static struct shash_desc *engram_table_pin_sha256_alloc(void)

@@ -4,7 +4,8 @@
 # `make check`: the whole test suite, as one TAP stream.
 #
 #   deps (fast when everything is present) -> tools -> module for KDIR ->
-#   module for the 6.1 and 6.12 test kernels -> style -> user-space unit tests ->
+#   module for the 6.1 and 6.12 test kernels -> style -> build matrix (5.10
+#   to 7.3-rc, RT, arm64 4K/16K: MATRIX) -> user-space unit tests ->
 #   DKMS install/remove -> make install into a scratch DESTDIR ->
 #   in-guest selftests under QEMU on 6.1, then 6.12
 #
@@ -200,6 +201,9 @@ done
 
 # --- style: checkpatch --strict and sparse must stay clean ------------------------
 run_build style "style: checkpatch --strict and sparse (C=2) clean" selftests/style.sh
+
+# --- build matrix: every supported kernel and architecture ------------------------
+run_tap matrix "[matrix]" selftests/build-matrix.sh
 
 # --- user-space unit tests -------------------------------------------------------
 run_tap unit "[unit]" make -s -C selftests/unit run

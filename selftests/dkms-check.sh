@@ -99,6 +99,19 @@ step "dkms add $name/$ver" dkms add "$tree" || exit 1
 step "dkms build -k $rel" dkms build "$name/$ver" -k "$rel" || exit 1
 step "dkms install -k $rel" dkms install "$name/$ver" -k "$rel" || exit 1
 
+# A kernel outside BUILD_EXCLUSIVE_KERNEL is refused up front, saying why,
+# and leaves what is installed alone.
+for k in 4.19.0-27-amd64 8.0.0-1-amd64; do
+	out=$(timeout 120 dkms build "$name/$ver" -k "$k" 2>&1)
+	rc=$?
+	if [ $rc -ne 0 ] && grep -q 'BUILD_EXCLUSIVE' <<<"$out"; then
+		ok "dkms build -k $k refused: BUILD_EXCLUSIVE_KERNEL (exit $rc)"
+	else
+		notok "dkms build -k $k refused: BUILD_EXCLUSIVE_KERNEL (exit $rc)"
+		tail -n 5 <<<"$out" | diag
+	fi
+done
+
 ko=$(ls /lib/modules/"$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null | head -n1)
 if [ -n "$ko" ]; then
 	ok "module installed under /lib/modules/$rel/updates/dkms ($(basename "$ko"))"

@@ -27,7 +27,7 @@ KDIR=${KDIR:-$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")}
 [ -n "$KDIR" ] && [ -d "$KDIR" ] || { echo "style: no kernel build tree (run 'make deps')" >&2; exit 1; }
 
 rc=0
-files=$(ls kmod/*.[ch] uapi/linux/*.h 2>/dev/null | grep -v "\.mod\.c$")
+files=$(ls kmod/*.[ch] kmod/probes/*.c uapi/linux/*.h 2>/dev/null | grep -v "\.mod\.c$")
 [ -n "$files" ] || { echo "style: no sources found" >&2; exit 1; }
 
 # --- checkpatch ----------------------------------------------------------------
