@@ -16,7 +16,8 @@
 # "N passed, N failed"; exits 1 if anything failed.  Full logs of every step:
 # build/logs/.
 #
-# Environment: KVERS (default "6.1 6.12"), CHECK_SKIP_VM=1 (no QEMU steps),
+# Environment: KVERS (default "6.1 6.12"; "5.10 7.2" in make check-kernels),
+# CHECK_SKIP_VM=1 (no QEMU steps),
 # GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
@@ -158,6 +159,10 @@ echo "# engram-rdma check: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -r), l
 
 # --- dependencies ----------------------------------------------------------------
 run_build deps "deps: build and test dependencies installed" selftests/vm/deps.sh
+# The other kernels' headers (the build matrix) and images (5.10 and 7.2,
+# make check-kernels), unpacked into the cache: seconds when present.
+run_build kheaders "deps: other kernels' headers and images in ${CACHE:-/var/cache/engram-rdma}/kheaders" \
+	selftests/vm/kheaders.sh
 
 # The debug kernel takes a quarter of an hour of both cores when it is not
 # cached: start it now, behind everything else.

@@ -50,7 +50,9 @@ set +e
 # The debug kernel's module counts its lines (gcov) and edges (KCOV).
 cov=0
 [ "$KVER" != debug ] || cov=1
-timeout 1200 make -C "$kdir" M="$out" W=1 ENGRAM_COVERAGE=$cov -j"$(nproc)" modules \
+# The cached kernels' own compiler may not be here (kheaders.sh makeflags).
+read -r -a extra <<<"$("$here/kernels.sh" makeflags "$KVER")"
+timeout 1200 make -C "$kdir" M="$out" W=1 ENGRAM_COVERAGE=$cov "${extra[@]}" -j"$(nproc)" modules \
 	>"$out/build.log" 2>&1
 rc=$?
 set -e
@@ -59,9 +61,16 @@ if [ $rc -ne 0 ]; then
 	echo "build-module: FAILED for $rel (make exit $rc)" >&2
 	exit 1
 fi
-if grep -qi 'warning:' "$out/build.log"; then
+warn=$(grep -i 'warning:' "$out/build.log" || true)
+case " ${extra[*]} " in
+*" CC="*)
+	# A stand-in for the kernel's own compiler: what it says about the
+	# kernel's headers is not the module's business (build-matrix.sh).
+	warn=$(grep -v -e "^${kdir%/*}/" -e 'pahole version differs' <<<"$warn" || true) ;;
+esac
+if [ -n "$warn" ]; then
 	echo "build-module: FAILED for $rel: the build printed warnings:" >&2
-	grep -i 'warning:' "$out/build.log" >&2
+	echo "$warn" >&2
 	# Make the next (incremental) build recompile and report them again.
 	find "$out" -name '*.o' -delete
 	rm -f "$out/kmod/engram_rdma.ko"

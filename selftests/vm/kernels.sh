@@ -12,13 +12,26 @@
 #   kernels.sh modroot KVER   the debug kernel's lib/modules/<release> under
 #                             $CACHE (nothing for Debian's kernels)
 #
+#   kernels.sh makeflags KVER extra make arguments to build for KVER
+#
 # KVER "debug" is the kernel selftests/vm/debug-kernel.sh built, recorded in
-# $CACHE/debug-kernel.env; it lives in the cache, not under /boot.
+# $CACHE/debug-kernel.env; it lives in the cache, not under /boot.  KVER
+# "5.10" and "7.2" are Debian's bullseye and sid kernels that kheaders.sh
+# unpacked into the cache (headers and image); they too stay out of /boot.
 #
 # Prints nothing and exits 0 when the kernel is not installed, so that
 # $(shell ...) in a Makefile degrades to an empty value.
 set -u
 CACHE=${CACHE:-/var/cache/engram-rdma}
+KH=$(dirname "$0")/kheaders.sh
+
+# cached KVER: the kheaders.sh tree of a kernel kept in the cache.
+cached() {
+	case "${1:-}" in
+	5.10 | 7.2) echo "x86-$1" ;;
+	*) return 1 ;;
+	esac
+}
 
 # debug VAR: a value debug-kernel.sh recorded (nothing before it ran).
 debug() {
@@ -26,7 +39,11 @@ debug() {
 }
 
 release() {
-	local var
+	local var t
+	if t=$(cached "${1:-}"); then
+		"$KH" release "$t" 2>/dev/null
+		return 0
+	fi
 	case "${1:-}" in
 	debug) debug KREL_DEBUG; return 0 ;;
 	6.1) var=KREL_6_1 ;;
@@ -54,7 +71,16 @@ kdir)
 	r=$(release "${2:-}") || exit 2
 	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
 	;;
+makeflags)
+	if t=$(cached "${2:-}"); then "$KH" makeflags "$t" 2>/dev/null; fi
+	;;
 builddir)
+	if t=$(cached "${2:-}"); then
+		# Only with the image: a module for a kernel the guests cannot boot
+		# is the matrix's business.
+		[ -n "$("$KH" release "$t" 2>/dev/null)" ] && "$KH" kdir "$t" 2>/dev/null
+		exit 0
+	fi
 	if [ "${2:-}" = debug ]; then
 		d=$(debug KDIR_DEBUG)
 		if [ -n "$d" ] && [ -d "$d" ]; then echo "$d"; fi
@@ -67,11 +93,13 @@ release)
 	release "${2:-}" || exit 2
 	;;
 modroot)
+	if t=$(cached "${2:-}"); then "$KH" modroot "$t" 2>/dev/null; exit 0; fi
 	[ "${2:-}" = debug ] || exit 0
 	d=$(debug MODROOT_DEBUG)
 	if [ -n "$d" ] && [ -d "$d" ]; then echo "$d"; fi
 	;;
 vmlinuz)
+	if t=$(cached "${2:-}"); then "$KH" vmlinuz "$t" 2>/dev/null; exit 0; fi
 	if [ "${2:-}" = debug ]; then
 		v=$(debug VMLINUZ_DEBUG)
 		if [ -n "$v" ] && [ -e "$v" ]; then echo "$v"; fi
@@ -81,7 +109,7 @@ vmlinuz)
 	[ -n "$r" ] && [ -e "/boot/vmlinuz-$r" ] && echo "/boot/vmlinuz-$r"
 	;;
 *)
-	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot KVER" >&2
+	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot|makeflags KVER" >&2
 	exit 2
 	;;
 esac

@@ -37,12 +37,21 @@
 # build with what is on this machine (CC falls back to gcc-12 when the
 # kernel's own gcc-N is missing).
 #
+# Kernel images, for the trees the guests also boot (IMAGES below): the
+# linux-image package of the same release (the -unsigned one where there is
+# one), unpacked beside the headers under $CACHE/kheaders/<name>-image/,
+# with modules.dep made by depmod -b there.  Nothing goes to /boot or
+# /lib/modules of the machine.
+#
 # Usage: kheaders.sh [--refresh]  fetch/unpack what is missing, then print
 #                                 one line per tree: name release KDIR
 #                                 (--refresh: apt-get update, re-resolve)
 #        kheaders.sh list         print the lines for the trees present
 #        kheaders.sh kdir NAME    KDIR of tree NAME (nothing if absent)
 #        kheaders.sh makeflags NAME  extra make arguments for tree NAME
+#        kheaders.sh release|vmlinuz|modroot NAME
+#                                 the booted kernel's release, image and
+#                                 lib/modules/<release> (nothing if absent)
 # Quick (no network, no apt) when every tree is already unpacked.
 set -euo pipefail
 
@@ -59,6 +68,8 @@ TREES=(
 	"arm64-6.12|arm64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-arm64$"
 	"arm64-6.12-16k|arm64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-arm64-16k$"
 )
+# Trees whose kernel image is unpacked too: the guests boot them.
+IMAGES=(x86-5.10 x86-7.2)
 # Where the newer libc6 for host tools built against one comes from.
 LIBC_SUITE=sid
 
@@ -92,6 +103,13 @@ tree_ok() {
 		fi
 	done
 	return 0
+}
+
+image_ok() {
+	local v m
+	v=$(stamp_get "$1-image" VMLINUZ)
+	m=$(stamp_get "$1-image" MODROOT)
+	[ -n "$v" ] && [ -f "$v" ] && [ -f "$m/modules.dep" ] && [ -f "$m/modules.builtin" ]
 }
 
 print_line() {
@@ -154,6 +172,17 @@ makeflags)
 	makeflags "$name"
 	exit 0
 	;;
+release | vmlinuz | modroot)
+	name=${2:?usage: kheaders.sh $1 NAME}
+	tree_field "$name" 1 >/dev/null || die "unknown tree '$name'"
+	image_ok "$name" || exit 0
+	case "$1" in
+	release) stamp_get "$name-image" RELEASE ;;
+	vmlinuz) stamp_get "$name-image" VMLINUZ ;;
+	modroot) stamp_get "$name-image" MODROOT ;;
+	esac
+	exit 0
+	;;
 list)
 	for t in "${TREES[@]}"; do
 		n=${t%%|*}
@@ -171,6 +200,7 @@ REFRESH=0
 if [ $REFRESH -eq 0 ]; then
 	all=1
 	for t in "${TREES[@]}"; do tree_ok "${t%%|*}" || { all=0; break; }; done
+	for t in "${IMAGES[@]}"; do image_ok "$t" || { all=0; break; }; done
 	[ -x "$KHDIR/sparse-sid/sparse" ] || all=0
 	if [ $all -eq 1 ]; then
 		for t in "${TREES[@]}"; do print_line "${t%%|*}"; done
@@ -260,7 +290,7 @@ for s in "${SUITES[@]}"; do
 			/^Architecture: / { arch = $2 }
 			/^Depends: / { d = substr($0, 10) }
 			/^$/ {
-				if (p ~ /^(linux-(headers|kbuild|base)-[0-9]|sparse$|libc6$|libelf1t64$|libelf1$|libzstd1$|zlib1g$)/) {
+				if (p ~ /^(linux-(headers|kbuild|base|image|binary|modules)-[0-9]|sparse$|libc6$|libelf1t64$|libelf1$|libzstd1$|zlib1g$)/) {
 					gsub(/ /, "", d)
 					print s, arch, p, v, d
 				}
@@ -531,14 +561,90 @@ EOW
 	mv "$dir.new" "$dir"
 }
 
+# The kernel image of tree $1's release, for booting in a guest.
+image_tree() {
+	local name=$1 arch suites_csv rel ver x p dir v a vmlinuz modroot
+	arch=$(tree_field "$name" 2)
+	suites_csv=$(tree_field "$name" 3)
+	rel=$(stamp_get "$name" RELEASE)
+	[ -n "$rel" ] || { log "$name: no headers, so no image"; return 1; }
+	dir=$KHDIR/$name-image
+	if image_ok "$name" && [ "$(stamp_get "$name-image" RELEASE)" = "$rel" ]; then
+		return 0
+	fi
+	local deps dep pkgs=()
+	for p in "linux-image-$rel-unsigned" "linux-image-$rel"; do
+		x=$(awk -v p="$p" -v a="$arch" -v ss=",$suites_csv," \
+			'$3 == p && $2 == a && index(ss, "," $1 ",") { print $4, $2, $5 }' "$INDEX" |
+			sort -u | newest) && break
+	done
+	[ -n "$x" ] || { log "$name: no linux-image-$rel(-unsigned) in $suites_csv"; return 1; }
+	read -r v a deps <<<"$x"
+	pkgs+=("$p $v $a")
+	# 7.x splits the image into linux-binary (vmlinuz) and linux-modules.
+	for dep in ${deps//,/ }; do
+		dep=${dep%%|*}
+		dep=${dep%%(*}
+		case "$dep" in
+		linux-binary-"$rel" | linux-modules-"$rel")
+			local sl; IFS=, read -r -a sl <<<"$suites_csv"
+			x=$(lookup "$dep" "$arch" "${sl[@]}") || { log "$name: $dep not found"; return 1; }
+			read -r v a <<<"$x"
+			pkgs+=("$dep $v $a") ;;
+		esac
+	done
+	fetch "${pkgs[@]}"
+	log "$name: unpacking ${pkgs[*]}"
+	rm -rf "$dir.new"
+	mkdir -p "$dir.new"
+	for x in "${pkgs[@]}"; do
+		read -r p v a <<<"$x"
+		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new"
+	done
+	# boot/vmlinuz-<rel>, or (7.x) usr/lib/modules/<rel>/vmlinuz.
+	vmlinuz=$(find "$dir.new" -maxdepth 5 \( -name "vmlinuz-$rel" -o -path "*/modules/$rel/vmlinuz" \) |
+		head -n1)
+	modroot=$(find "$dir.new" -maxdepth 4 -type d -path "*/lib/modules/$rel" | head -n1)
+	if [ -z "$vmlinuz" ] || [ -z "$modroot" ]; then
+		log "$name: ${pkgs[*]}: no vmlinuz or lib/modules/$rel"
+		rm -rf "$dir.new"
+		return 1
+	fi
+	# 7.x ships modules.builtin* and modules.order with the headers: without
+	# them modprobe takes built-in drivers for missing modules.
+	for x in modules.builtin modules.builtin.modinfo modules.order; do
+		[ -e "$modroot/$x" ] && continue
+		p=$(find "$KHDIR/$name" -maxdepth 5 -path "*/modules/$rel/$x" | head -n1)
+		[ -n "$p" ] && cp "$p" "$modroot/$x"
+	done
+	# The tree as modprobe -d sees it: the directory above lib/modules.
+	depmod -b "${modroot%/lib/modules/*}" "$rel" || { log "$name: depmod failed"; return 1; }
+	rm -rf "$dir"
+	mv "$dir.new" "$dir"
+	{
+		echo "RELEASE=$rel"
+		printf 'PACKAGE=%s\n' "${pkgs[@]}"
+		echo "VMLINUZ=$dir${vmlinuz#"$dir.new"}"
+		echo "MODROOT=$dir${modroot#"$dir.new"}"
+	} > "$dir/.kheaders"
+}
+
 rc=0
 sparse_tool || rc=1
 for t in "${TREES[@]}"; do
 	IFS='|' read -r n a s r <<<"$t"
 	build_tree "$n" "$a" "$s" "$r" || rc=1
 done
+for t in "${IMAGES[@]}"; do
+	image_tree "$t" || rc=1
+done
 for t in "${TREES[@]}"; do
 	n=${t%%|*}
 	if tree_ok "$n"; then print_line "$n"; else log "$n: not available"; rc=1; fi
+done
+for t in "${IMAGES[@]}"; do
+	if image_ok "$t"; then
+		printf '%-15s %-28s %s\n' "$t" "(image)" "$(stamp_get "$t-image" VMLINUZ)"
+	fi
 done
 exit $rc
