@@ -33,7 +33,10 @@
 #include "engram.h"
 #include "inject.h"
 
-/* Pages per scatterlist: 1 GiB with 4 KiB pages; bounds one map call. */
+/*
+ * Pages per scatterlist, which bounds one map call: 1 GiB of 4 KiB pages,
+ * 4 GiB of 16 KiB ones.
+ */
 #define ENGRAM_DMA_CHUNK	BIT(18)
 
 struct engram_dma_map {

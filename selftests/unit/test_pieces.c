@@ -17,8 +17,10 @@
 #include "tap.h"
 
 #define ROW	264
-#define PAGE	4096ULL
 #define MAXP	16
+
+/* The kernel's PAGE_SIZE: 4 KiB, or 16 or 64 KiB on arm64 (issue 14). */
+static u64 page_size = 4096;
 
 static struct engram_pieces_piece out[MAXP];
 static u32 n;
@@ -27,7 +29,7 @@ static int cut(u32 rows, u32 stride, const struct engram_pieces_dest *d, unsigne
 	       u64 window, u32 max)
 {
 	memset(out, 0xa5, sizeof(out));
-	return engram_pieces_cut(rows, stride, ROW, d, nd, window, PAGE, out, max, &n);
+	return engram_pieces_cut(rows, stride, ROW, d, nd, window, page_size, out, max, &n);
 }
 
 /*
@@ -44,7 +46,7 @@ static const char *check(u32 rows, u32 stride, const struct engram_pieces_dest *
 
 	for (i = 0; i < n; i++) {
 		const struct engram_pieces_piece *p = &out[i];
-		u64 first_page_off = (d[p->dest].addr + p->off) % PAGE;
+		u64 first_page_off = (d[p->dest].addr + p->off) % page_size;
 
 		if (p->dest < cur || p->dest >= nd)
 			return "pieces out of range order";
@@ -77,42 +79,42 @@ static void test_fixed(void)
 	};
 	struct engram_pieces_dest odd = { .addr = 0x10000 + 4000, .off = 0, .len = 1 << 20 };
 
-	tap_ok(!cut(10, ROW, &one, 1, 64 * PAGE, MAXP) && n == 1 && out[0].dest == 0 &&
+	tap_ok(!cut(10, ROW, &one, 1, 64 * page_size, MAXP) && n == 1 && out[0].dest == 0 &&
 	       out[0].off == 0 && out[0].len == 10 * ROW, "10 rows in one window: one piece");
-	tap_ok(!cut(1, 1000, &one, 1, 64 * PAGE, MAXP) && n == 1 && out[0].len == ROW,
+	tap_ok(!cut(1, 1000, &one, 1, 64 * page_size, MAXP) && n == 1 && out[0].len == ROW,
 	       "one row takes row bytes, not a stride");
-	tap_ok(!cut(1000, ROW, &one, 1, 16 * PAGE, MAXP) && n == 5 &&
-	       !check(1000, ROW, &one, 1, 16 * PAGE),
+	tap_ok(!cut(1000, ROW, &one, 1, 16 * page_size, MAXP) && n == 5 &&
+	       !check(1000, ROW, &one, 1, 16 * page_size),
 	       "264,000 bytes over 64 KiB windows: 5 pieces, cut between rows");
 	tap_ok(out[0].len == 248 * ROW, "the first piece ends at the last whole row (%llu)",
 	       (unsigned long long)out[0].len);
-	tap_ok(!cut(20, ROW, two, 2, 64 * PAGE, MAXP) && n == 2 && out[0].dest == 0 &&
+	tap_ok(!cut(20, ROW, two, 2, 64 * page_size, MAXP) && n == 2 && out[0].dest == 0 &&
 	       out[0].off == 100 && out[0].len == 10 * ROW && out[1].dest == 1 &&
 	       out[1].off == 0 && out[1].len == 10 * ROW, "two ranges, 10 rows each");
-	tap_ok(!cut(20, ROW, &odd, 1, 2 * PAGE, MAXP) && n == 2 && out[0].len == 15 * ROW &&
-	       !check(20, ROW, &odd, 1, 2 * PAGE),
+	tap_ok(!cut(20, ROW, &odd, 1, 2 * page_size, MAXP) && n == 2 && out[0].len == 15 * ROW &&
+	       !check(20, ROW, &odd, 1, 2 * page_size),
 	       "a buffer 96 bytes before a page end, two-page windows: 15 rows, then 5");
 
 	one.len = 9 * ROW;
-	tap_ok(cut(10, ROW, &one, 1, 64 * PAGE, MAXP) == -ENOSPC, "rows beyond the range: ENOSPC");
+	tap_ok(cut(10, ROW, &one, 1, 64 * page_size, MAXP) == -ENOSPC, "rows beyond the range: ENOSPC");
 	one.len = 9 * ROW + ROW - 1;
-	tap_ok(cut(10, ROW, &one, 1, 64 * PAGE, MAXP) == -ENOSPC, "one byte short: ENOSPC");
+	tap_ok(cut(10, ROW, &one, 1, 64 * page_size, MAXP) == -ENOSPC, "one byte short: ENOSPC");
 	one.len = 1 << 20;
 	two[0].len = 10 * ROW + 1;
-	tap_ok(cut(20, ROW, two, 2, 64 * PAGE, MAXP) == -EINVAL,
+	tap_ok(cut(20, ROW, two, 2, 64 * page_size, MAXP) == -EINVAL,
 	       "a row across the end of a range: EINVAL");
 	two[0].len = 5 * 512 + 100;
-	tap_ok(cut(20, 512, two, 2, 64 * PAGE, MAXP) == -EINVAL,
+	tap_ok(cut(20, 512, two, 2, 64 * page_size, MAXP) == -EINVAL,
 	       "stride 512: a range that ends inside a row: EINVAL");
 	two[0].len = 5 * 512;
-	tap_ok(!cut(20, 512, two, 2, 64 * PAGE, MAXP) && !check(20, 512, two, 2, 64 * PAGE),
+	tap_ok(!cut(20, 512, two, 2, 64 * page_size, MAXP) && !check(20, 512, two, 2, 64 * page_size),
 	       "a range that ends exactly at a stride boundary");
 	two[0].len = 4 * 512 + ROW + 10;
-	tap_ok(!cut(20, 512, two, 2, 64 * PAGE, MAXP) && !check(20, 512, two, 2, 64 * PAGE),
+	tap_ok(!cut(20, 512, two, 2, 64 * page_size, MAXP) && !check(20, 512, two, 2, 64 * page_size),
 	       "a range that ends inside a stride gap");
-	tap_ok(cut(1000, ROW, &one, 1, 16 * PAGE, 4) == -E2BIG,
+	tap_ok(cut(1000, ROW, &one, 1, 16 * page_size, 4) == -E2BIG,
 	       "five pieces needed, four allowed: E2BIG");
-	tap_ok(cut(2, ROW, &odd, 1, PAGE, MAXP) == -E2BIG,
+	tap_ok(cut(2, ROW, &odd, 1, page_size, MAXP) == -E2BIG,
 	       "96 bytes left of a one-page window hold no row: E2BIG");
 }
 
@@ -132,7 +134,7 @@ static void test_random(void)
 		struct engram_pieces_dest d[MAXP];
 		u32 stride = ROW + (random() % 2 ? 0 : (u32)rnd(1, 4000));
 		u32 rows = (u32)rnd(1, 3000), left = rows, nd = 0;
-		u64 window = rnd(1, 32) * PAGE;
+		u64 window = rnd(1, 32) * page_size;
 		int ret;
 
 		while (left && nd < MAXP) {
@@ -165,14 +167,40 @@ static void test_random(void)
 		if (bad > 5)
 			break;
 	}
-	tap_ok(!bad, "20,000 random destinations: %u cut by the rules, %u need more than %d pieces",
-	       ok, refused, MAXP);
+	tap_ok(!bad, "%llu KiB pages: 20,000 random destinations: %u cut by the rules, %u need more than %d pieces",
+	       (unsigned long long)page_size >> 10, ok, refused, MAXP);
 	tap_ok(ok > 1000 && refused > 100, "both outcomes are exercised");
+}
+
+/* The batch ioctl.rst describes, in windows of 512 pages of each size. */
+static void test_page_sizes(void)
+{
+	struct engram_pieces_dest d = { .addr = 0x7f0000000000ULL, .off = 0, .len = 49152 * ROW };
+	static const struct { u64 page; u32 pieces; } want[] = {
+		{ 4096, 7 }, { 16384, 2 }, { 65536, 1 },
+	};
+	unsigned int i;
+
+	for (i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		page_size = want[i].page;
+		tap_ok(!cut(49152, ROW, &d, 1, 512 * page_size, MAXP) && n == want[i].pieces &&
+		       !check(49152, ROW, &d, 1, 512 * page_size),
+		       "49,152 rows in 512-page windows of %llu KiB pages: %u pieces",
+		       (unsigned long long)page_size >> 10, want[i].pieces);
+	}
+	page_size = 4096;
 }
 
 int main(void)
 {
+	static const u64 pages[] = { 4096, 16384, 65536 };
+	unsigned int i;
+
 	test_fixed();
-	test_random();
+	test_page_sizes();
+	for (i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
+		page_size = pages[i];
+		test_random();
+	}
 	return tap_done();
 }

@@ -25,8 +25,6 @@
 #include "local.h"
 #include "safetensors.h"
 
-/* O_DIRECT wants offsets, lengths and memory aligned to the logical block. */
-#define LOCAL_ALIGN	4096u
 #define LOCAL_HASH_CHUNK	(1u << 20)
 
 /* "1", "yes", "true", "on" and their opposites; anything else is -EINVAL. */
@@ -236,6 +234,32 @@ static int local_header(int fd, uint64_t size, struct st_file **st)
 	return ret;
 }
 
+/*
+ * What O_DIRECT wants offsets, lengths and memory aligned to: what the file
+ * system says (statx's STATX_DIOALIGN, Linux 6.1 on), else the page size,
+ * which no logical block exceeds (4 KiB, or 16 and 64 KiB on arm64 kernels
+ * built so), rather than a fixed 4 KiB.
+ */
+static uint32_t local_dio_align(int fd)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uint32_t a = pg >= 512 ? (uint32_t)pg : 4096;
+#ifdef STATX_DIOALIGN
+	struct statx stx;
+
+	if (!statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) &&
+	    (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align) {
+		uint32_t d = stx.stx_dio_offset_align > stx.stx_dio_mem_align ?
+			     stx.stx_dio_offset_align : stx.stx_dio_mem_align;
+
+		/* posix_memalign() wants a power of two. */
+		if (d >= 512 && !(d & (d - 1)))
+			a = d;
+	}
+#endif
+	return a;
+}
+
 /**
  * local_open() - open a local copy and find a table's tensors in it
  * @path: the safetensors file
@@ -285,6 +309,7 @@ int local_open(const char *path, const char *tensor, struct local_copy **out)
 	lc->scale_offset = eg.scale_offset;
 	/* tmpfs and some others refuse O_DIRECT: buffered reads then. */
 	lc->fd_direct = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+	lc->dio_align = local_dio_align(lc->fd);
 	*out = lc;
 	return 0;
 err:
@@ -450,9 +475,9 @@ int local_verify(struct local_copy *lc, enum local_check check, uint64_t rows,
 static int local_read(struct local_copy *lc, uint8_t *dst, size_t len, uint64_t off,
 		      uint8_t *bounce)
 {
-	uint64_t start = off & ~(uint64_t)(LOCAL_ALIGN - 1);
-	size_t span = (size_t)(((off + len + LOCAL_ALIGN - 1) & ~(uint64_t)(LOCAL_ALIGN - 1)) -
-			       start);
+	uint64_t mask = (uint64_t)lc->dio_align - 1;
+	uint64_t start = off & ~mask;
+	size_t span = (size_t)(((off + len + mask) & ~mask) - start);
 	size_t got;
 	int ret;
 
@@ -512,7 +537,7 @@ int local_read_rows(struct local_copy *lc, const uint32_t *rows, uint32_t nr_row
 		}
 	}
 	/* Two blocks hold any 256-byte piece, whatever its alignment. */
-	if (posix_memalign((void **)&bounce, LOCAL_ALIGN, 2 * LOCAL_ALIGN))
+	if (posix_memalign((void **)&bounce, lc->dio_align, 2 * (size_t)lc->dio_align))
 		return -ENOMEM;
 	for (i = 0; i < nr_rows; i++) {
 		uint8_t *dst;

@@ -50,6 +50,7 @@ struct local_copy {
 	int fd;				/* buffered */
 	int fd_direct;			/* O_DIRECT, or -1 when refused */
 	bool direct_failed;		/* a read with O_DIRECT got EINVAL: buffered from now on */
+	uint32_t dio_align;		/* O_DIRECT's offset, length and memory alignment */
 	char *path;
 	uint64_t rows;
 	uint64_t weight_offset;		/* absolute, in the file */
