@@ -95,10 +95,13 @@ style:
 	selftests/style.sh
 
 # The module with W=1 and sparse against every supported kernel and
-# architecture (5.10 to 7.3-rc, RT, arm64 with 4K and 16K pages); the
-# header trees are Debian's packages unpacked into $(CACHE), not installed.
+# architecture (5.10 to 7.3-rc, RT, arm64 with 4K and 16K pages), and the
+# tools, libengram and guest programs cross-built for arm64; the header
+# trees and the arm64 sysroot are Debian's packages unpacked into $(CACHE),
+# not installed.
 matrix: deps
 	selftests/build-matrix.sh
+	selftests/cross-arm64.sh
 
 # CMD and MODPARAMS reach run.sh verbatim (no make expansion: $ and quotes
 # survive).  run.sh builds the module for KVER itself (out of tree, build/).

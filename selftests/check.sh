@@ -5,7 +5,8 @@
 #
 #   deps (fast when everything is present) -> tools -> module for KDIR ->
 #   module for the 6.1 and 6.12 test kernels -> style -> build matrix (5.10
-#   to 7.3-rc, RT, arm64 4K/16K: MATRIX) -> user-space unit tests ->
+#   to 7.3-rc, RT, arm64 4K/16K: MATRIX; the user-space side cross-built for
+#   arm64) -> user-space unit tests ->
 #   DKMS install/remove -> make install into a scratch DESTDIR ->
 #   in-guest selftests under QEMU on 6.1, then 6.12
 #
@@ -209,6 +210,7 @@ run_build style "style: checkpatch --strict and sparse (C=2) clean" selftests/st
 
 # --- build matrix: every supported kernel and architecture ------------------------
 run_tap matrix "[matrix]" selftests/build-matrix.sh
+run_tap cross-arm64 "[matrix]" selftests/cross-arm64.sh
 
 # --- user-space unit tests -------------------------------------------------------
 run_tap unit "[unit]" make -s -C selftests/unit run

@@ -36,7 +36,7 @@ BASE_PKGS=(
 	linux-source-6.1 clang gnuplot-nox python3 python3-numpy
 	e2fsprogs iproute2 util-linux coreutils
 	flex bison bc libelf-dev lcov
-	gcc-aarch64-linux-gnu pahole
+	gcc-aarch64-linux-gnu libc6-dev-arm64-cross pahole
 )
 
 log() { echo "deps: $*" >&2; }

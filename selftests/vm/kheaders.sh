@@ -68,6 +68,12 @@ TREES=(
 	"arm64-6.12|arm64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-arm64$"
 	"arm64-6.12-16k|arm64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-arm64-16k$"
 )
+# The arm64 sysroot the tools, libengram and the guest programs are
+# cross-built against (bookworm's, as on the machine): development files
+# and the libraries they link, unpacked into $CACHE/kheaders/arm64-sysroot.
+SYSROOT_PKGS=(libnl-3-200 libnl-3-dev libnl-genl-3-200 libnl-genl-3-dev libnl-route-3-200
+	libnl-route-3-dev libjansson4 libjansson-dev libssl3 libssl-dev libibverbs1
+	libibverbs-dev librdmacm1 librdmacm-dev)
 # Trees whose kernel image is unpacked too: the guests boot them.
 IMAGES=(x86-5.10 x86-7.2)
 # Where the newer libc6 for host tools built against one comes from.
@@ -202,6 +208,7 @@ if [ $REFRESH -eq 0 ]; then
 	for t in "${TREES[@]}"; do tree_ok "${t%%|*}" || { all=0; break; }; done
 	for t in "${IMAGES[@]}"; do image_ok "$t" || { all=0; break; }; done
 	[ -x "$KHDIR/sparse-sid/sparse" ] || all=0
+	grep -qs '^LAYOUT=merged-usr$' "$KHDIR/arm64-sysroot/.kheaders" || all=0
 	if [ $all -eq 1 ]; then
 		for t in "${TREES[@]}"; do print_line "${t%%|*}"; done
 		exit 0
@@ -220,16 +227,19 @@ mkdir -p "$APTDIR/lists/partial" "$APTDIR/archives/partial" "$APTDIR/cache" \
 if id _apt >/dev/null 2>&1; then
 	chown _apt:root "$APTDIR/archives" "$APTDIR/archives/partial" 2>/dev/null || true
 fi
-SUITES=(bullseye bullseye-security bookworm-backports sid experimental)
-if [ ! -s "$APTDIR/sources.list" ]; then
-	kr=/usr/share/keyrings/debian-archive-keyring.gpg
-	tmp=$(mktemp "$APTDIR/.sources.XXXXXX")
-	for s in "${SUITES[@]}"; do
-		case "$s" in
-		*-security) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian-security $s main" ;;
-		*) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian $s main" ;;
-		esac
-	done > "$tmp"
+SUITES=(bookworm bookworm-security bullseye bullseye-security bookworm-backports sid experimental)
+kr=/usr/share/keyrings/debian-archive-keyring.gpg
+tmp=$(mktemp "$APTDIR/.sources.XXXXXX")
+for s in "${SUITES[@]}"; do
+	case "$s" in
+	*-security) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian-security $s main" ;;
+	*) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian $s main" ;;
+	esac
+done > "$tmp"
+# Rewritten when the suites change (a suite without lists then updates).
+if cmp -s "$tmp" "$APTDIR/sources.list"; then
+	rm -f "$tmp"
+else
 	chmod 0644 "$tmp"
 	mv -f "$tmp" "$APTDIR/sources.list"
 fi
@@ -290,7 +300,7 @@ for s in "${SUITES[@]}"; do
 			/^Architecture: / { arch = $2 }
 			/^Depends: / { d = substr($0, 10) }
 			/^$/ {
-				if (p ~ /^(linux-(headers|kbuild|base|image|binary|modules)-[0-9]|sparse$|libc6$|libelf1t64$|libelf1$|libzstd1$|zlib1g$)/) {
+				if (p ~ /^(linux-(headers|kbuild|base|image|binary|modules)-[0-9]|sparse$|libc6$|libelf1t64$|libnl-(3|genl-3|route-3)-(200|dev)$|libjansson(4|-dev)$|libssl(3|-dev)$|lib(ibverbs|rdmacm)(1|-dev)$|libelf1$|libzstd1$|zlib1g$)/) {
 					gsub(/ /, "", d)
 					print s, arch, p, v, d
 				}
@@ -629,8 +639,44 @@ image_tree() {
 	} > "$dir/.kheaders"
 }
 
+# The arm64 sysroot: SYSROOT_PKGS from bookworm, unpacked.
+sysroot_tree() {
+	local dir=$KHDIR/arm64-sysroot p x v a pkgs=()
+	for p in "${SYSROOT_PKGS[@]}"; do
+		x=$(lookup "$p" arm64 bookworm bookworm-security) || { log "no $p (arm64) in bookworm"; return 1; }
+		read -r v a <<<"$x"
+		pkgs+=("$p $v $a")
+	done
+	if grep -qs '^LAYOUT=merged-usr$' "$dir/.kheaders" &&
+	   [ "$(sed -n 's/^PACKAGE=//p' "$dir/.kheaders")" = "$(printf '%s\n' "${pkgs[@]}")" ]; then
+		return 0
+	fi
+	fetch "${pkgs[@]}"
+	log "arm64-sysroot: unpacking ${#pkgs[@]} packages"
+	rm -rf "$dir.new"
+	mkdir -p "$dir.new"
+	for x in "${pkgs[@]}"; do
+		read -r p v a <<<"$x"
+		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new"
+	done
+	# Merged /usr, as the machine's: bookworm's libnl ships in /lib.
+	if [ -d "$dir.new/lib" ] && [ ! -L "$dir.new/lib" ]; then
+		mkdir -p "$dir.new/usr/lib"
+		cp -a "$dir.new/lib/." "$dir.new/usr/lib/"
+		rm -rf "$dir.new/lib"
+		ln -s usr/lib "$dir.new/lib"
+	fi
+	# Development symlinks are absolute (/usr/lib/...): into the sysroot.
+	fix_symlinks "$dir.new"
+	printf 'PACKAGE=%s\n' "${pkgs[@]}" > "$dir.new/.kheaders"
+	echo "LAYOUT=merged-usr" >> "$dir.new/.kheaders"
+	rm -rf "$dir"
+	mv "$dir.new" "$dir"
+}
+
 rc=0
 sparse_tool || rc=1
+sysroot_tree || rc=1
 for t in "${TREES[@]}"; do
 	IFS='|' read -r n a s r <<<"$t"
 	build_tree "$n" "$a" "$s" "$r" || rc=1
