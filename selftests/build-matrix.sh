@@ -121,7 +121,9 @@ n=$((n + 1))
 kdir=$(selftests/vm/kernels.sh builddir 6.12)
 out=$root/build/matrix/too-old
 mkdir -p "$out"
-rsync -a --delete Kbuild kmod uapi "$out/"
+# Sources only: an in-tree build (make module) leaves objects beside them.
+rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+	--exclude='.*.cmd' --exclude='compat_probed.h' Kbuild kmod uapi "$out/"
 msg=$(timeout 300 make -C "${kdir:-/nonexistent}" M="$out" VERSION=5 PATCHLEVEL=4 modules 2>&1)
 rc=$?
 if [ $rc -ne 0 ] && grep -q 'engram-rdma builds for Linux 5.10 and newer; this kernel is 5.4' <<<"$msg" &&

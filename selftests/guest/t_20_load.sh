@@ -34,7 +34,7 @@ check "state is ready" test "$(field state)" = ready
 check "sha256 equals sha256sum of the file" test "$(field sha256)" = "$want"
 check "row count is the file's" test "$(field rows)" = 1020000
 check "pinned bytes equal the file's pages" \
-	test "$(field pinned_bytes)" = $(((size + 4095) / 4096 * 4096))
+	test "$(field pinned_bytes)" = $(((size + PAGE - 1) / PAGE * PAGE))
 meta=$(field meta_bytes)
 diag "metadata $meta bytes for $size file bytes"
 check "metadata is at most 0.5% of the file" test $((meta * 200)) -le "$size"
