@@ -22,7 +22,8 @@
 # GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
-# and "6.12").
+# and "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
+# default "6.12").
 #
 # The project's debug kernel (KASAN, lockdep, kmemleak, UBSAN, object
 # debugging: selftests/vm/debug-kernel.sh) is built in the background from
@@ -47,6 +48,9 @@ KVERS=${KVERS:-6.1 6.12}
 # asked for (PAIR_KVERS=6.1), to leave the budget to the debug kernel.
 PAIR_KVERS=${PAIR_KVERS-}
 FAULT_KVERS=${FAULT_KVERS-6.12}
+# The arm64 pair (run-arm64-pair.sh): an x86 host guest on this kernel
+# serving an arm64 16K-page GPU-node guest; empty: not run.
+ARM64_PAIR=${ARM64_PAIR-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-2700}
 CHECK_DEBUG=${CHECK_DEBUG:-1}
 [ "${CHECK_SKIP_VM:-0}" != 1 ] || CHECK_DEBUG=0
@@ -330,6 +334,9 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		[ -n "${built[$k]:-}" ] || continue
 		case " $PAIR_KVERS " in *" $k "*) two_guests pair "$k" host spark ;; esac
 		case " $FAULT_KVERS " in *" $k "*) two_guests faults "$k" spark host1 host2 ;; esac
+	done
+	for k in $ARM64_PAIR; do
+		two_guests arm64-pair "$k" arm64 host
 	done
 fi
 

@@ -13,11 +13,14 @@
 #                             $CACHE (nothing for Debian's kernels)
 #
 #   kernels.sh makeflags KVER extra make arguments to build for KVER
+#   kernels.sh arch KVER      x86_64, or arm64 for "arm64-16k"
 #
 # KVER "debug" is the kernel selftests/vm/debug-kernel.sh built, recorded in
 # $CACHE/debug-kernel.env; it lives in the cache, not under /boot.  KVER
 # "5.10" and "7.2" are Debian's bullseye and sid kernels that kheaders.sh
 # unpacked into the cache (headers and image); they too stay out of /boot.
+# KVER "arm64-16k" is bookworm-backports' 6.12 for arm64 with 16 KiB pages,
+# also from the cache: the GPU node of the arm64 pair (run-arm64-pair.sh).
 #
 # Prints nothing and exits 0 when the kernel is not installed, so that
 # $(shell ...) in a Makefile degrades to an empty value.
@@ -29,6 +32,7 @@ KH=$(dirname "$0")/kheaders.sh
 cached() {
 	case "${1:-}" in
 	5.10 | 7.2) echo "x86-$1" ;;
+	arm64-16k) echo arm64-6.12-16k ;;
 	*) return 1 ;;
 	esac
 }
@@ -71,6 +75,9 @@ kdir)
 	r=$(release "${2:-}") || exit 2
 	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
 	;;
+arch)
+	case "${2:-}" in arm64*) echo arm64 ;; *) echo x86_64 ;; esac
+	;;
 makeflags)
 	if t=$(cached "${2:-}"); then "$KH" makeflags "$t" 2>/dev/null; fi
 	;;
@@ -109,7 +116,7 @@ vmlinuz)
 	[ -n "$r" ] && [ -e "/boot/vmlinuz-$r" ] && echo "/boot/vmlinuz-$r"
 	;;
 *)
-	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot|makeflags KVER" >&2
+	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot|makeflags|arch KVER" >&2
 	exit 2
 	;;
 esac

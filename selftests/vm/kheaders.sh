@@ -74,8 +74,18 @@ TREES=(
 SYSROOT_PKGS=(libnl-3-200 libnl-3-dev libnl-genl-3-200 libnl-genl-3-dev libnl-route-3-200
 	libnl-route-3-dev libjansson4 libjansson-dev libssl3 libssl-dev libibverbs1
 	libibverbs-dev librdmacm1 librdmacm-dev)
+# The arm64 guest's root file system (the GPU node of the arm64 pair): these
+# packages from bookworm with everything they depend on, resolved by apt
+# against an empty package database of its own ($CACHE/apt-arm64root) and
+# unpacked with dpkg-deb -x into $CACHE/kheaders/arm64-root (merged /usr).
+# No maintainer script runs: nothing is emulated.
+# Essential packages are named too: apt takes them as installed.
+ROOT_PKGS=(bash dash coreutils libc-bin debianutils gzip hostname busybox-static iproute2
+	rdma-core ibverbs-providers ibverbs-utils kmod util-linux mount procps grep sed gawk
+	findutils python3 e2fsprogs libnl-genl-3-200 libjansson4 libssl3 libibverbs1
+	librdmacm1 base-passwd)
 # Trees whose kernel image is unpacked too: the guests boot them.
-IMAGES=(x86-5.10 x86-7.2)
+IMAGES=(x86-5.10 x86-7.2 arm64-6.12-16k)
 # Where the newer libc6 for host tools built against one comes from.
 LIBC_SUITE=sid
 
@@ -209,6 +219,8 @@ if [ $REFRESH -eq 0 ]; then
 	for t in "${IMAGES[@]}"; do image_ok "$t" || { all=0; break; }; done
 	[ -x "$KHDIR/sparse-sid/sparse" ] || all=0
 	grep -qs '^LAYOUT=merged-usr$' "$KHDIR/arm64-sysroot/.kheaders" || all=0
+	[ "$(sed -n 's/^WANT=//p' "$KHDIR/arm64-root/.kheaders" 2>/dev/null)" = \
+	  "$(printf '%s\n' "${ROOT_PKGS[@]}")" ] || all=0
 	if [ $all -eq 1 ]; then
 		for t in "${TREES[@]}"; do print_line "${t%%|*}"; done
 		exit 0
@@ -660,12 +672,7 @@ sysroot_tree() {
 		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new"
 	done
 	# Merged /usr, as the machine's: bookworm's libnl ships in /lib.
-	if [ -d "$dir.new/lib" ] && [ ! -L "$dir.new/lib" ]; then
-		mkdir -p "$dir.new/usr/lib"
-		cp -a "$dir.new/lib/." "$dir.new/usr/lib/"
-		rm -rf "$dir.new/lib"
-		ln -s usr/lib "$dir.new/lib"
-	fi
+	merge_usr "$dir.new"
 	# Development symlinks are absolute (/usr/lib/...): into the sysroot.
 	fix_symlinks "$dir.new"
 	printf 'PACKAGE=%s\n' "${pkgs[@]}" > "$dir.new/.kheaders"
@@ -674,9 +681,70 @@ sysroot_tree() {
 	mv "$dir.new" "$dir"
 }
 
+# Bin, sbin and lib of an unpacked tree into usr/, as usrmerge does.
+merge_usr() {
+	local d
+	for d in bin sbin lib lib64; do
+		if [ ! -d "$1/$d" ] || [ -L "$1/$d" ]; then continue; fi
+		mkdir -p "$1/usr/$d"
+		cp -a "$1/$d/." "$1/usr/$d/"
+		rm -rf "${1:?}/$d"
+		ln -s "usr/$d" "$1/$d"
+	done
+}
+
+# The arm64 guest's root: ROOT_PKGS and their dependencies, unpacked.
+root_tree() {
+	local dir=$KHDIR/arm64-root ad=$CACHE/apt-arm64root f want
+	want=$(printf '%s\n' "${ROOT_PKGS[@]}")
+	if [ -f "$dir/.kheaders" ] && [ "$(sed -n 's/^WANT=//p' "$dir/.kheaders")" = "$want" ]; then
+		return 0
+	fi
+	mkdir -p "$ad/lists/partial" "$ad/archives/partial" "$ad/cache"
+	: > "$ad/status"
+	printf 'deb [signed-by=%s arch=arm64] http://deb.debian.org/%s main\n' \
+		"$kr" "debian bookworm" "$kr" "debian-security bookworm-security" > "$ad/sources.list"
+	local o=(-o "Dir::Etc::sourcelist=$ad/sources.list" -o "Dir::Etc::sourceparts=$APTDIR/empty.d"
+		 -o "Dir::Etc::preferencesparts=$APTDIR/empty.d" -o "Dir::State::Lists=$ad/lists"
+		 -o "Dir::State::status=$ad/status" -o "Dir::Cache=$ad/cache"
+		 -o "Dir::Cache::archives=$ad/archives" -o "APT::Architecture=arm64"
+		 -o "APT::Architectures::=arm64" -o "APT::Install-Recommends=0"
+		 -o "Debug::NoLocking=1" -o "Acquire::Retries=3")
+	log "arm64-root: resolving ${#ROOT_PKGS[@]} packages and their dependencies (bookworm, arm64)"
+	timeout 1800 apt-get -q "${o[@]}" update </dev/null >&2 || return 1
+	rm -f "$ad"/archives/*.deb
+	timeout 1800 apt-get -q -y "${o[@]}" install -d "${ROOT_PKGS[@]}" </dev/null >&2 || return 1
+	rm -rf "$dir.new"
+	mkdir -p "$dir.new"
+	for f in "$ad"/archives/*.deb; do
+		dpkg-deb -x "$f" "$dir.new" || return 1
+	done
+	merge_usr "$dir.new"
+	fix_symlinks "$dir.new"
+	# What the package scripts would have made: accounts, mount points.
+	cp "$dir.new/usr/share/base-passwd/passwd.master" "$dir.new/etc/passwd"
+	cp "$dir.new/usr/share/base-passwd/group.master" "$dir.new/etc/group"
+	mkdir -p "$dir.new"/{proc,sys,dev,tmp,run,mnt,root,hostfs,usr/lib/modules}
+	# ... and the alternatives their scripts would have set.
+	[ -e "$dir.new/usr/bin/sh" ] || ln -s dash "$dir.new/usr/bin/sh"
+	[ -e "$dir.new/usr/bin/awk" ] || ln -s gawk "$dir.new/usr/bin/awk"
+	if [ ! -x "$dir.new/usr/bin/busybox" ] || [ ! -x "$dir.new/usr/bin/bash" ]; then
+		log "arm64-root: no busybox or bash after unpacking"
+		return 1
+	fi
+	{
+		printf 'WANT=%s\n' "${ROOT_PKGS[@]}"
+		for f in "$ad"/archives/*.deb; do echo "DEB=$(basename "$f")"; done
+	} > "$dir.new/.kheaders"
+	rm -rf "$dir"
+	mv "$dir.new" "$dir"
+	log "arm64-root: $(du -sh "$dir" | cut -f1), $(grep -c '^DEB=' "$dir/.kheaders") packages"
+}
+
 rc=0
 sparse_tool || rc=1
 sysroot_tree || rc=1
+root_tree || rc=1
 for t in "${TREES[@]}"; do
 	IFS='|' read -r n a s r <<<"$t"
 	build_tree "$n" "$a" "$s" "$r" || rc=1

@@ -3,6 +3,7 @@
 #
 # Build (or reuse) the tiny initramfs for one kernel release:
 #   mkinitramfs.sh RELEASE OUTPUT.cpio [MODROOT]
+# ENGRAM_ARCH=arm64: for the arm64 guest, with the arm64 root's busybox.
 # MODROOT: the release's lib/modules/RELEASE when it is not the machine's
 # (the debug kernel's, in the cache; its drivers are built in).
 # Contents: busybox-static, selftests/vm/init, the chroot modprobe helper and
@@ -16,6 +17,8 @@ rel=${1:?usage: mkinitramfs.sh RELEASE OUTPUT [MODROOT]}
 out=${2:?usage: mkinitramfs.sh RELEASE OUTPUT [MODROOT]}
 modroot=${3:-/lib/modules/$rel}
 BUSYBOX=/bin/busybox
+CACHE=${CACHE:-/var/cache/engram-rdma}
+[ "${ENGRAM_ARCH:-x86_64}" != arm64 ] || BUSYBOX=$CACHE/kheaders/arm64-root/usr/bin/busybox
 MODS=(9p 9pnet_virtio virtio_pci virtio_blk)
 
 [ -x "$BUSYBOX" ] || { echo "mkinitramfs: $BUSYBOX missing (install busybox-static)" >&2; exit 1; }

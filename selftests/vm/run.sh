@@ -4,7 +4,7 @@
 # Run a command in a QEMU (TCG) guest booted with a Debian test kernel, with
 # engram_rdma.ko loaded and Soft-RoCE (rxe0 on er0, 192.0.2.1) set up:
 #
-#   run.sh --kver 6.1|6.12 [--params "MODPARAMS"] [--no-module] [--mem 3G]
+#   run.sh --kver 6.1|6.12|5.10|7.2|debug|arm64-16k [--params "MODPARAMS"] [--no-module] [--mem 3G]
 #          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR]
 #          [--net listen:PORT|connect:PORT --ip ADDR] [--append ARGS] -- CMD
 #
@@ -22,6 +22,12 @@
 # on the debug kernel, gcov.tar.gz beside them (the module's gcov counters,
 # see selftests/coverage.sh), and with ENGRAM_GCOV_EACH=1 in the guest's
 # environment gcov-TEST.tar.gz, the counters after each test.
+#
+# --kver arm64-16k boots an arm64 guest (qemu-system-aarch64 -M virt, TCG)
+# with Debian's 16K-page 6.12 kernel: its root is the arm64 tree in the
+# cache (kheaders.sh), the host's root is seen at /hostfs and the project
+# tree at its own path, with build/arm64 (selftests/cross-arm64.sh) over the
+# x86 tools and guest programs (selftests/vm/init).
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -68,6 +74,9 @@ esac
 die() { echo "run.sh: $*" >&2; exit 125; }
 
 rel=$("$here/kernels.sh" release "$KVER") || exit 2
+arch=$("$here/kernels.sh" arch "$KVER")
+CACHE=${CACHE:-/var/cache/engram-rdma}
+aroot=$CACHE/kheaders/arm64-root
 vmlinuz=$("$here/kernels.sh" vmlinuz "$KVER")
 modroot=$("$here/kernels.sh" modroot "$KVER")
 if [ "$KVER" = debug ]; then
@@ -75,7 +84,17 @@ if [ "$KVER" = debug ]; then
 		die "the debug kernel is not built: run selftests/vm/debug-kernel.sh"
 fi
 [ -n "$rel" ] && [ -n "$vmlinuz" ] || die "test kernel $KVER is not installed: run 'make deps'"
-command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run 'make deps'"
+if [ "$arch" = arm64 ]; then
+	command -v qemu-system-aarch64 >/dev/null || die "qemu-system-aarch64 missing: run 'make deps'"
+	[ -x "$aroot/usr/bin/bash" ] || die "no arm64 root in $aroot: run selftests/vm/kheaders.sh"
+	for p in tools/engramctl/engramctl selftests/guest/fetch_check; do
+		[ -x "$BUILD/arm64/$p" ] || die "no arm64 $p: run selftests/cross-arm64.sh"
+	done
+	# Mount points for the project tree in the (read-only to the guest) root.
+	mkdir -p "$aroot$SRC" "$aroot$BUILD"
+else
+	command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 missing: run 'make deps'"
+fi
 
 mkdir -p "$BUILD"
 MODULE=""
@@ -92,7 +111,7 @@ mkdir -p "$vmdir"
 initrd=$BUILD/initramfs-$rel.cpio
 (
 	flock -w 300 9 || die "initramfs lock busy"
-	"$here/mkinitramfs.sh" "$rel" "$initrd" ${modroot:+"$modroot"}
+	ENGRAM_ARCH=$arch "$here/mkinitramfs.sh" "$rel" "$initrd" ${modroot:+"$modroot"}
 ) 9>"$BUILD/.initramfs-$rel.lock" || die "cannot build the initramfs for $rel"
 
 # Per-run files: job description, scratch disk.  Both live under build/ so
@@ -169,6 +188,27 @@ qemu=(
 	-drive "file=$disk,if=none,id=scratch,format=raw,cache=unsafe,discard=unmap"
 	-device virtio-blk-pci,drive=scratch,serial=engram-scratch
 )
+if [ "$arch" = arm64 ]; then
+	# One UART on virt: the kernel log goes to a virtio console (hvc0).
+	# pauth-impdef: TCG's pointer authentication at a fraction of the cost.
+	qemu=(
+		qemu-system-aarch64
+		-machine virt -cpu max,pauth-impdef=on -smp "$SMP" -m "$MEM"
+		-nographic -no-reboot "${nic[@]}"
+		-kernel "$vmlinuz" -initrd "$initrd"
+		-append "console=ttyAMA0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD engram_guestroot=1 engram_logtty=hvc0${modroot:+ engram_modroot=$modroot}${APPEND:+ $APPEND}"
+		-serial mon:stdio
+		-device virtio-serial-pci
+		-chardev "file,id=dlog,path=$dmesglog"
+		-device virtconsole,chardev=dlog
+		-fsdev "local,id=g,path=$aroot,security_model=none,readonly=on,multidevs=remap"
+		-device virtio-9p-pci,fsdev=g,mount_tag=guestroot
+		-fsdev local,id=r,path=/,security_model=none,readonly=on,multidevs=remap
+		-device virtio-9p-pci,fsdev=r,mount_tag=hostroot
+		-drive "file=$disk,if=none,id=scratch,format=raw,cache=unsafe,discard=unmap"
+		-device virtio-blk-pci,drive=scratch,serial=engram-scratch
+	)
+fi
 
 # Stream the console: boot noise before the setup marker goes only to the
 # log; the marker lines themselves are dropped.
