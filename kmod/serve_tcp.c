@@ -45,6 +45,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/build_bug.h>
 #include <linux/bvec.h>
 #include <linux/errno.h>
 #include <linux/in.h>
@@ -117,12 +118,17 @@ static struct engram_uint_param engram_tcp_idle_ms = {
 	.unit = "milliseconds",
 };
 
+/*
+ * Connections per listener.  Checked as modprobe parses it, so a constant:
+ * the total (WQ_UNBOUND_MAX_ACTIVE) is computed at run time on some
+ * kernels.  Not WQ_MAX_ACTIVE itself, which grew from 512 to 2048 in 7.x:
+ * the bound users read in modinfo stays the same on every kernel.
+ */
+#define ENGRAM_TCP_MAX_CONNS		512
+static_assert(ENGRAM_TCP_MAX_CONNS <= WQ_MAX_ACTIVE);
+
 static struct engram_uint_param engram_tcp_max_conns = {
-	/*
-	 * Checked as modprobe parses it, so a constant: the total
-	 * (WQ_UNBOUND_MAX_ACTIVE) is computed at run time on some kernels.
-	 */
-	.val = 64, .min = 1, .max = WQ_MAX_ACTIVE,
+	.val = 64, .min = 1, .max = ENGRAM_TCP_MAX_CONNS,
 };
 
 module_param_cb(tcp_hello_timeout_ms, &engram_uint_param_ops, &engram_tcp_hello_ms, 0644);
