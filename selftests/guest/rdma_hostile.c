@@ -33,10 +33,15 @@
  * never answers the REQUEST and keeps serving heartbeats until link A
  * drops the connection (the fetch timed out) or LINGER-MS passed.
  *
- * Prints one line per attempt, "rdma_hostile: NAME: refused (STATUS)" or
- * "rdma_hostile: NAME: ACCEPTED", and exits 0 when every attack was
- * refused by the remote end and the control write succeeded, 1 when an
- * attack got through, 2 on a setup failure or a timeout.
+ * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
+ * a NAK (remote access, invalid request or operation error), "rdma_hostile:
+ * NAME: dropped (transport retry counter exceeded)" when the other end
+ * never acknowledged it (rxe before 5.15 drops such packets without a
+ * NAK), or "rdma_hostile: NAME: ACCEPTED".  It exits 0 when every attack
+ * was refused or dropped and the control write succeeded, 1 when an
+ * attack got through, 2 on a setup failure or a timeout.  A drop only
+ * counts because the control write, on the same device and after the
+ * attacks, shows that the path acknowledges what the other end accepts.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -67,6 +72,14 @@
 #define DATA_BYTES	4096
 #define STEP_MS		8000	/* one connection or one work request */
 #define CONTROL_BYTES	16
+/*
+ * Local ACK timeout exponent for every QP of ours: 4.096 us << 16 is
+ * 268 ms, so a try the other end drops without a NAK (5.10's rxe does
+ * that) ends in "retry exceeded" after about 2 s, not after rdma_cm's
+ * default of about 1 s per retry.  Set on the QP itself: rdma_cm's
+ * ACK_TIMEOUT option does not reach a user QP's attributes on 5.10.
+ */
+#define ACK_TIMEOUT	16
 
 enum role { SERVER_A, SERVER_B, CLIENT };
 enum wr_kind { WR_RECV = 1, WR_SEND, WR_ATTACK };
@@ -204,8 +217,13 @@ static void to_state(struct conn *c, enum ibv_qp_state state)
 
 	if (rdma_init_qp_attr(c->id, &attr, &mask))
 		die("rdma_init_qp_attr(%d): %s", state, strerror(errno));
+	if (state == IBV_QPS_RTS) {
+		attr.timeout = ACK_TIMEOUT;
+		/* rxe takes 7, what the module asks for, as "retry forever". */
+		attr.retry_cnt = 6;
+	}
 	/* One READ in flight, even though the host granted none. */
-	if (state == IBV_QPS_RTS)
+	if (state == IBV_QPS_RTS && c->role == CLIENT)
 		attr.max_rd_atomic = 1;
 	if (ibv_modify_qp(c->qp, &attr, mask))
 		die("ibv_modify_qp(%d): %s", state, strerror(errno));
@@ -229,20 +247,15 @@ static void conn_setup(struct conn *c)
 		die("pd/cq: %s", strerror(errno));
 	qa.send_cq = c->cq;
 	qa.recv_cq = c->cq;
-	if (c->role == CLIENT) {
-		/*
-		 * Our own QP, not rdma_cm's, so that we choose its READ depth
-		 * whatever the host's answer says (as a hostile client would).
-		 */
-		c->qp = ibv_create_qp(c->pd, &qa);
-		if (!c->qp)
-			die("ibv_create_qp: %s", strerror(errno));
-		to_state(c, IBV_QPS_INIT);
-	} else {
-		if (rdma_create_qp(c->id, c->pd, &qa))
-			die("rdma_create_qp: %s", strerror(errno));
-		c->qp = c->id->qp;
-	}
+	/*
+	 * Our own QP, not rdma_cm's, so that we choose its READ depth whatever
+	 * the host's answer says (as a hostile client would), and its ACK
+	 * timeout.
+	 */
+	c->qp = ibv_create_qp(c->pd, &qa);
+	if (!c->qp)
+		die("ibv_create_qp: %s", strerror(errno));
+	to_state(c, IBV_QPS_INIT);
 	c->buf = calloc(1, bytes);
 	/* Local access only: nothing of ours is offered to anyone. */
 	c->mr = c->buf ? ibv_reg_mr(c->pd, c->buf, bytes, IBV_ACCESS_LOCAL_WRITE) : NULL;
@@ -285,11 +298,15 @@ static void on_connect_request(struct rdma_cm_event *ev)
 	    engram_wire_negotiate(&local, &peer, &c->neg, err, sizeof(err)))
 		die("hello from the client refused: %s", err);
 	conn_setup(c);
+	/* Ready to send before the REP, as librdmacm does for its own QPs. */
+	to_state(c, IBV_QPS_RTR);
+	to_state(c, IBV_QPS_RTS);
 	engram_wire_hello_encode(hello, sizeof(hello), &c->neg);
 	param.private_data = hello;
 	param.private_data_len = sizeof(hello);
 	param.flow_control = 1;
 	param.rnr_retry_count = 7;
+	param.qp_num = c->qp->qp_num;
 	if (rdma_accept(ev->id, &param))
 		die("rdma_accept: %s", strerror(errno));
 }
@@ -545,8 +562,8 @@ static const char *status_name(enum ibv_wc_status s)
 
 /*
  * Post one RDMA WRITE or READ of @len bytes (0: no SGE, no key needed) and
- * report.  Returns 0 when refused by the remote end, 1 when it went
- * through, 2 when neither (no completion, or a local failure).
+ * report.  Returns 0 when refused or dropped by the remote end, 1 when it
+ * went through, 2 when neither (no completion, or a local failure).
  */
 static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint64_t addr,
 		   uint32_t rkey, uint32_t len, uint8_t fill)
@@ -573,14 +590,22 @@ static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint
 		printf("rdma_hostile: %s: ACCEPTED\n", name);
 		return 1;
 	}
-	printf("rdma_hostile: %s: refused (%s)\n", name, status_name(c->attack_status));
 	switch (c->attack_status) {
 	case IBV_WC_REM_ACCESS_ERR:
 	case IBV_WC_REM_INV_REQ_ERR:
 	case IBV_WC_REM_OP_ERR:
+		printf("rdma_hostile: %s: refused (%s)\n", name,
+		       status_name(c->attack_status));
+		return 0;
+	case IBV_WC_RETRY_EXC_ERR:
+		/* Sent, retried and never acknowledged: the other end kept it out. */
+		printf("rdma_hostile: %s: dropped (%s)\n", name,
+		       status_name(c->attack_status));
 		return 0;
 	default:
-		/* Not a refusal by the other end: proves nothing. */
+		/* Not an answer of the other end's: proves nothing. */
+		printf("rdma_hostile: %s: failed (%s)\n", name,
+		       status_name(c->attack_status));
 		return 2;
 	}
 }
