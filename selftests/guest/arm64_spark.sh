@@ -44,18 +44,11 @@ read -r WOFF SOFF < <(tensor_offsets "$F")
 FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
 	--scale-offset "$SOFF" --rows-total $ROWS)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
-fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 --timeout-ms 10000 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 
 check "the module was loaded with remote= naming the host guest" \
 	sh -c "'$ENGRAMCTL' link show 1 | grep -q 'rdma://192.0.2.1:18515@192.0.2.2'"
-check "the link to the x86 host guest comes up with the table (by SHA-256)" fetchable 600
+check "the link to the x86 host guest comes up with the table (by SHA-256)" \
+	wait_fetchable 600 --timeout-ms 10000
 "$ENGRAMCTL" link show | sed 's/^/# /'
 check "100,000 random rows in batches of 288 and 49,152 are exact" \
 	run --count 100000 --batch 288,49152 --seed 1 --timeout-ms 120000
@@ -72,11 +65,11 @@ check "a held-back response: ETIMEDOUT within $DEADLINE+$MARGIN ms, no write aft
 	--max-ms $((DEADLINE + MARGIN)) --settle-ms $SETTLE
 check "the timeout is counted" test "$(stat_global fetch_timeouts)" -gt "$timeouts0"
 check "the host guest stops holding back" ask nodelay
-check "the broken link comes back and fetches are exact" fetchable 300
+check "the broken link comes back and fetches are exact" wait_fetchable 300 --timeout-ms 10000
 
 reconnects0=$("$ENGRAMCTL" -j stats | jget "d['global']['reconnects']")
 check "the host guest reloads its module and the table" ask reload
-check "the link reconnects to the reloaded host" fetchable 600
+check "the link reconnects to the reloaded host" wait_fetchable 600 --timeout-ms 10000
 check "... and counts the reconnect" \
 	test "$("$ENGRAMCTL" -j stats | jget "d['global']['reconnects']")" -gt "$reconnects0"
 check "20,000 rows exact after the reconnect" \

@@ -20,18 +20,10 @@ DEADLINE=1000
 MARGIN=$(slow 3000)	# the break (disconnect, drain) in a TCG guest, stated in testing.rst
 FC=("$TOP/selftests/guest/fetch_check" --sha256 "$sha" --file "$F" --weight-offset "$WOFF"
 	--scale-offset "$SOFF" --rows-total $ROWS)
-fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 --timeout-ms 10000 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 link_json() { "$ENGRAMCTL" -j link show 1 | jget "$1"; }
 fetches() { "$ENGRAMCTL" -j stats | jget "d['global']['fetches']"; }
 
-check "the link to the host guest comes up with the table" fetchable 600
+check "the link to the host guest comes up with the table" wait_fetchable 600 --timeout-ms 10000
 # What the link went through, for the log: its state and the module's lines.
 (
 	for _ in $(seq 1 200); do
@@ -93,7 +85,7 @@ sleep 5
 kill -9 $victim
 wait $victim 2>/dev/null
 check "a fetcher killed mid-fetch: the link is up again and a new fetcher gets exact rows" \
-	fetchable 60
+	wait_fetchable 60 --timeout-ms 10000
 check "... 20,000 rows of them" \
 	"${FC[@]}" --count 20000 --batch 4096 --timeout-ms 60000 --seed 4
 touch "$STOP"

@@ -54,6 +54,19 @@ wait_for() {
 	done
 	return 1
 }
+# wait_fetchable SECONDS [ARGS...]: a fetch of one row by the test's FC
+# array (fetch_check with its table's options) and ARGS works; tried once a
+# second, so that a link coming back after a break has time to.
+wait_fetchable() {
+	local i n=$1
+
+	shift
+	for i in $(seq 1 "$n"); do
+		"${FC[@]}" --count 1 "$@" >/dev/null 2>&1 && return 0
+		sleep 1
+	done
+	return 1
+}
 # bounded SECONDS CMD...: CMD's status, or 1 when it is still running after
 # SECONDS; then the blocked tasks and the end of the kernel log are shown,
 # so a hang is reported with its stack rather than ending the run silently.

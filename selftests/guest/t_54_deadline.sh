@@ -36,16 +36,7 @@ FC=("$CHECK" --table dl --file "$F" --weight-offset "$WOFF" --scale-offset "$SOF
 	--rows-total $ROWS)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
 link_json() { "$ENGRAMCTL" -j link show 1 | jget "str(d[0].get('$1', ''))"; }
-# wait_fetchable SECONDS: the link is up and a fetch works.
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 --timeout-ms 10000 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
-check "the link comes up and sees the table" wait_fetchable 30
+check "the link comes up and sees the table" wait_fetchable 30 --timeout-ms 10000
 check "a fetch is exact before any fault" run --count 20000 --batch 288,4096 --timeout-ms 60000
 
 set_knob() { echo "$2" >"$P/$1"; }
@@ -72,7 +63,7 @@ check "five ranges and a stride: ETIMEDOUT in bound, no late write" \
 	--expect-errno ETIMEDOUT --max-ms $BOUND --settle-ms $SETTLE
 
 set_knob fault_delay_ms 0
-check "with the knob off the link comes back on its own" wait_fetchable 30
+check "with the knob off the link comes back on its own" wait_fetchable 30 --timeout-ms 10000
 check "and the next fetches are exact" run --count 20000 --batch 288,4096 --timeout-ms 60000
 
 # A long fetch on one fd while another fd's deadline breaks the link: it
@@ -92,14 +83,14 @@ rc=$?
 sed 's/^/# other fd: /' "$ENGRAM_TEST_TMP/other"
 check "the other fd's fetch failed with ECONNRESET, promptly, no late write" test $rc -eq 0
 set_knob fault_delay_ms 0
-check "the link comes back after the break" wait_fetchable 30
+check "the link comes back after the break" wait_fetchable 30 --timeout-ms 10000
 
 set_knob fault_drop_pct 100
 check "a dropped response: ETIMEDOUT in bound, buffer untouched after the return" \
 	run --count 288 --batch 288 --timeout-ms $DEADLINE --expect-errno ETIMEDOUT \
 	--max-ms $BOUND --settle-ms 1000
 set_knob fault_drop_pct 0
-check "after drops the link comes back" wait_fetchable 30
+check "after drops the link comes back" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 10000 --batch 4096 --timeout-ms 60000 --seed 5
 
 # The storm: 1,000 fetches with every response held back.  Each one is
@@ -113,7 +104,7 @@ check "timeout storm: 1,000 fetches, each exact or a clean error in bound, no la
 diag "fetch timeouts during the storm: $(($(stat_global fetch_timeouts) - tmo0))"
 check "the storm timed out fetches" test "$(stat_global fetch_timeouts)" -gt "$tmo0"
 set_knob fault_delay_ms 0
-check "after the storm the link comes back" wait_fetchable 30
+check "after the storm the link comes back" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 20000 --batch 288,4096 --timeout-ms 60000 --seed 7
 
 check "unload and rmmod are clean after the faults" \

@@ -65,6 +65,8 @@ WOFF=$(table_field fb weight_offset)
 SOFF=$(table_field fb scale_offset)
 FC=("$CHECK" --table fb --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS)
+# What wait_fetchable asks: a remote fetch, not a fallback.
+NOFB=(--timeout-ms 10000 --expect-no-fallbacks)
 # rune [VAR=VALUE]... -- ARGS: fetch_check with that environment; output
 # shown as diagnostics and kept in $LAST.
 rune() {
@@ -91,16 +93,6 @@ lt_deleted() {
 		if l['id'] == $1), 'absent')"
 }
 set_knob() { echo "$2" >"$P/$1"; }
-# wait_fetchable SECONDS: the link is up, has the table, a remote fetch works.
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 --timeout-ms 10000 --expect-no-fallbacks >/dev/null 2>&1 &&
-			return 0
-		sleep 1
-	done
-	return 1
-}
 # wait_up LINK SECONDS: the link is up (with the fault knob on, no fetch works).
 wait_up() {
 	local i
@@ -112,7 +104,7 @@ wait_up() {
 	return 1
 }
 LINK=1
-check "the link comes up and sees the table" wait_fetchable 30
+check "the link comes up and sees the table" wait_fetchable 30 "${NOFB[@]}"
 check "fetches without a fault are remote and exact" \
 	run --local "$F" --count 2880 --batch 288 --timeout-ms 60000 --expect-no-fallbacks
 
@@ -183,7 +175,7 @@ check "(f) ENGRAM_RDMA_LOCAL_DIR finds fb's shard by its tensors, every fetch fa
 	rune ENGRAM_RDMA_LOCAL_DIR="$D" -- --count 1440 --batch 288 --timeout-ms $DEADLINE \
 	--max-ms $FB_BOUND --expect-fallbacks 5 --seed 5
 set_knob fault_delay_ms 0
-check "with the knob off the link comes back" wait_fetchable 30
+check "with the knob off the link comes back" wait_fetchable 30 "${NOFB[@]}"
 
 # (e) Identity of the local copy, and malformed settings.
 check "(e) a copy one row short is refused (EBADMSG)" \
@@ -218,7 +210,7 @@ except OSError as e:
 diag "python: $pyerr"
 check "(e) Python: OSError EINVAL naming ENGRAM_RDMA_TIMEOUT_MS" \
 	sh -c "echo \"\$1\" | grep -q \"^22 .*ENGRAM_RDMA_TIMEOUT_MS='abc'\"" - "$pyerr"
-check "(e) the module is still usable" wait_fetchable 10
+check "(e) the module is still usable" wait_fetchable 10 "${NOFB[@]}"
 
 # (c) The server's table unloaded under a running fetcher (ESTALE, ENOENT),
 # then loaded again: fallbacks meanwhile, a new opener is remote again.
@@ -243,7 +235,7 @@ sed 's/^/# (c): /' "$ENGRAM_TEST_TMP/c"
 cp "$ENGRAM_TEST_TMP/c" "$LAST"
 check "(c) every fetch exact and in bound, remote before, fallback after" \
 	test "$rc:$([ "$(remotes)" -gt 0 ] && echo r):$([ "$(fallbacks)" -gt 0 ] && echo f)" = 0:r:f
-check "(c) a new opener sees the table again" wait_fetchable 30
+check "(c) a new opener sees the table again" wait_fetchable 30 "${NOFB[@]}"
 fb0=$(lt $LINK fallbacks)
 check "(c) after the reload every fetch is remote" \
 	run --local "$F" --count 2880 --batch 288 --timeout-ms 60000 --expect-no-fallbacks
@@ -290,7 +282,7 @@ check "(b) through it: a local-only handle, exact" \
 "$ENGRAMCTL" link del "$dead" >/dev/null 2>&1
 LINK=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 check "(b) the link is added back ($LINK)" test "$LINK" -ge 1
-check "(b) the module is usable: remote fetches again" wait_fetchable 30
+check "(b) the module is usable: remote fetches again" wait_fetchable 30 "${NOFB[@]}"
 
 # (g) The per-table log line, every statlog_s seconds, deltas since the
 # last one: quiet tables log nothing.
@@ -341,7 +333,7 @@ check "(h) Python set_local(): every fetch falls back (Result.fallback), rows ex
 check "(h) Python Engram(local_dir=...): the same" \
 	py --local-dir "$D" --count 2000 --timeout-ms $DEADLINE --expect-fallback --seed 2
 set_knob fault_delay_ms 0
-check "after the faults the link comes back" wait_fetchable 30
+check "after the faults the link comes back" wait_fetchable 30 "${NOFB[@]}"
 
 check "unload and rmmod are clean" \
 	sh -c "'$ENGRAMCTL' unload fb && '$ENGRAMCTL' unload idle && rmmod engram_rdma"

@@ -36,15 +36,6 @@ SOFF=$(table_field ioctl scale_offset)
 FC=("$CHECK" --table ioctl --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS --timeout-ms 60000)
 
-# wait_fetchable SECONDS: the link is up and its catalog has the table.
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 if wait_fetchable 30; then
 	ok "the link comes up and sees the table"
 else

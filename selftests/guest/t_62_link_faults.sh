@@ -55,15 +55,6 @@ link_word() {
 		'index($0, id) == 1 { for (i = 1; i < NF; i++) if ($i == k) { print $(i + 1); exit } }'
 }
 link_is() { [ "$(link_word "$1")" = "$2" ]; }
-# wait_fetchable SECONDS: the link is up and a fetch works.
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 --timeout-ms 10000 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 # Live (it has negotiated limits) but no catalog read yet.
 live_connecting() {
 	"$ENGRAMCTL" link list | grep -q "^link $ID: state connecting .* max_rows [1-9]"
@@ -130,7 +121,7 @@ check "when it returned, its connection was torn down already (max_rows '$mr', c
 	test -z "$mr" -o "$conn1" != "$conn0"
 check "the knob was used once" test "$(cat $P/fault_client_inv_flush)" = 0
 check "and counted" test "$(stat_global faults_injected)" -gt "$faults0"
-check "the link comes back" wait_fetchable 30
+check "the link comes back" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 5000 --batch 288,4096 --timeout-ms $TMO --seed 2
 
 # --- 3. The post of the invalidation fails (today: a hard lockup).
@@ -138,12 +129,12 @@ set_knob fault_client_inv_fail 1
 check "failed invalidation post: ECONNRESET in bound" \
 	run --count 288 --batch 288 --timeout-ms $TMO --max-ms $BOUND --expect-errno ECONNRESET
 check "the knob was used" test "$(cat $P/fault_client_inv_fail)" = 0
-check "the link comes back" wait_fetchable 30
+check "the link comes back" wait_fetchable 30 --timeout-ms 10000
 set_knob fault_client_inv_fail 1
 check "five ranges, failed invalidation post: ECONNRESET in bound" \
 	run --count 3000 --batch 3000 --ranges 5 --stride 300 --timeout-ms $TMO \
 	--max-ms $BOUND --expect-errno ECONNRESET
-check "the link comes back again" wait_fetchable 30
+check "the link comes back again" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 5000 --batch 288,4096 --timeout-ms $TMO --seed 3
 
 # --- 4. The post of the registrations and the request fails.
@@ -151,7 +142,7 @@ set_knob fault_client_req_fail 1
 check "failed request post: EIO in bound" \
 	run --count 288 --batch 288 --timeout-ms $TMO --max-ms $BOUND --expect-errno EIO
 check "the knob was used" test "$(cat $P/fault_client_req_fail)" = 0
-check "the link comes back" wait_fetchable 30
+check "the link comes back" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 5000 --batch 288,4096 --timeout-ms $TMO --seed 4
 
 check "unload and rmmod are clean after the faults" \

@@ -46,14 +46,6 @@ check "and the value is unchanged" test "$(cat $P/tcp_idle_timeout_ms)" = $IDLE_
 check "the refusal names the range" sh -c \
 	"dmesg | tail -n 5 | grep -q 'tcp_idle_timeout_ms=3600001: want milliseconds in 1000-3600000'"
 
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		"${FC[@]}" --count 1 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 check "the tcp link comes up and sees the table" wait_fetchable 30
 connects() { "$ENGRAMCTL" -j link show 1 | jget "(d[0] if isinstance(d, list) else d)['connects']"; }
 c0=$(connects)
