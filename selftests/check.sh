@@ -315,10 +315,13 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	t0=$SECONDS
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue
-		# One suite runs with a ZONE_MOVABLE, where tables must not pin pages
-		# (t_20_load); ENGRAM_VM_APPEND set by the caller wins.
+		# A folio kernel's suite and 5.10's (pages, pinned one by one) run
+		# with a ZONE_MOVABLE, where tables must not pin pages (t_20_load);
+		# ENGRAM_VM_APPEND set by the caller wins.
 		append=${ENGRAM_VM_APPEND-}
-		[ -n "$append" ] || [ "$k" != 6.1 ] || append=movablecore=512M
+		case "$append:$k" in
+		:6.1|:5.10) append=movablecore=512M ;;
+		esac
 		# shellcheck disable=SC2086
 		ENGRAM_VM_APPEND=$append suite_start "$k" ${GUEST_FILTER:-}
 	done

@@ -105,7 +105,8 @@ check "file is writable after SIGINT" writable "$F"
 check "stats count the cancelled loads" test "$(stat_global loads_cancelled)" -ge 2
 
 # Pinned pages stay out of ZONE_MOVABLE, where they would keep memory from
-# being offlined (make check boots the 6.12 guest with movablecore=; any
+# being offlined (make check boots the 6.1 guest with movablecore=, make
+# check-kernels the 5.10 one; any
 # run can with ENGRAM_VM_APPEND=movablecore=768M).  Measured after
 # drop_caches, which leaves only pinned (or mapped) file pages: the file
 # pages left in the zone while the table is loaded, against none loaded.
