@@ -106,10 +106,10 @@ check "stats count the cancelled loads" test "$(stat_global loads_cancelled)" -g
 
 # Pinned pages stay out of ZONE_MOVABLE, where they would keep memory from
 # being offlined (make check boots the 6.1 guest with movablecore=, make
-# check-kernels the 5.10 one; any
-# run can with ENGRAM_VM_APPEND=movablecore=768M).  Measured after
-# drop_caches, which leaves only pinned (or mapped) file pages: the file
-# pages left in the zone while the table is loaded, against none loaded.
+# check-kernels the 5.10 one; any run can with
+# ENGRAM_VM_APPEND=movablecore=768M).  Measured after drop_caches, which
+# leaves only pinned (or mapped) file pages: the file pages left in the
+# zone while the table is loaded, against none loaded.
 # zone_pages ZONE FIELD...: the sum of those fields of that zone, in pages
 zone_pages() {
 	local z=$1
