@@ -74,6 +74,31 @@ check "... and counts the reconnect" \
 	test "$("$ENGRAMCTL" -j stats | jget "d['global']['reconnects']")" -gt "$reconnects0"
 check "20,000 rows exact after the reconnect" \
 	run --count 20000 --batch 288,49152 --seed 3 --timeout-ms 120000
+# Teardown on the 16K-page node: a fetcher killed while rows are being
+# written into its registered buffer, then the RDMA device removed under
+# another (what nvme-rdma calls device removal), and the link back.
+"${FC[@]}" --count 5000000 --batch 49152 --seed 4 --timeout-ms 60000 >/dev/null 2>&1 &
+pid=$!
+sleep "$(slow 2)"
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+check "after a fetcher is killed mid-fetch, 20,000 rows are exact" \
+	run --count 20000 --batch 288,4096 --seed 5 --timeout-ms 120000
+NETDEV=$(rdma link show rxe0/1 | sed -n 's/.* netdev \([^ ]*\).*/\1/p')
+"${FC[@]}" --count 5000000 --batch 49152 --seed 6 --timeout-ms 60000 >/dev/null 2>&1 &
+pid=$!
+sleep "$(slow 2)"
+check "rdma link del rxe0 (on $NETDEV) under a fetch" rdma link del rxe0
+check "the fetcher stops when the device goes" \
+	sh -c "timeout $(slow 60) tail --pid=$pid -f /dev/null"
+wait $pid
+rc=$?
+check "... and reports failure (exit $rc)" test $rc -ne 0
+check "rxe0 is added again" rdma link add rxe0 type rxe netdev "$NETDEV"
+check "the link reconnects on the new device" wait_fetchable 300 --timeout-ms 10000
+check "20,000 rows exact on it" \
+	run --count 20000 --batch 288,49152 --seed 7 --timeout-ms 120000
+
 check "the host guest is told we are done" ask done
 check "rmmod with the link up" bounded 120 module_unload
 check "no warning, oops or other splat in this guest's kernel log" kmsg_clean
