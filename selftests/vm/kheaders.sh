@@ -367,6 +367,59 @@ fetch() {
 	done
 }
 
+resolve() {
+	# $1 = arch, $2 = comma-separated suites, $3.. = packages: prints the
+	# "package version arch" triple of each one's newest version there, a
+	# line each; fails, naming it, at the first that is not there.
+	local arch=$1 suites=$2 sl p x
+	IFS=, read -r -a sl <<<"$suites"
+	shift 2
+	for p in "$@"; do
+		x=$(lookup "$p" "$arch" "${sl[@]}") || { log "no $p ($arch) in $suites"; return 1; }
+		echo "$p $x"
+	done
+}
+
+unpack() {
+	# $1 = directory, $2.. = "package version arch" triples: downloads what
+	# is missing and unpacks each into the directory, listing them in its
+	# PACKAGES file when $UNPACK_LIST is set.
+	local dir=$1 x p v a
+	shift
+	fetch "$@"
+	mkdir -p "$dir"
+	for x in "$@"; do
+		read -r p v a <<<"$x"
+		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir" || return 1
+		[ -z "${UNPACK_LIST:-}" ] || echo "$p $v $a" >> "$UNPACK_LIST"
+	done
+}
+
+libc_paths() {
+	# $1 = unpacked root holding a libc6: prints "LOADER LIBDIR" there.
+	local ldso libdir
+	ldso=$(find "$1" -name 'ld-linux-x86-64.so.2' \( -type f -o -type l \) | head -n1)
+	libdir=$(dirname "$(find "$1" -name 'libc.so.6' | head -n1)")
+	{ [ -n "$ldso" ] && [ -f "$libdir/libc.so.6" ]; } || { log "$1: no loader or libc"; return 1; }
+	echo "$(readlink -f "$ldso") $libdir"
+}
+
+libc_wrapper() {
+	# $1 = unpacked root holding a libc6, $2 = where that root ends up,
+	# $3 = the wrapper to write, $4 = the program it runs (as it will be
+	# named once the root is in place; '$0.bin' allowed), $5 = why: a
+	# script that runs the program with that libc's loader and libraries.
+	local root=$1 final=$2 x ldso libdir
+	x=$(libc_paths "$root") || return 1
+	read -r ldso libdir <<<"$x"
+	cat > "$3" <<EOW
+#!/bin/sh
+# kheaders.sh: $5
+exec "$final${ldso#"$root"}" --library-path "$final${libdir#"$root"}" "$4" "\$@"
+EOW
+	chmod 0755 "$3"
+}
+
 fix_symlinks() {
 	# Absolute symlinks inside tree $1 point into the tree instead.
 	local root=$1 l t
@@ -390,7 +443,7 @@ wrap_host_tools() {
 	# $1 = tree being unpacked, $2 = where it will end up, $3 = tree name.
 	# Host tools the machine's glibc cannot run get sid's libc6 (and libelf
 	# and what it needs, which follow glibc there).
-	local root=$1 final=$2 name=$3 suite=$LIBC_SUITE f bad=() ldso libdir x p v a
+	local root=$1 final=$2 name=$3 suite=$LIBC_SUITE f bad=() ldso libdir x
 	while IFS= read -r -d '' f; do
 		case "$f" in *.bin) continue ;; esac
 		[ "$(head -c4 "$f" | od -An -c | tr -d ' ')" = '177ELF' ] || continue
@@ -398,23 +451,13 @@ wrap_host_tools() {
 	done < <(find "$root"/usr/lib/linux-kbuild-* -type f -perm -u+x -print0)
 	[ ${#bad[@]} -eq 0 ] && return 0
 	log "$name: ${#bad[@]} host tools need a newer glibc; using $suite's libc6"
-	local pkgs=()
-	for p in libc6 libelf1t64 libzstd1 zlib1g; do
-		x=$(lookup "$p" amd64 "$suite") || die "no $p (amd64) in $suite"
-		read -r v a <<<"$x"
-		pkgs+=("$p $v $a")
-	done
-	fetch "${pkgs[@]}"
-	mkdir -p "$root/hostlibc"
-	for x in "${pkgs[@]}"; do
-		read -r p v a <<<"$x"
-		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$root/hostlibc"
-		echo "$p $v $a" >> "$root/hostlibc/PACKAGES"
-	done
-	ldso=$(find "$root/hostlibc" -name 'ld-linux-x86-64.so.2' \( -type f -o -type l \) | head -n1)
-	libdir=$(dirname "$(find "$root/hostlibc" -name 'libc.so.6' | head -n1)")
-	{ [ -n "$ldso" ] && [ -f "$libdir/libc.so.6" ]; } || die "libc6 from $suite has no loader/libc"
-	ldso=$(readlink -f "$ldso")
+	local pkgs
+	pkgs=$(resolve amd64 "$suite" libc6 libelf1t64 libzstd1 zlib1g) || die "$name: no $suite libc"
+	mapfile -t pkgs <<<"$pkgs"
+	UNPACK_LIST=$root/hostlibc/PACKAGES unpack "$root/hostlibc" "${pkgs[@]}" ||
+		die "$name: unpacking $suite's libc6"
+	x=$(libc_paths "$root/hostlibc") || die "$name: libc6 from $suite has no loader/libc"
+	read -r ldso libdir <<<"$x"
 	for f in "${bad[@]}"; do
 		x=$("$ldso" --list --library-path "$libdir" "$f" 2>&1) || true
 		if grep -q 'not found' <<<"$x"; then
@@ -422,12 +465,8 @@ wrap_host_tools() {
 		fi
 		mv "$f" "$f.bin"
 		# The wrapper names the loader where the tree ends up ($final).
-		cat > "$f" <<EOW
-#!/bin/sh
-# kheaders.sh: run with $suite's glibc (this machine's is too old for it)
-exec "$final${ldso#"$root"}" --library-path "$final${libdir#"$root"}" "\$0.bin" "\$@"
-EOW
-		chmod 0755 "$f"
+		libc_wrapper "$root/hostlibc" "$final/hostlibc" "$f" '$0.bin' \
+			"run with $suite's glibc (this machine's is too old for it)" || return 1
 	done
 	return 0
 }
@@ -468,14 +507,9 @@ build_tree() {
 		esac
 	done
 	[[ "${pkgs[*]}" == *linux-kbuild-* ]] || die "$name: $hdr names no linux-kbuild"
-	fetch "${pkgs[@]}"
-
 	log "$name: unpacking $rel ($ver)"
 	WORK=$(mktemp -d "$KHDIR/.new-$name.XXXXXX")
-	for x in "${pkgs[@]}"; do
-		read -r p v a <<<"$x"
-		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$WORK"
-	done
+	unpack "$WORK" "${pkgs[@]}" || die "$name: unpacking ${pkgs[*]}"
 	# /lib -> /usr/lib for the few packages (bullseye) that ship /lib/modules.
 	fix_symlinks "$WORK"
 	# The flavour Makefile names the header trees by absolute path (include
@@ -551,34 +585,18 @@ EOC
 # sid's sparse (0.6.5~rc1 parses __typeof_unqual__, bookworm's 0.6.4 does
 # not), run with sid's glibc, for the kernels that need it (makeflags).
 sparse_tool() {
-	local dir=$KHDIR/sparse-sid p x v a pkgs=() ldso libdir
+	local dir=$KHDIR/sparse-sid pkgs
 	[ -x "$dir/sparse" ] && return 0
-	for p in sparse libc6; do
-		x=$(lookup "$p" amd64 sid) || { log "no $p (amd64) in sid: no sparse for 7.x"; return 1; }
-		read -r v a <<<"$x"
-		pkgs+=("$p $v $a")
-	done
-	fetch "${pkgs[@]}"
+	pkgs=$(resolve amd64 sid sparse libc6) || { log "no sparse for 7.x"; return 1; }
+	mapfile -t pkgs <<<"$pkgs"
 	rm -rf "$dir.new"
-	mkdir -p "$dir.new"
-	for x in "${pkgs[@]}"; do
-		read -r p v a <<<"$x"
-		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new/root"
-		echo "$p $v $a" >> "$dir.new/PACKAGES"
-	done
-	ldso=$(find "$dir.new/root" -name 'ld-linux-x86-64.so.2' \( -type f -o -type l \) | head -n1)
-	libdir=$(dirname "$(find "$dir.new/root" -name 'libc.so.6' | head -n1)")
-	if [ -z "$ldso" ] || [ ! -x "$dir.new/root/usr/bin/sparse" ]; then
+	UNPACK_LIST=$dir.new/PACKAGES unpack "$dir.new/root" "${pkgs[@]}" || return 1
+	if [ ! -x "$dir.new/root/usr/bin/sparse" ]; then
 		log "sid's sparse unpacked incomplete"
 		return 1
 	fi
-	ldso=$(readlink -f "$ldso")
-	cat > "$dir.new/sparse" <<EOW
-#!/bin/sh
-# kheaders.sh: sid's sparse with sid's glibc (this machine's is too old for it)
-exec "$dir${ldso#"$dir.new"}" --library-path "$dir${libdir#"$dir.new"}" "$dir/root/usr/bin/sparse" "\$@"
-EOW
-	chmod 0755 "$dir.new/sparse"
+	libc_wrapper "$dir.new/root" "$dir/root" "$dir.new/sparse" "$dir/root/usr/bin/sparse" \
+		"sid's sparse with sid's glibc (this machine's is too old for it)" || return 1
 	rm -rf "$dir"
 	mv "$dir.new" "$dir"
 }
@@ -615,14 +633,9 @@ image_tree() {
 			pkgs+=("$dep $v $a") ;;
 		esac
 	done
-	fetch "${pkgs[@]}"
 	log "$name: unpacking ${pkgs[*]}"
 	rm -rf "$dir.new"
-	mkdir -p "$dir.new"
-	for x in "${pkgs[@]}"; do
-		read -r p v a <<<"$x"
-		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new"
-	done
+	unpack "$dir.new" "${pkgs[@]}" || return 1
 	# boot/vmlinuz-<rel>, or (7.x) usr/lib/modules/<rel>/vmlinuz.
 	vmlinuz=$(find "$dir.new" -maxdepth 5 \( -name "vmlinuz-$rel" -o -path "*/modules/$rel/vmlinuz" \) |
 		head -n1)
@@ -653,24 +666,16 @@ image_tree() {
 
 # The arm64 sysroot: SYSROOT_PKGS from bookworm, unpacked.
 sysroot_tree() {
-	local dir=$KHDIR/arm64-sysroot p x v a pkgs=()
-	for p in "${SYSROOT_PKGS[@]}"; do
-		x=$(lookup "$p" arm64 bookworm bookworm-security) || { log "no $p (arm64) in bookworm"; return 1; }
-		read -r v a <<<"$x"
-		pkgs+=("$p $v $a")
-	done
+	local dir=$KHDIR/arm64-sysroot pkgs
+	pkgs=$(resolve arm64 bookworm,bookworm-security "${SYSROOT_PKGS[@]}") || return 1
+	mapfile -t pkgs <<<"$pkgs"
 	if grep -qs '^LAYOUT=merged-usr$' "$dir/.kheaders" &&
 	   [ "$(sed -n 's/^PACKAGE=//p' "$dir/.kheaders")" = "$(printf '%s\n' "${pkgs[@]}")" ]; then
 		return 0
 	fi
-	fetch "${pkgs[@]}"
 	log "arm64-sysroot: unpacking ${#pkgs[@]} packages"
 	rm -rf "$dir.new"
-	mkdir -p "$dir.new"
-	for x in "${pkgs[@]}"; do
-		read -r p v a <<<"$x"
-		dpkg-deb -x "$(deb_file "$p" "$v" "$a")" "$dir.new"
-	done
+	unpack "$dir.new" "${pkgs[@]}" || return 1
 	# Merged /usr, as the machine's: bookworm's libnl ships in /lib.
 	merge_usr "$dir.new"
 	# Development symlinks are absolute (/usr/lib/...): into the sysroot.
