@@ -78,6 +78,26 @@ static void test_place(void)
 	is(local_place_check(d, 1, 1, 100), -EINVAL, "place: stride below 264");
 }
 
+/*
+ * How many of test_read()'s 5 rows (seed 7) are in place: at stride 300
+ * from @buf, the second range (@d[1]) taking over at byte 590.
+ */
+static long rows_in_place(uint8_t *buf, const struct local_dest *d, const uint32_t *rows)
+{
+	uint8_t want[264];
+	long i, ok = 0;
+
+	for (i = 0; i < 5; i++) {
+		uint64_t pos = i * 300;
+		uint8_t *dst = pos < 590 ? buf + pos : d[1].addr + (pos - 590);
+
+		gen_weight_row(7, 1, rows[i], want);
+		gen_scale_row(7, 1, rows[i], want + 256);
+		ok += !memcmp(dst, want, 264);
+	}
+	return ok;
+}
+
 static void test_read(void)
 {
 	const char *const prefixes[] = { "t.a", "t.b" };
@@ -85,7 +105,7 @@ static void test_read(void)
 				.pad_before = 3 };
 	char path[] = "/tmp/test_local.XXXXXX", err[256];
 	uint32_t rows[] = { 4999, 0, 17, 17, 2500 }, bad = 0;
-	uint8_t md[32], want[264], *buf;
+	uint8_t md[32], *buf;
 	struct local_copy *lc;
 	struct gen_plan plan;
 	struct local_dest d[2];
@@ -138,16 +158,7 @@ static void test_read(void)
 	d[1].addr = buf + 590 + 100;	/* a hole the fetch must not touch */
 	d[1].len = 2000 - 690;
 	is(local_read_rows(lc, rows, 5, d, 2, 300, &bad), 0, "read 5 rows at stride 300, 2 ranges");
-	ok = 0;
-	for (i = 0; i < 5; i++) {
-		uint64_t pos = i * 300;
-		uint8_t *dst = pos < 590 ? buf + pos : d[1].addr + (pos - 590);
-
-		gen_weight_row(7, 1, rows[i], want);
-		gen_scale_row(7, 1, rows[i], want + 256);
-		ok += !memcmp(dst, want, 264);
-	}
-	is((long)ok, 5, "every row is the generator's, at its place");
+	is(rows_in_place(buf, d, rows), 5, "every row is the generator's, at its place");
 	ok = 1;
 	for (i = 264; i < 300; i++)
 		ok &= buf[i] == 0xc3;
@@ -158,15 +169,7 @@ static void test_read(void)
 	lc->dio_align = 16384;
 	memset(buf, 0xc3, 2000);
 	is(local_read_rows(lc, rows, 5, d, 2, 300, &bad), 0, "read again with 16 KiB alignment");
-	for (i = 0, ok = 0; i < 5; i++) {
-		uint64_t pos = i * 300;
-		uint8_t *dst = pos < 590 ? buf + pos : d[1].addr + (pos - 590);
-
-		gen_weight_row(7, 1, rows[i], want);
-		gen_scale_row(7, 1, rows[i], want + 256);
-		ok += !memcmp(dst, want, 264);
-	}
-	is((long)ok, 5, "every row is the generator's with 16 KiB alignment");
+	is(rows_in_place(buf, d, rows), 5, "every row is the generator's with 16 KiB alignment");
 	memset(buf, 0xc3, 2000);
 	rows[3] = 5000;
 	is(local_read_rows(lc, rows, 5, d, 2, 300, &bad), -ERANGE, "a row out of range");
