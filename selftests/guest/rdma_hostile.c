@@ -75,8 +75,9 @@
 /*
  * Local ACK timeout exponent for every QP of ours: 4.096 us << 16 is
  * 268 ms, so a try the other end drops without a NAK (5.10's rxe does
- * that) ends in "retry exceeded" after about 2 s, not after rdma_cm's
- * default of about 1 s per retry.  Set on the QP itself: rdma_cm's
+ * that) ends in "retry exceeded" after about 2 s (7 tries), not after
+ * rdma_cm's default of about 1 s per try, and the four attacks end well
+ * within the fetch's deadline (t_66_pd: 20 s).  Set on the QP itself: rdma_cm's
  * ACK_TIMEOUT option does not reach a user QP's attributes on 5.10.
  */
 #define ACK_TIMEOUT	16
