@@ -54,15 +54,16 @@ wait_for() {
 	done
 	return 1
 }
-# wait_fetchable SECONDS [ARGS...]: a fetch of one row by the test's FC
-# array (fetch_check with its table's options) and ARGS works; tried once a
-# second, so that a link coming back after a break has time to.
+# wait_fetchable SECONDS [ARGS...]: within SECONDS, a fetch of one row by
+# the test's FC array (fetch_check with its table's options) and ARGS works;
+# tried once a second, so that a link coming back after a break has time to.
 wait_fetchable() {
-	local i n=$1
+	local end=$((SECONDS + $1))
 
 	shift
-	for i in $(seq 1 "$n"); do
+	for _ in $(seq 1 "$((end - SECONDS))"); do
 		"${FC[@]}" --count 1 "$@" >/dev/null 2>&1 && return 0
+		[ $SECONDS -lt "$end" ] || break
 		sleep 1
 	done
 	return 1

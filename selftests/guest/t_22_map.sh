@@ -47,7 +47,7 @@ check "table a loads" test "$(table_state mapa)" = ready
 offsets mapa
 
 run() { local out rc; out=$("$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
-wait_fetchable() {
+wait_a_fetchable() {
 	local i
 	for i in $(seq 1 "$1"); do
 		fa --count 1 >/dev/null 2>&1 && return 0
@@ -55,7 +55,7 @@ wait_fetchable() {
 	done
 	return 1
 }
-check "the link comes up and fetches from a" wait_fetchable 30
+check "the link comes up and fetches from a" wait_a_fetchable 30
 # p50 of a fetch_check output line
 p50() { sed -n 's/.* p50_us \([0-9]*\).*/\1/p'; }
 
@@ -119,7 +119,7 @@ done
 sed 's/^/# /' "$ENGRAM_TEST_TMP/r"
 check "a request before the new rxe0 is mapped is refused with EAGAIN" test $refused -eq 0
 echo 0 > "$KNOB"
-check "then the link fetches again" wait_fetchable 60
+check "then the link fetches again" wait_a_fetchable 60
 check "a is exact after the re-add" run fa --count 20000 --batch 4096 --seed 7
 check "b is exact after the re-add" run fb --count 20000 --batch 4096 --seed 8
 dmesg_since | grep 'pages mapped' | sed 's/^/# /'

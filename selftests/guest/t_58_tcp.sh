@@ -27,14 +27,6 @@ FC=("$CHECK" --table tcp --file "$F" --weight-offset "$WOFF" --scale-offset "$SO
 fc() { "${FC[@]}" "$@"; }
 run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
 
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		fc --count 1 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 check "the tcp link comes up and sees the table" wait_fetchable 30
 link_json() { "$ENGRAMCTL" -j link show 1; }
 check "link show says transport tcp" \

@@ -81,8 +81,8 @@ check "the table loads" test "$(table_state barrier)" = ready
 dmesg_mark
 
 run() { local out rc; out=$("$BC" --table barrier "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
-# wait_fetchable LINK SECONDS: the link is up and a fetch works.
-wait_fetchable() {
+# wait_link_fetchable LINK SECONDS: the link is up and a fetch works.
+wait_link_fetchable() {
 	local i
 	for i in $(seq 1 "$2"); do
 		"$BC" --table barrier --link "$1" --rows 16 --long-ms 10000 fetch \
@@ -91,8 +91,8 @@ wait_fetchable() {
 	done
 	return 1
 }
-check "the rdma link (1) comes up and sees the table" wait_fetchable 1 30
-check "the tcp link (2), through the relay, comes up and sees the table" wait_fetchable 2 30
+check "the rdma link (1) comes up and sees the table" wait_link_fetchable 1 30
+check "the tcp link (2), through the relay, comes up and sees the table" wait_link_fetchable 2 30
 
 for link in 1 2; do
 	t=$([ $link = 1 ] && echo rdma || echo tcp)
@@ -102,7 +102,7 @@ for link in 1 2; do
 	echo 4000 >$P/fault_delay_ms
 	check "$t: UNREG_BUF with a fetch held 4 s: breaks it within 3.5 s, canary intact 5 s later" \
 		run --link $link --rows 4096 --max-ms 3500 --settle-ms 5000 unreg
-	check "$t: the link comes back" wait_fetchable $link 30
+	check "$t: the link comes back" wait_link_fetchable $link 30
 	echo 500 >$P/fault_delay_ms
 	check "$t: close() with a fetch held 0.5 s: canary intact 3 s later" \
 		run --link $link --rows 1024 --max-ms 2500 --settle-ms 3000 close
@@ -110,7 +110,7 @@ for link in 1 2; do
 	check "$t: engram_fetch() under SIGALRM every 50 ms: returns 0 once the fetch ended, canary intact" \
 		run --link $link --rows 4096 --min-ms 1400 --settle-ms 3000 eintr
 	echo 0 >$P/fault_delay_ms
-	check "$t: the link works after" wait_fetchable $link 30
+	check "$t: the link works after" wait_link_fetchable $link 30
 done
 
 touch "$STALL"
@@ -118,7 +118,7 @@ sleep 0.2
 check "tcp, server not reading: a second thread's fetch times out in time, no D state, WAIT answers" \
 	run --link 2 --short-ms 1000 --long-ms 20000 --max-ms 2500 stall
 rm -f "$STALL"
-check "tcp: the link comes back once the server reads again" wait_fetchable 2 30
+check "tcp: the link comes back once the server reads again" wait_link_fetchable 2 30
 check "no warning in the kernel log" \
 	sh -c "! dmesg | tail -n +$((DMESG_MARK + 1)) | grep -q 'WARNING:\|BUG:\|INFO: task'"
 done_testing

@@ -466,7 +466,8 @@ wrap_host_tools() {
 		mv "$f" "$f.bin"
 		# The wrapper names the loader where the tree ends up ($final).
 		libc_wrapper "$root/hostlibc" "$final/hostlibc" "$f" '$0.bin' \
-			"run with $suite's glibc (this machine's is too old for it)" || return 1
+			"run with $suite's glibc (this machine's is too old for it)" ||
+			die "$name: no wrapper for $f"
 	done
 	return 0
 }
