@@ -36,8 +36,8 @@
  * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
  * a NAK (remote access, invalid request or operation error), "rdma_hostile:
  * NAME: dropped (transport retry counter exceeded)" when the other end
- * never acknowledged it (rxe before 5.15 drops such packets without a
- * NAK), or "rdma_hostile: NAME: ACCEPTED".  It exits 0 when every attack
+ * never acknowledged it (5.10's rxe drops such packets without a NAK),
+ * or "rdma_hostile: NAME: ACCEPTED".  It exits 0 when every attack
  * was refused or dropped and the control write succeeded, 1 when an
  * attack got through, 2 on a setup failure or a timeout.  A drop only
  * counts because the control write, on the same device and after the
@@ -77,8 +77,9 @@
  * 268 ms, so a try the other end drops without a NAK (5.10's rxe does
  * that) ends in "retry exceeded" after about 2 s (7 tries), not after
  * rdma_cm's default of about 1 s per try, and the four attacks end well
- * within the fetch's deadline (t_66_pd: 20 s).  Set on the QP itself: rdma_cm's
- * ACK_TIMEOUT option does not reach a user QP's attributes on 5.10.
+ * within the fetch's deadline (t_66_pd: 20 s).  Set on the QP itself:
+ * rdma_cm's ACK_TIMEOUT option does not reach a user QP's attributes on
+ * 5.10.
  */
 #define ACK_TIMEOUT	16
 

@@ -10,9 +10,10 @@
 # again the same file loads and verifies.  Twice: the bad part in the
 # middle of the file (1,289 pages before it were pinned and hashed) and on
 # its second page (one was; the first holds the header, which engramctl
-# reads itself and would report as its own read error).  It reaches the page cache's read error through
-# every kind of kernel's path (folios, or pages on 5.10) without fault
-# injection, which Debian's kernels do not have.
+# reads itself and would report as its own read error).  It reaches the
+# page cache's read error through every kind of kernel's path (folios, or
+# pages on 5.10) without fault injection, which Debian's kernels do not
+# have.
 # kernels: 6.1
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
@@ -112,7 +113,7 @@ bad_load() {
 	# 2 MiB on these file systems.
 	lo=$((lblk * BLK > 2097152 ? lblk * BLK - 2097152 : 0))
 	hi=$((lblk * BLK))
-	check "$label: the offset ($off) is the bad blocks' or their folio's start" \
+	check "$label: the offset ($off) is the bad block's or its folio's start" \
 		test -n "$off" -a "${off:-0}" -ge $lo -a "${off:-0}" -le $hi
 	check "$label: the failure is counted" \
 		test "$(stat_global loads_failed)" -eq $((failed0 + 1))
@@ -127,7 +128,7 @@ G=$SCRATCH/good.safetensors
 make_table "$G" 2000 --seed 25 || bail "mktable good"
 
 bad_load "mid-file" $((ROWS * 264 / 2))
-check "mid-file: another table loads meanwhile" \
+check "mid-file: after the failure another table loads" \
 	sh -c "timeout 120 '$ENGRAMCTL' load '$G' --tensor $PREFIX --name good >/dev/null 2>&1"
 check "mid-file: and verifies" sh -c "'$ENGRAMCTL' verify good >/dev/null 2>&1"
 "$ENGRAMCTL" unload good >/dev/null 2>&1
