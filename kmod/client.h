@@ -83,7 +83,8 @@ struct engram_fetch {
 	struct ib_device *ibdev;	/* the MRs and the buffer syncs are its */
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
-	atomic_t wire_refs;		/* the SEND and each LOCAL_INV still to complete */
+	atomic_t wire_refs;		/* the SEND and each MR invalidation to come */
+	u32 rkey0;			/* the first piece's key, as sent */
 	/* Built here, not on the stack: the LOCAL_INVs are posted in softirq. */
 	struct ib_reg_wr reg_wrs[ENGRAM_WIRE_MAX_RANGES];
 	struct ib_send_wr inv_wrs[ENGRAM_WIRE_MAX_RANGES];

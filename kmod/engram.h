@@ -60,6 +60,7 @@ int engram_params_init(void);
 unsigned int engram_params_timeout_ms(void);
 unsigned int engram_params_heartbeat_ms(void);
 unsigned int engram_params_heartbeat_timeout_ms(void);
+u16 engram_params_protocol_version(void);
 void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
@@ -280,6 +281,7 @@ struct engram_link_info {
 	u32 tables;
 	u32 max_rows;
 	u32 max_inflight;
+	u32 protocol;			/* negotiated wire version; 0 while down */
 	u64 connects;
 	u64 reconnects;
 	u64 since_ns;

@@ -620,7 +620,8 @@ void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req 
  */
 void engram_link_local_params(struct engram_wire_params *p)
 {
-	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
+	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT,
+			  engram_params_protocol_version());
 }
 
 static void engram_link_connect_work(struct work_struct *work)

@@ -223,6 +223,7 @@ static void engram_link_admin_snapshot(struct engram_link *l, struct engram_link
 	if (l->live) {
 		info->max_rows = l->neg.max_rows;
 		info->max_inflight = l->neg.max_inflight;
+		info->protocol = l->neg.version_max;
 	}
 	info->connects = l->connects;
 	info->reconnects = info->stats[ENGRAM_STAT_RECONNECTS];

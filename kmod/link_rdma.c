@@ -7,6 +7,9 @@
  * fast registration (one MR per piece, a fresh key each time), sends one
  * REQUEST, and on the RESPONSE invalidates its MRs before it completes,
  * so the server can never write into the buffer once the fetch is over.
+ * From protocol version 2 the server's RESPONSE invalidates the first
+ * MR itself (SEND with invalidate), so a fetch of one piece completes on
+ * its RESPONSE without a local invalidation to wait for.
  * Teardown disconnects, drains, and destroys the QP and its MRs before
  * any fetch of the connection is let go.  The generic link (link.c) owns
  * the state, catalog, tickets, heartbeat, deadlines and reconnects.
@@ -34,6 +37,8 @@ struct engram_link_rdma_recv {
 	struct ib_cqe cqe;
 	struct list_head early;		/* on engram_link_rdma.early */
 	u32 early_len;
+	bool inv;			/* the SEND that filled it invalidated inv_rkey */
+	u32 inv_rkey;
 	struct engram_link *link;
 	void *buf;
 	u64 dma;
@@ -49,6 +54,12 @@ struct engram_link_rdma_slot {
 	dma_addr_t *dma;		/* per page */
 	unsigned int nr_mapped;
 	struct ib_mr *mr;
+	/*
+	 * mr_pages entries, for mapping the fetch that holds the slot: 16 KiB
+	 * allocated (and, with init_on_alloc, cleared) per fetch showed in
+	 * the profile of a 1-row fetch.
+	 */
+	struct scatterlist *sgl;
 };
 
 /*
@@ -174,7 +185,8 @@ static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 }
 
 /*
- * Invalidate every MR of a fetch.  Every WR is signaled and holds one
+ * Invalidate the MRs of a fetch from piece @first on (those before were
+ * invalidated by the RESPONSE).  Every WR is signaled and holds one
  * wire_ref: a flushed chain completes each of them, signaled or not.
  * Called under l->lock while the link is live, so teardown's drain marker
  * always comes after these WRs.  If posting fails the fetch stays on the
@@ -185,18 +197,19 @@ static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
  * Return: 0, or the post's error, which the caller acts on (breaking the
  * connection) once it has dropped l->lock.
  */
-static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetch *f)
+static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetch *f,
+				       unsigned int first)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	struct ib_send_wr *wrs = f->inv_wrs;
-	unsigned int i, n = f->nr_pieces;
+	unsigned int i, n = f->nr_pieces - first;
 	int ret;
 
 	lockdep_assert_held(&l->lock);
 	memset(wrs, 0, sizeof(wrs[0]) * n);
 	for (i = 0; i < n; i++) {
 		wrs[i].opcode = IB_WR_LOCAL_INV;
-		wrs[i].ex.invalidate_rkey = f->pieces[i].mr->rkey;
+		wrs[i].ex.invalidate_rkey = f->pieces[first + i].mr->rkey;
 		wrs[i].wr_cqe = &f->inv_cqe;
 		wrs[i].send_flags = IB_SEND_SIGNALED;
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
@@ -223,32 +236,50 @@ static void engram_link_rdma_fault_qp_error(struct engram_link *l)
 			    l->id, ret);
 }
 
-static int engram_link_rdma_response(struct engram_link *l, const void *buf, u32 len)
+/*
+ * The RESPONSE to @f came.  If its SEND invalidated the fetch's first key
+ * (version 2), the device did so before it completed the receive: that
+ * MR needs no LOCAL_INV, and a fetch of one piece is over once its
+ * request SEND has completed too.  Any other key, or none, and every MR
+ * is invalidated here, as in version 1: a server cannot make a fetch end
+ * early by invalidating the wrong key.
+ */
+static int engram_link_rdma_response(struct engram_link *l, struct engram_link_rdma_recv *r,
+				     u32 len)
 {
 	struct engram_wire_resp resp;
 	struct engram_fetch *f;
 	unsigned long flags;
+	unsigned int first;
 	char err[96];
 	int ret = 0;
 
-	if (engram_wire_resp_decode(buf, len, &l->neg, false, &resp, err, sizeof(err))) {
+	if (engram_wire_resp_decode(r->buf, len, &l->neg, false, &resp, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
 		return -EPROTO;
 	}
 	f = engram_link_claim(l, &resp);
 	if (!f)
 		return -EPROTO;
-	if (engram_fault_client_inv_flush())
+	first = r->inv && r->inv_rkey == f->rkey0 ? 1 : 0;
+	if (first) {
+		engram_count(&l->stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
+		engram_count(&engram_global_stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
+	}
+	if (first < f->nr_pieces && engram_fault_client_inv_flush())
 		engram_link_rdma_fault_qp_error(l);
 	spin_lock_irqsave(&l->lock, flags);
 	/* Not live: teardown is draining and will end the fetch itself. */
-	if (l->live)
-		ret = engram_link_rdma_invalidate(l, f);
+	if (l->live && first < f->nr_pieces)
+		ret = engram_link_rdma_invalidate(l, f, first);
 	spin_unlock_irqrestore(&l->lock, flags);
 	/* Only now: engram_link_fail() takes l->lock. */
 	if (ret) {
 		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, ret);
 		engram_link_fail(l, -ECONNRESET);
+	} else if (first) {
+		/* The first MR's wire_ref: its key died with the RESPONSE. */
+		engram_link_rdma_wire_put(l, f);
 	}
 	return 0;
 }
@@ -284,6 +315,8 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		engram_link_rdma_fail_wc(l, wc, "receive");
 		return;
 	}
+	r->inv = wc->wc_flags & IB_WC_WITH_INVALIDATE;
+	r->inv_rkey = wc->ex.invalidate_rkey;
 	engram_link_heard(l);
 	ib_dma_sync_single_for_cpu(rl->dev->ibdev, r->dma, ENGRAM_WIRE_MAX_CATALOG_BYTES,
 				   DMA_FROM_DEVICE);
@@ -319,7 +352,7 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 	}
 	switch (hdr.type) {
 	case ENGRAM_WIRE_RESPONSE:
-		ret = engram_link_rdma_response(l, r->buf, len);
+		ret = engram_link_rdma_response(l, r, len);
 		break;
 	case ENGRAM_WIRE_CATALOG:
 		ret = engram_link_frame_catalog(l, r->buf, len);
@@ -415,6 +448,7 @@ static void engram_link_rdma_free_bufs(struct engram_link *l)
 			ib_dma_unmap_page(ibdev, sl->dma[p], PAGE_SIZE, DMA_TO_DEVICE);
 		kfree(sl->dma);
 		vfree(sl->buf);
+		kfree(sl->sgl);
 	}
 	kfree(rl->slots);
 	rl->slots = NULL;
@@ -514,7 +548,8 @@ static int engram_link_rdma_alloc_slot(struct engram_link *l, struct engram_link
 
 	sl->buf = vmalloc(pages * PAGE_SIZE);
 	sl->dma = kcalloc(pages, sizeof(*sl->dma), GFP_KERNEL);
-	if (!sl->buf || !sl->dma)
+	sl->sgl = kmalloc_array(l->mr_pages, sizeof(*sl->sgl), GFP_KERNEL);
+	if (!sl->buf || !sl->dma || !sl->sgl)
 		return -ENOMEM;
 	for (p = 0; p < pages; p++) {
 		struct page *page = vmalloc_to_page(sl->buf + p * PAGE_SIZE);
@@ -882,17 +917,13 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece
 static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct scatterlist *sgl = rl->slots[f->slot].sgl;
 	struct engram_wire_req req;
-	struct scatterlist *sgl;
 	unsigned long flags;
 	unsigned int i;
 	int ret;
 
 	f->ibdev = rl->dev->ibdev;
-	sgl = kmalloc_array(l->mr_pages, sizeof(*sgl), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!sgl)
-		goto err_pieces;
 	for (i = 0; i < f->nr_pieces; i++) {
 		ret = engram_link_rdma_map_piece(l, &f->pieces[i], sgl);
 		if (ret)
@@ -905,6 +936,8 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		req.ranges[i].addr = f->pieces[i].mr->iova;
 		req.ranges[i].rkey = f->pieces[i].mr->rkey;
 	}
+	/* The key a version 2 server invalidates with its RESPONSE. */
+	f->rkey0 = f->pieces[0].mr->rkey;
 	ret = engram_wire_req_build(rl->slots[f->slot].buf, l->neg.max_request_bytes,
 				    &l->neg, &req, f->rows);
 	if (ret < 0)
@@ -913,7 +946,8 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 
 	f->send_cqe.done = engram_link_rdma_send_done;
 	f->inv_cqe.done = engram_link_rdma_inv_done;
-	atomic_set(&f->wire_refs, 1 + f->nr_pieces);	/* the SEND, each LOCAL_INV */
+	/* The SEND, and each MR's invalidation (a LOCAL_INV, or the RESPONSE). */
+	atomic_set(&f->wire_refs, 1 + f->nr_pieces);
 	ret = engram_link_track(l, f);
 	if (ret)
 		goto err_pieces;
@@ -929,11 +963,9 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		engram_link_fail(l, -ECONNRESET);
 		ret = 0;		/* the fetch completes with its error */
 	}
-	kfree(sgl);
 	return ret;
 
 err_pieces:
-	kfree(sgl);
 	spin_lock_irqsave(&l->lock, flags);
 	for (i = 0; i < f->nr_pieces; i++) {
 		if (f->pieces[i].mr)

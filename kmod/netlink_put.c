@@ -171,6 +171,8 @@ int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *
 	if (li->have_heartbeat &&
 	    nla_put_u32(skb, ENGRAM_A_LINK_HEARTBEAT_US, li->heartbeat_us))
 		return -EMSGSIZE;
+	if (li->protocol && nla_put_u32(skb, ENGRAM_A_LINK_PROTOCOL, li->protocol))
+		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;
 	if (engram_netlink_put_stats(skb, li->stats, engram_link_stat_ids, engram_link_stat_count))

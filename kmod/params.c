@@ -105,6 +105,19 @@ module_param_cb(reconnect_max_ms, &engram_uint_param_ops, &engram_reconnect_max,
 MODULE_PARM_DESC(reconnect_max_ms,
 		 "longest reconnect delay in milliseconds, before jitter (1-600000, default 5000)");
 
+/*
+ * The newest wire protocol version offered, by links and listeners alike:
+ * lowered to 1, this host speaks only what a version 1 peer does (during
+ * a rolling upgrade, or to compare).  Read at each connection.
+ */
+static struct engram_uint_param engram_protocol = {
+	.val = ENGRAM_WIRE_VERSION, .min = ENGRAM_WIRE_VERSION_MIN, .max = ENGRAM_WIRE_VERSION,
+};
+
+module_param_cb(protocol_version, &engram_uint_param_ops, &engram_protocol, 0644);
+MODULE_PARM_DESC(protocol_version,
+		 "newest wire protocol version offered to peers (1-2, default 2)");
+
 /**
  * engram_params_heartbeat_ms() - interval between link heartbeats
  *
@@ -178,4 +191,14 @@ int engram_params_init(void)
 	for (i = 0; i < engram_config.n_remote; i++)
 		pr_info("remote %s\n", engram_config.remote[i].text);
 	return 0;
+}
+
+/**
+ * engram_params_protocol_version() - newest wire protocol version to offer
+ *
+ * Return: ENGRAM_WIRE_VERSION_MIN..ENGRAM_WIRE_VERSION.
+ */
+u16 engram_params_protocol_version(void)
+{
+	return READ_ONCE(engram_protocol.val);
 }

@@ -504,11 +504,14 @@ static void engram_serve_rdma_ctrl_put(struct engram_conn *conn, struct engram_c
 
 /*
  * Post a control slot of @len bytes, after reposting the frame it answers
- * (so the peer's next SEND finds a buffer).  On failure the slot is left
+ * (so the peer's next SEND finds a buffer).  With @inv_rkey, a RESPONSE
+ * to a request goes as a SEND with invalidate of that key (protocol
+ * version 2): the client's registration dies as the RESPONSE arrives, and
+ * the client has no LOCAL_INV to wait for.  On failure the slot is left
  * for the release, which drops any hold it carries.
  */
 static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
-				       u32 len, struct engram_rx **rxp)
+				       u32 len, struct engram_rx **rxp, const u32 *inv_rkey)
 {
 	struct ib_sge sge = {
 		.addr = c->dma,
@@ -525,6 +528,10 @@ static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_c
 	unsigned long flags;
 	int ret;
 
+	if (inv_rkey && conn->neg.version_max >= ENGRAM_WIRE_VERSION_REMOTE_INV) {
+		wr.opcode = IB_WR_SEND_WITH_INV;
+		wr.ex.invalidate_rkey = *inv_rkey;
+	}
 	engram_serve_rdma_rx_done(conn, rxp);
 	ret = engram_serve_rdma_credits(conn, 1);
 	if (ret)
@@ -686,10 +693,10 @@ static int engram_serve_rdma_cat_send(struct engram_conn *conn, u64 ticket,
 	return ret;
 }
 
-/* Answer a frame with a RESPONSE that carries no rows. */
+/* Answer a frame with a RESPONSE that carries no rows (@inv_rkey: as ctrl_send). */
 static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctrl *c,
 				     struct engram_rx **rxp, u64 ticket, int status,
-			  u32 bad_index)
+				     u32 bad_index, const u32 *inv_rkey)
 {
 	struct engram_wire_resp resp = {
 		.ticket = ticket,
@@ -705,7 +712,7 @@ static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctr
 		engram_serve_rdma_close(conn);
 		return;
 	}
-	engram_serve_rdma_ctrl_send(conn, c, len, rxp);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp, inv_rkey);
 }
 
 /* Start a chain: wait for enough credits that chains do not trickle. */
@@ -811,6 +818,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	const dma_addr_t *dma;
 	struct engram_ctrl *c;
 	char why[128];
+	bool parsed = false;
 	u32 bad = 0;
 	int st, len;
 
@@ -818,6 +826,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	if (!c)
 		return;
 	st = engram_wire_req_parse(rx->buf, rx->len, &conn->neg, req, why, sizeof(why));
+	parsed = !st;
 	if (st) {
 		pr_info_ratelimited("connection from %pISpc: request refused, %s: %s\n",
 				    &conn->peer, engram_wire_status_name(st), why);
@@ -862,13 +871,15 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
-	engram_serve_rdma_ctrl_send(conn, c, len, rxp);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey);
 	return;
 
 refuse:
 	engram_serve_refused(c->t, st);
 	c->t = NULL;
-	engram_serve_rdma_refuse(conn, c, rxp, req->ticket, st, bad);
+	/* Only a request that parsed has a key we know to be the client's. */
+	engram_serve_rdma_refuse(conn, c, rxp, req->ticket, st, bad,
+				 parsed ? &req->ranges[0].rkey : NULL);
 }
 
 static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
@@ -903,7 +914,7 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 		len = engram_wire_simple_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 						ENGRAM_WIRE_HEARTBEAT, h.ticket);
 		if (!WARN_ON_ONCE(len < 0))
-			engram_serve_rdma_ctrl_send(conn, c, len, &rx);
+			engram_serve_rdma_ctrl_send(conn, c, len, &rx, NULL);
 		else
 			engram_serve_rdma_ctrl_put(conn, c);
 		goto out;
@@ -915,7 +926,7 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 	pr_info_ratelimited("connection from %pISpc: frame refused, %s: %s\n",
 			    &conn->peer, engram_wire_status_name(st), why);
 	engram_stats_count_refusal(&engram_global_stats, st);
-	engram_serve_rdma_refuse(conn, c, &rx, h.ticket, st, 0);
+	engram_serve_rdma_refuse(conn, c, &rx, h.ticket, st, 0, NULL);
 out:
 	/* Whatever happened, the buffer goes back (a no-op when closing). */
 	engram_serve_rdma_rx_done(conn, &rx);

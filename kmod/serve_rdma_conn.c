@@ -378,7 +378,8 @@ static int engram_serve_rdma_conn_params(const struct ib_device_attr *attrs,
 	 * is refused (TOO_MANY_ROWS) by the codec.
 	 */
 	engram_wire_offer(p, min_t(u64, READ_ONCE(engram_srv_max_rows.val), fit),
-			  min(ENGRAM_WIRE_OFFER_INFLIGHT, room));
+			  min(ENGRAM_WIRE_OFFER_INFLIGHT, room),
+			  engram_params_protocol_version());
 	p->max_request_bytes = round_up(p->max_request_bytes, 4096);
 	return 0;
 }

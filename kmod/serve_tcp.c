@@ -534,7 +534,8 @@ refuse:
 /* This server's hello: what serve_rdma.c offers, minus the device limits. */
 static void engram_serve_tcp_local_params(struct engram_wire_params *p)
 {
-	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
+	engram_wire_offer(p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT,
+			  engram_params_protocol_version());
 	p->max_request_bytes = round_up(p->max_request_bytes, 4096);
 }
 

@@ -196,15 +196,23 @@ u64 engram_wire_request_size(u32 nr_rows, u16 nr_ranges)
  * @max_rows: rows per request, 1..ENGRAM_WIRE_MAX_ROWS
  *	(ENGRAM_WIRE_OFFER_ROWS unless a limit of this host is lower)
  * @max_inflight: tickets in flight (ENGRAM_WIRE_OFFER_INFLIGHT unless lower)
+ * @version_max: newest version to offer, clamped to the versions this
+ *	build speaks (an administrator may hold a host back during an upgrade)
  *
- * Every version this build speaks, the most ranges the protocol allows, and
- * a max_request_bytes that holds exactly a request of @max_rows rows in
- * that many ranges (a side whose buffers come in pages may round it up).
+ * Every version this build speaks up to @version_max, the most ranges the
+ * protocol allows, and a max_request_bytes that holds exactly a request of
+ * @max_rows rows in that many ranges (a side whose buffers come in pages
+ * may round it up).
  */
-void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight)
+void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
+		       u16 version_max)
 {
+	if (version_max > ENGRAM_WIRE_VERSION)
+		version_max = ENGRAM_WIRE_VERSION;
+	if (version_max < ENGRAM_WIRE_VERSION_MIN)
+		version_max = ENGRAM_WIRE_VERSION_MIN;
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = ENGRAM_WIRE_VERSION;
+	p->version_max = version_max;
 	p->max_inflight = max_inflight;
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_rows = max_rows;

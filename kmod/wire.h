@@ -167,8 +167,11 @@ const char *engram_wire_type_name(unsigned int type);
  */
 #define ENGRAM_WIRE_OFFER_ROWS		65536
 #define ENGRAM_WIRE_OFFER_INFLIGHT	16
+/* The first version whose RDMA RESPONSE may invalidate the first range's key. */
+#define ENGRAM_WIRE_VERSION_REMOTE_INV	2
 
-void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight);
+void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
+		       u16 version_max);
 int engram_wire_hello_check(const struct engram_wire_params *p, char *err,
 			    size_t errlen);
 int engram_wire_hello_encode(void *buf, size_t size,

@@ -141,11 +141,15 @@ static uint64_t now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-/* Small limits: the peer's receives then stay small too. */
+/*
+ * Small limits: the peer's receives then stay small too.  Version 1 only:
+ * its buffers are plain MRs, which a version 2 server's SEND with
+ * invalidate would try to invalidate (an error that breaks the QP).
+ */
 static void local_params(struct engram_wire_params *p)
 {
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = ENGRAM_WIRE_VERSION;
+	p->version_max = 1;
 	p->max_inflight = 4;
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_rows = 64;

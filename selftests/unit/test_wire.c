@@ -155,19 +155,28 @@ static void test_offer(void)
 	struct engram_wire_params p, q, out;
 
 	memset(&p, 0xa5, sizeof(p));
-	engram_wire_offer(&p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT);
+	engram_wire_offer(&p, ENGRAM_WIRE_OFFER_ROWS, ENGRAM_WIRE_OFFER_INFLIGHT, 0xffff);
 	tap_ok(p.version_min == ENGRAM_WIRE_VERSION_MIN && p.version_max == ENGRAM_WIRE_VERSION &&
 	       p.max_rows == 65536 && p.max_inflight == 16 &&
 	       p.max_ranges == ENGRAM_WIRE_MAX_RANGES &&
 	       p.max_request_bytes == engram_wire_request_size(65536, ENGRAM_WIRE_MAX_RANGES),
 	       "offer: every version, 65,536 rows, 16 in flight, 16 ranges, exact request bytes");
 	tap_ok(!engram_wire_hello_check(&p, err, sizeof(err)), "offer: a valid hello");
-	engram_wire_offer(&q, 1, 1);
+	engram_wire_offer(&q, 1, 1, 1);
 	tap_ok(!engram_wire_hello_check(&q, err, sizeof(err)) && q.max_rows == 1 &&
-	       q.max_request_bytes == 48 + 16 * 24 + 4,
-	       "offer of 1 row, 1 in flight: valid, exact");
+	       q.max_request_bytes == 48 + 16 * 24 + 4 && q.version_max == 1,
+	       "offer of 1 row, 1 in flight, version 1: valid, exact");
 	tap_ok(!engram_wire_negotiate(&p, &q, &out, err, sizeof(err)) && out.max_rows == 1 &&
-	       out.max_inflight == 1, "two offers negotiate to the smaller");
+	       out.max_inflight == 1 && out.version_max == 1,
+	       "two offers negotiate to the smaller, and to version 1 with a version 1 peer");
+	tap_ok(!engram_wire_negotiate(&q, &p, &out, err, sizeof(err)) && out.version_min == 1 &&
+	       out.version_max == 1 && !engram_wire_check_answer(&p, &out, err, sizeof(err)),
+	       "a version 1 acceptor answers a 1-2 offer with 1, which the offerer takes");
+	engram_wire_offer(&q, 1, 1, 0);
+	tap_ok(q.version_min == ENGRAM_WIRE_VERSION_MIN && q.version_max == ENGRAM_WIRE_VERSION_MIN,
+	       "an offer below the oldest version is clamped to it");
+	tap_ok(ENGRAM_WIRE_VERSION == 2 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2,
+	       "version 2 is the newest, and the one with remote invalidation");
 }
 
 static void test_hello(void)

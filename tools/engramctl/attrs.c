@@ -56,6 +56,7 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_ALLOW]		= "ALLOW",
 	[ENGRAM_A_LINK_RECONNECTS]	= "LINK_RECONNECTS",
 	[ENGRAM_A_LINK_HEARTBEAT_US]	= "LINK_HEARTBEAT_US",
+	[ENGRAM_A_LINK_PROTOCOL]	= "LINK_PROTOCOL",
 	[ENGRAM_A_TRANSPORT]		= "TRANSPORT",
 };
 
@@ -105,6 +106,7 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_ALLOW]		= { .type = NLA_STRING, .maxlen = 64 },
 	[ENGRAM_A_LINK_RECONNECTS]	= { .type = NLA_U64 },
 	[ENGRAM_A_LINK_HEARTBEAT_US]	= { .type = NLA_U32 },
+	[ENGRAM_A_LINK_PROTOCOL]	= { .type = NLA_U32 },
 	[ENGRAM_A_TRANSPORT]		= { .type = NLA_U8 },
 };
 

@@ -127,6 +127,9 @@ int link_info_from_attrs(struct link_info *li, struct nlattr **tb)
 		case ENGRAM_A_LINK_MAX_INFLIGHT:
 			li->max_inflight = nla_get_u32(nla);
 			break;
+		case ENGRAM_A_LINK_PROTOCOL:
+			li->protocol = nla_get_u32(nla);
+			break;
 		case ENGRAM_A_LINK_CONNECTS:
 			li->connects = nla_get_u64(nla);
 			break;
@@ -219,6 +222,8 @@ json_t *link_info_json(const struct link_info *li, int counters)
 		ret |= json_set(o, "reconnects", json_u64(li->reconnects));
 	if (LI_HAS(li, ENGRAM_A_LINK_HEARTBEAT_US))
 		ret |= json_set(o, "heartbeat_us", json_integer(li->heartbeat_us));
+	if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
+		ret |= json_set(o, "protocol", json_integer(li->protocol));
 	if (counters) {
 		ret |= stats_info_json(&li->si, o);
 		if (li->lat.present)
@@ -273,6 +278,8 @@ void link_info_print_line(FILE *f, const struct link_info *li)
 		fprintf(f, " tables %u", li->tables);
 	if (limits_known(li))
 		fprintf(f, " max_rows %u max_inflight %u", li->max_rows, li->max_inflight);
+	if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
+		fprintf(f, " protocol %u", li->protocol);
 	if (LI_HAS(li, ENGRAM_A_LINK_CONNECTS))
 		fprintf(f, " connects %" PRIu64, li->connects);
 	if (LI_HAS(li, ENGRAM_A_LINK_RECONNECTS))
@@ -308,6 +315,8 @@ void link_info_print_detail(FILE *f, const struct link_info *li)
 	if (limits_known(li)) {
 		fprintf(f, "  %-15s %u\n", "max rows", li->max_rows);
 		fprintf(f, "  %-15s %u\n", "max inflight", li->max_inflight);
+		if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
+			fprintf(f, "  %-15s %u\n", "protocol", li->protocol);
 	} else if (LI_HAS(li, ENGRAM_A_LINK_MAX_ROWS)) {
 		fprintf(f, "  %-15s %s\n", "limits", "not negotiated yet");
 	}

@@ -40,6 +40,7 @@ struct link_info {
 	uint8_t transport;
 	uint64_t reconnects;
 	uint32_t heartbeat_us;
+	uint32_t protocol;
 	struct stats_info si;
 	struct lat_info lat;
 };
@@ -61,7 +62,7 @@ json_t *listen_info_json(const struct listen_info *li);
 /*
  * {"id", "url", "state", "error", "error_str", "device", "tables", "max_rows",
  * "max_inflight", "connects", "since_ns", "transport", "reconnects",
- * "heartbeat_us"}; with @counters also every counter
+ * "heartbeat_us", "protocol"}; with @counters also every counter
  * and "latency" (see lat_info_json()).
  */
 json_t *link_info_json(const struct link_info *li, int counters);

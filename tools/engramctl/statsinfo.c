@@ -69,6 +69,7 @@ static const struct {
 	[ENGRAM_STAT_CONNECTS_OVER_PEER] = { "connects_over_peer", STAT_COUNT },
 	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "connects_over_total", STAT_COUNT },
 	[ENGRAM_STAT_IDLE_CLOSES]	= { "idle_closes", STAT_COUNT },
+	[ENGRAM_STAT_REMOTE_INVALIDATIONS] = { "remote_invalidations", STAT_COUNT },
 };
 
 static int is_refusal(int id)

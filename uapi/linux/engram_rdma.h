@@ -217,6 +217,7 @@ enum engram_attr {
 	ENGRAM_A_LINK_HEARTBEAT_US,	/* u32, last heartbeat round trip */
 	ENGRAM_A_TRANSPORT,		/* u8, enum engram_transport */
 	ENGRAM_A_ALLOW_MODE,		/* u8, enum engram_allow_mode */
+	ENGRAM_A_LINK_PROTOCOL,		/* u32, negotiated wire protocol version */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -341,13 +342,18 @@ enum engram_stat {
 	ENGRAM_STAT_CONNECTS_OVER_PEER,		/* rdma_max_conns_per_peer */
 	ENGRAM_STAT_CONNECTS_OVER_TOTAL,	/* rdma_max_conns_total */
 	ENGRAM_STAT_IDLE_CLOSES,	/* silent for rdma_idle_timeout_ms */
+	/* client, per link (and summed module-wide) */
+	ENGRAM_STAT_REMOTE_INVALIDATIONS,	/* fetches whose RESPONSE invalidated a key */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
 };
 
 /*
- * Wire protocol, version 1 (Documentation/protocol.rst has the byte tables).
+ * Wire protocol, versions 1 and 2 (Documentation/protocol.rst has the byte
+ * tables).  The frames of both are the same; version 2 lets an RDMA server
+ * send a RESPONSE as a SEND with invalidate of the request's first range
+ * key, which a version 1 client does not expect.
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
@@ -392,7 +398,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		1	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		2	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */

@@ -1,0 +1,91 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# Wire protocol versions and the RESPONSE that invalidates (one guest, rxe
+# loopback, host and client at once):
+# - protocol_version takes 1 or 2 only, with a log line for anything else;
+# - by default a link negotiates version 2: the server sends each RESPONSE
+#   as a SEND with invalidate of the first range's key, and the client
+#   counts one remote_invalidations per fetch (one range or several; with
+#   several, the others are still invalidated locally) and no LOCAL_INV
+#   for a fetch of one range; rows exact, refusals too;
+# - with protocol_version=1 on both sides the link negotiates 1, nothing is
+#   invalidated remotely, and rows are exact: version 1 is what an older
+#   peer speaks (test_wire.c checks the negotiation between 1 and 1-2).
+# timeout: 300
+# kernels: 6.12
+. "$(dirname "$0")/lib.sh"
+
+IP=${ENGRAM_IP:-192.0.2.1}
+CHECK=$TOP/selftests/guest/fetch_check
+F=$SCRATCH/protocol.safetensors
+ROWS=70000
+P=/sys/module/engram_rdma/parameters
+
+make_table "$F" $ROWS --seed 61 || bail "mktable"
+module_unload || bail "rmmod"
+
+dmesg_mark
+check "protocol_version=3 is refused at load" sh -c "! insmod $MODULE protocol_version=3 2>/dev/null"
+check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=3: want 1-2'"
+module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
+check "protocol_version is 2 by default" test "$(cat $P/protocol_version)" = 2
+check "protocol_version refuses 0 at run time" sh -c "! echo 0 2>/dev/null > $P/protocol_version"
+check "and 3" sh -c "! echo 3 2>/dev/null > $P/protocol_version"
+check "and is still 2" test "$(cat $P/protocol_version)" = 2
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name proto >/dev/null 2>&1
+check "the table loads" test "$(table_state proto)" = ready
+WOFF=$(table_field proto weight_offset)
+SOFF=$(table_field proto scale_offset)
+
+# link_stat ID KEY: a counter of one link (0 when absent).
+link_stat() {
+	"$ENGRAMCTL" -j stats | jget "next((l.get('$2', 0) for l in d['links'] if l['id'] == $1), 0)"
+}
+link_protocol() {
+	"$ENGRAMCTL" -j link show "$1" | jget "d.get('protocol', 0) if isinstance(d, dict) else d[0].get('protocol', 0)"
+}
+FC=("$CHECK" --table proto --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
+	--rows-total $ROWS --timeout-ms 20000)
+run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+
+# --- version 2 ------------------------------------------------------------
+ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+check "the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "it negotiated version 2" test "$(link_protocol "$ID")" = 2
+check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 2'"
+check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +2$'"
+ri0=$(link_stat "$ID" remote_invalidations) f0=$(link_stat "$ID" fetches)
+check "200 fetches of one range (1 and 288 rows) are exact" \
+	run --link "$ID" --count 28900 --batch 1,288 --seed 1
+ri1=$(link_stat "$ID" remote_invalidations) f1=$(link_stat "$ID" fetches)
+check "each RESPONSE invalidated its fetch's key ($((ri1 - ri0)) of $((f1 - f0)) fetches)" \
+	test $((ri1 - ri0)) -eq $((f1 - f0)) -a $((f1 - f0)) -ge 200
+check "fetches of 3 ranges are exact (the other keys invalidated locally)" \
+	run --link "$ID" --count 12000 --batch 3000 --ranges 3 --stride 300 --seed 2
+ri2=$(link_stat "$ID" remote_invalidations) f2=$(link_stat "$ID" fetches)
+check "their first keys went with the RESPONSE ($((ri2 - ri1)) of $((f2 - f1)))" \
+	test $((ri2 - ri1)) -eq $((f2 - f1)) -a $((f2 - f1)) -eq 4
+ri2=$(link_stat "$ID" remote_invalidations)
+check "a refused fetch (a row past the end) fails with ERANGE, then fetches are exact" \
+	run --link "$ID" --rows-list 0,5,$ROWS --expect-errno ERANGE --verify-after --count 2880
+check "the refusal invalidated its key too" test "$(link_stat "$ID" remote_invalidations)" -gt "$ri2"
+check "no transport error on the way" test "$(link_stat "$ID" transport_errors)" = 0
+
+# --- version 1 on both sides -------------------------------------------------
+"$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
+echo 1 > $P/protocol_version
+ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+check "with protocol_version=1 the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "it negotiated version 1" test "$(link_protocol "$ID")" = 1
+check "fetches of one and of 3 ranges are exact" \
+	sh -c "$(printf '%q ' "${FC[@]}") --link $ID --count 28900 --batch 1,288 --seed 4 >/dev/null &&
+	$(printf '%q ' "${FC[@]}") --link $ID --count 6000 --batch 3000 --ranges 3 --stride 300 --seed 5 >/dev/null"
+check "nothing was invalidated remotely" test "$(link_stat "$ID" remote_invalidations)" = 0
+check "no transport error" test "$(link_stat "$ID" transport_errors)" = 0
+echo 2 > $P/protocol_version
+
+check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"
+check "the module loads again" module_load
+done_testing
