@@ -5,7 +5,7 @@
 # is host and GPU node at once (rxe loopback on rxe0, 192.0.2.1):
 #
 #   bench.sh [--smoke] [--iters N] [--rows N] [--role one|host|spark]
-#            [--mtu BYTES]
+#            [--mtu BYTES] [--rounds N]
 #
 # --role one (the default): this guest is host and GPU node at once.  With
 # BENCH_TOPO=2 (selftests/bench/run.sh) the host guest (192.0.2.1) runs
@@ -23,7 +23,14 @@
 #     RDMA and over TCP, sleeping and busy-polling (engram_bench fetch);
 #   - throughput with 1, 2 and 4 fetching processes, with the guest's busy
 #     CPU time;
-#   - libengram's local reader (pread with O_DIRECT) on the same rows.
+#   - libengram's local reader (pread with O_DIRECT) on the same rows;
+#   - --rounds N (default 3; --smoke: 1) rounds of the comparisons whose
+#     ratios report.py takes as medians over the rounds, each round
+#     measuring a fetch right after its perftest counterpart: ib_write_lat
+#     at 264 and 76,032 B, fetches of 1 and 288 rows, ib_write_bw at
+#     4,224 B (one gathered WRITE) over 1 and 2 QPs and at 12,976,128 B,
+#     fetches of 49,152 rows, and 1 and 2 processes fetching 49,152 rows
+#     at a time.  Their labels start with rN_.
 # Every fetched row is compared with the file.  Each case prints one line
 # "BENCH {json}"; report.py turns them into the table, the ratios and the
 # plot.  --iters N (default 1000) is the timed iterations of every case
@@ -35,10 +42,11 @@
 set -uo pipefail
 . "$(dirname "$0")/../guest/lib.sh"
 
-SMOKE=0 ITERS="" ROWS="" ROLE=one MTU=""
+SMOKE=0 ITERS="" ROWS="" ROLE=one MTU="" ROUNDS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) SMOKE=1; shift ;;
+	--rounds) ROUNDS=${2:?}; shift 2 ;;
 	--iters) ITERS=${2:?}; shift 2 ;;
 	--rows) ROWS=${2:?}; shift 2 ;;
 	--role) ROLE=${2:?}; shift 2 ;;
@@ -48,9 +56,19 @@ while [ $# -gt 0 ]; do
 done
 if [ $SMOKE = 1 ]; then
 	ITERS=${ITERS:-10} ROWS=${ROWS:-65536} WARMUP=(--warmup 1) LOCAL_SIZES="1 288"
+	ROUNDS=${ROUNDS:-1}
 else
 	ITERS=${ITERS:-1000} ROWS=${ROWS:-4194304} WARMUP=() LOCAL_SIZES="1 288 4096 16384 49152"
+	ROUNDS=${ROUNDS:-3}
 fi
+# In the rounds, cases of 49,152 rows (12,976,128 B) make a fiftieth of the
+# iterations (at least 5, the fewest perftest takes): a round then stays
+# near a minute at the rate of rxe under TCG.
+BIG_ITERS=$((ITERS / 50))
+[ $BIG_ITERS -lt 5 ] && BIG_ITERS=5
+# Labels of perftest cases start with this (rN_ in the rounds).
+LP=""
+
 # The local reader makes two 4 KiB O_DIRECT reads per row through an
 # emulated disk, about 1 ms per row in a TCG guest (a 49,152-row read takes
 # close to a minute), so its cases read at most LOCAL_ROWS rows in all.
@@ -91,7 +109,8 @@ emit "{\"case\": \"env\", \"kernel\": \"$(uname -r)\", \"cpu_model\": \"${cpu//\
 	"\"guest_cpus\": $(nproc), \"guest_mem_bytes\": $(meminfo MemTotal)," \
 	"\"perftest\": \"$(dpkg-query -W -f '${Version}' perftest 2>/dev/null)\"," \
 	"\"netdev_mtu\": $(cat "/sys/class/net/$NETDEV/mtu"), \"rdma_mtu\": $RDMA_MTU," \
-	"\"iters\": $ITERS, \"table_rows\": $ROWS, \"smoke\": $([ $SMOKE = 1 ] && echo true || echo false)}"
+	"\"iters\": $ITERS, \"rounds\": $ROUNDS, \"table_rows\": $ROWS," \
+	"\"smoke\": $([ $SMOKE = 1 ] && echo true || echo false)}"
 
 # --- the table, load + verify -------------------------------------------
 module_unload || bail "rmmod"
@@ -137,16 +156,17 @@ PY
 # figures row of its report (the line after "#bytes").
 perftest() {
 	local tool=$1 size=$2 n=$3 out srv i r
+	shift 3		# the rest: options of the tool, for server and client
 	# Long enough for 1,000 round trips of 12,976,128 B under emulation.
 	local tmo=$((600 + n * (size / 65536 + 1) / 20))
 	if [ "$ROLE" = host ]; then
 		# The Spark's clients come in the same order; each server ends
 		# with its client.
-		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1
+		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" "$@" >/dev/null 2>&1
 		return
 	fi
 	if [ "$ROLE" = one ]; then
-		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" >/dev/null 2>&1 &
+		timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" "$@" >/dev/null 2>&1 &
 		srv=$!
 		sleep 1
 	fi
@@ -156,7 +176,8 @@ perftest() {
 	# nothing on the port (a loaded machine, more than the second above):
 	# the server still waits, so try again, a few times.
 	for i in $(seq 1 600); do
-		out=$(timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" $IP 2>&1) && break
+		out=$(timeout $tmo "$tool" -d rxe0 -F -p $PPORT -s "$size" -n "$n" "$@" $IP 2>&1) &&
+			break
 		if [ "$ROLE" = one ]; then
 			[ "$i" -lt 10 ] && grep -q "Couldn't connect" <<<"$out" || break
 		elif [ "$ROLE" != spark ]; then
@@ -222,28 +243,32 @@ lat_case() {
 	[ "$ROLE" = host ] && return
 	set -- $r
 	if [ $# -lt 9 ]; then
-		emit "{\"case\": \"perftest\", \"label\": \"${tool}_$size\", \"tool\": \"$tool\"," \
+		emit "{\"case\": \"perftest\", \"label\": \"$LP${tool}_$size\", \"tool\": \"$tool\"," \
 			"\"bytes\": $size, \"iters\": $n, \"error\": \"no report\"}"
 		return
 	fi
 	# t_typical is perftest's median one-way latency (half a round trip).
-	emit "{\"case\": \"perftest\", \"label\": \"${tool}_$size\", \"tool\": \"$tool\"," \
+	emit "{\"case\": \"perftest\", \"label\": \"$LP${tool}_$size\", \"tool\": \"$tool\"," \
 		"\"bytes\": $1, \"iters\": $2, \"t_min_us\": $3, \"t_max_us\": $4," \
 		"\"t_typical_us\": $5, \"t_avg_us\": $6, \"p99_us\": $8, \"p999_us\": $9}"
 }
+# bw_case SIZE N [QPS]: ib_write_bw, over QPS queue pairs (-q) when given,
+# labelled with a _qQPS suffix.
 bw_case() {
-	local size=$1 n=$2 r
-	r=$(perftest_figures ib_write_bw "$size" "$n")
+	local size=$1 n=$2 qps=${3:-} r q=() sfx=""
+	[ -n "$qps" ] && { q=(-q "$qps"); sfx=_q$qps; }
+	r=$(perftest_figures ib_write_bw "$size" "$n" "${q[@]}")
 	[ "$ROLE" = host ] && return
 	set -- $r
 	if [ $# -lt 4 ]; then
-		emit "{\"case\": \"perftest\", \"label\": \"ib_write_bw_$size\"," \
+		emit "{\"case\": \"perftest\", \"label\": \"${LP}ib_write_bw_$size$sfx\"," \
 			"\"tool\": \"ib_write_bw\", \"bytes\": $size, \"iters\": $n, \"error\": \"no report\"}"
 		return
 	fi
 	# perftest's MB is 2^20 bytes.
-	emit "{\"case\": \"perftest\", \"label\": \"ib_write_bw_$size\", \"tool\": \"ib_write_bw\"," \
-		"\"bytes\": $1, \"iters\": $2, \"bw_peak_mib_s\": $3, \"bw_avg_mib_s\": $4," \
+	emit "{\"case\": \"perftest\", \"label\": \"${LP}ib_write_bw_$size$sfx\", \"tool\": \"ib_write_bw\"," \
+		"\"qps\": ${qps:-1}, \"bytes\": $1, \"iters\": $2, \"bw_peak_mib_s\": $3," \
+		"\"bw_avg_mib_s\": $4," \
 		"\"gbytes_per_s\": $(awk -v m="$4" 'BEGIN { printf "%.6f", m * 1048576 / 1e9 }')}"
 }
 lat_case ib_send_lat 64 "$ITERS"
@@ -254,7 +279,41 @@ for r in 1 288 4096 49152; do
 	bw_case $((r * ROW_BYTES)) "$ITERS"
 done
 
+# rounds: the comparisons report.py takes medians of, each fetch case right
+# after its perftest counterpart, ROUNDS times.  The host guest runs the
+# perftest servers of each round in the same order (fetch_round and
+# tput_round do nothing there); the Spark's links are up by then.
+fetch_round() {
+	[ "$ROLE" = host ] && return
+	run_bench "${FB[@]}" --link "$RLINK" --rows "$1" --iters "$2" "${WARMUP[@]}" \
+		--seed "$1" --label "${LP}fetch_rdma_sleep_$1"
+}
+tput_round() {
+	[ "$ROLE" = host ] && return
+	run_bench "${FB[@]}" --link "$RLINK" --rows 49152 --iters "$BIG_ITERS" --procs "$1" \
+		"${WARMUP[@]}" --seed 9 --label "${LP}tput49152_rdma_$1"
+}
+rounds() {
+	local round
+	for round in $(seq 1 "$ROUNDS"); do
+		LP=r${round}_
+		lat_case ib_write_lat $ROW_BYTES "$ITERS"
+		fetch_round 1 "$ITERS"
+		lat_case ib_write_lat $((288 * ROW_BYTES)) "$ITERS"
+		fetch_round 288 "$ITERS"
+		bw_case $((16 * ROW_BYTES)) "$ITERS"
+		bw_case $((16 * ROW_BYTES)) "$ITERS" 2
+		bw_case $((49152 * ROW_BYTES)) "$BIG_ITERS"
+		fetch_round 49152 "$BIG_ITERS"
+		tput_round 1
+		tput_round 2
+	done
+	LP=""
+}
+run_bench() { emit "$("$@" 2>/dev/null || true)"; }
+
 if [ "$ROLE" = host ]; then
+	rounds
 	# Serve until the Spark unloads its module (its links go away), at
 	# most 3 hours.
 	seen=0
@@ -293,7 +352,7 @@ for l in $RLINK $TLINK; do
 		bail "link $l never served the table"
 	fi
 done
-run_bench() { emit "$("$@" 2>/dev/null || true)"; }
+rounds
 for t in rdma tcp; do
 	l=$RLINK
 	[ $t = tcp ] && l=$TLINK

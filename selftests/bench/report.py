@@ -19,6 +19,8 @@ import argparse
 import json
 import math
 import os
+import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,7 +36,7 @@ RATIO_DOC = {
         "ib_write_bw average at 12,976,128 B; higher is better, target >= 0.9",
     "rtt_288_vs_perftest":
         "p50 of a 288-row RDMA fetch (sleeping) / perftest's round trip for 76,032 B "
-        "(2 x ib_write_lat t_typical); lower is better, target <= 1.3",
+        "(2 x ib_write_lat t_typical), median over rounds; lower is better, target <= 0.8",
     "rtt_288_busy_vs_perftest":
         "as rtt_288_vs_perftest, busy-polling",
     "rtt_288_vs_send64_plus_write":
@@ -55,7 +57,27 @@ RATIO_DOC = {
         "p50 of a 288-row RDMA fetch / p50 of reading the same number of random rows "
         "with pread + O_DIRECT from the guest's disk; lower is better for remote",
     "remote_vs_local_49152": "as remote_vs_local_288 at 49,152 rows",
+    # Medians over bench.sh's rounds (each round's ratio from cases measured
+    # one right after the other); ratio_rounds in the JSON has every round.
+    "rtt_1_vs_perftest":
+        "p50 of a 1-row RDMA fetch (sleeping) / perftest's round trip at 264 B "
+        "(2 x ib_write_lat t_typical), median over rounds; lower is better, target <= 2.0",
+    "bw_49152_vs_ib_write_bw_4224":
+        "GB/s of 49,152-row RDMA fetches / ib_write_bw at 4,224 B (the size of one "
+        "gathered WRITE, 16 rows), median over rounds; higher is better, target >= 1.0",
+    "tput_2p_vs_1p":
+        "rows/s of 2 processes fetching 49,152 rows at a time / of 1 process, median "
+        "over rounds; compare with ib_write_bw_q2_vs_q1",
+    "ib_write_bw_q2_vs_q1":
+        "ib_write_bw at 4,224 B over 2 QPs (-q 2) / over 1, median over rounds",
+    "tput_scaling_vs_perftest":
+        "tput_2p_vs_1p / ib_write_bw_q2_vs_q1, per round, median; target >= 1.0 (the "
+        "fetches scale at least as perftest does from 1 to 2 queues)",
 }
+
+# The round medians that replace the single-run figure of the same name.
+ROUND_OVERRIDES = ("rtt_288_vs_perftest", "bw_49152_vs_ib_write_bw")
+ROUND_RE = re.compile(r"^r(\d+)_(.+)$")
 
 
 def load_cases(path):
@@ -76,6 +98,53 @@ def load_cases(path):
 
 def by_label(cases):
     return {c["label"]: c for c in cases if "label" in c}
+
+
+def rounds_of(d):
+    """{round number: {base label: case}} for the rN_ cases of bench.sh's rounds."""
+    out = {}
+    for label, c in d.items():
+        m = ROUND_RE.match(label)
+        if m:
+            out.setdefault(int(m.group(1)), {})[m.group(2)] = c
+    return dict(sorted(out.items()))
+
+
+def round_ratios(rd):
+    """One round's ratios, from the cases of that round alone."""
+    def q(a, b):
+        return None if a is None or b is None or not b else a / b
+
+    def rtt(rows):
+        t = get(rd, f"ib_write_lat_{rows * ROW_BYTES}", "t_typical_us")
+        return None if t is None else 2 * t
+    r = {}
+    r["rtt_1_vs_perftest"] = q(get(rd, "fetch_rdma_sleep_1", "p50_us"), rtt(1))
+    r["rtt_288_vs_perftest"] = q(get(rd, "fetch_rdma_sleep_288", "p50_us"), rtt(288))
+    fbw = bw(rd, "fetch_rdma_sleep_49152")
+    r["bw_49152_vs_ib_write_bw_4224"] = q(fbw, get(rd, f"ib_write_bw_{16 * ROW_BYTES}",
+                                                   "gbytes_per_s"))
+    r["bw_49152_vs_ib_write_bw"] = q(fbw, get(rd, f"ib_write_bw_{49152 * ROW_BYTES}",
+                                              "gbytes_per_s"))
+    r["tput_2p_vs_1p"] = q(get(rd, "tput49152_rdma_2", "rows_per_s"),
+                           get(rd, "tput49152_rdma_1", "rows_per_s"))
+    r["ib_write_bw_q2_vs_q1"] = q(get(rd, f"ib_write_bw_{16 * ROW_BYTES}_q2", "gbytes_per_s"),
+                                  get(rd, f"ib_write_bw_{16 * ROW_BYTES}", "gbytes_per_s"))
+    r["tput_scaling_vs_perftest"] = q(r["tput_2p_vs_1p"], r["ib_write_bw_q2_vs_q1"])
+    return r
+
+
+def ratios_over_rounds(d):
+    """({name: median}, {name: [each round's value]}) over bench.sh's rounds."""
+    per = {}
+    for _, rd in rounds_of(d).items():
+        for k, v in round_ratios(rd).items():
+            per.setdefault(k, []).append(None if v is None else round(v, 4))
+    med = {}
+    for k, vals in per.items():
+        got = [v for v in vals if v is not None]
+        med[k] = round(statistics.median(got), 4) if got else None
+    return med, per
 
 
 def ratio(a, b):
@@ -136,11 +205,27 @@ def ratios(d):
                                       get(d, f"fetch_rdma_sleep_{n}", "p50_us"))
         r[f"remote_vs_local_{n}"] = ratio(get(d, f"fetch_rdma_sleep_{n}", "p50_us"),
                                           get(d, f"local_{n}", "p50_us"))
+    med, _ = ratios_over_rounds(d)
+    for k, v in med.items():
+        if k not in r or (k in ROUND_OVERRIDES and v is not None):
+            r[k] = v
     return r
 
 
-def expected_labels(full):
+def round_labels(n):
+    """The labels of round n (bench.sh's rounds())."""
+    base = [f"ib_write_lat_{ROW_BYTES}", "fetch_rdma_sleep_1",
+            f"ib_write_lat_{288 * ROW_BYTES}", "fetch_rdma_sleep_288",
+            f"ib_write_bw_{16 * ROW_BYTES}", f"ib_write_bw_{16 * ROW_BYTES}_q2",
+            f"ib_write_bw_{49152 * ROW_BYTES}", "fetch_rdma_sleep_49152",
+            "tput49152_rdma_1", "tput49152_rdma_2"]
+    return [f"r{n}_{b}" for b in base]
+
+
+def expected_labels(full, rounds=0):
     labels = ["load_cold", "load_warm", "ib_send_lat_64"]
+    for n in range(1, rounds + 1):
+        labels += round_labels(n)
     labels += [f"ib_write_lat_{n * ROW_BYTES}" for n in PERF_ROWS]
     labels += [f"ib_write_bw_{n * ROW_BYTES}" for n in PERF_ROWS]
     for t in ("rdma", "tcp"):
@@ -159,7 +244,7 @@ def check(cases, d):
             problems.append(f"no '{k}' line: the run did not finish")
     problems += [f"unparsable line: {c['line']}" for c in cases if c.get("case") == "bad"]
     env = next((c for c in cases if c.get("case") == "env"), {})
-    for label in expected_labels(not env.get("smoke")):
+    for label in expected_labels(not env.get("smoke"), int(env.get("rounds", 0))):
         c = d.get(label)
         if c is None:
             problems.append(f"{label}: missing")
@@ -246,6 +331,14 @@ def markdown(d, r, env):
     out.append("|---|---:|---|")
     for k, v in r.items():
         out.append(f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC[k]} |")
+    _, per = ratios_over_rounds(d)
+    if per:
+        out.append("")
+        out.append("| ratio, each round | " + " | ".join(
+            f"round {i + 1}" for i in range(max(len(v) for v in per.values()))) + " |")
+        out.append("|---" + "|---:" * max(len(v) for v in per.values()) + "|")
+        for k, vals in per.items():
+            out.append(f"| `{k}` | " + " | ".join(fmt(v, 3) for v in vals) + " |")
     return "\n".join(out)
 
 
@@ -347,7 +440,8 @@ def main():
         k, _, v = kv.partition("=")
         env[k] = v
     r = ratios(d)
-    doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC,
+    _, per = ratios_over_rounds(d)
+    doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC, "ratio_rounds": per,
            "cases": [c for c in cases if c.get("case") not in ("env", "end")]}
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
@@ -364,7 +458,9 @@ def main():
         for p in problems:
             print(f"report.py: {p}", file=sys.stderr)
         missing = [k for k in ("bw_49152_vs_ib_write_bw", "rtt_288_vs_perftest",
-                               "load_vs_sha256sum", "tcp_vs_rdma_49152", "remote_vs_local_288")
+                               "load_vs_sha256sum", "tcp_vs_rdma_49152", "remote_vs_local_288",
+                               "rtt_1_vs_perftest", "bw_49152_vs_ib_write_bw_4224",
+                               "tput_2p_vs_1p", "ib_write_bw_q2_vs_q1")
                    if not isinstance(r.get(k), float) or math.isnan(r[k])]
         for k in missing:
             print(f"report.py: ratio {k} could not be computed", file=sys.stderr)

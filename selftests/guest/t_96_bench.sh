@@ -3,8 +3,10 @@
 # make bench's smoke run (selftests/bench/bench.sh --smoke): every case of
 # the benchmark (load + verify against sha256sum, perftest on rxe0, engram
 # fetches of 1 to 49,152 rows over RDMA and TCP, sleeping and busy-polling,
-# 1, 2 and 4 processes, the local O_DIRECT reader) runs a few iterations on
-# a small table, every fetched row is compared with the file, and report.py
+# 1, 2 and 4 processes, the local O_DIRECT reader, and one round of the
+# side-by-side comparisons: 1, 288 and 49,152 rows against ib_write_lat and
+# ib_write_bw at 4,224 B over 1 and 2 QPs) runs a few iterations on a small
+# table, every fetched row is compared with the file, and report.py
 # computes the JSON with its ratios and draws the plot.  No timing is
 # asserted: this guards the benchmark against rot, not the speed.
 # kernels: 6.1
@@ -27,9 +29,13 @@ check "every case ran all its iterations, every row exact, the ratios computed" 
 ratios_ok() {
 	jget "all(isinstance(d['ratios'][k], float) for k in ('bw_49152_vs_ib_write_bw',
 		'rtt_288_vs_perftest', 'load_vs_sha256sum', 'tcp_vs_rdma_49152',
-		'remote_vs_local_288'))" <"$OUT/bench.json" 2>/dev/null | grep -qx True
+		'remote_vs_local_288', 'rtt_1_vs_perftest', 'bw_49152_vs_ib_write_bw_4224',
+		'tput_2p_vs_1p', 'ib_write_bw_q2_vs_q1')) and
+		all(len(d['ratio_rounds'][k]) == 1 for k in ('rtt_1_vs_perftest',
+		'tput_scaling_vs_perftest'))" <"$OUT/bench.json" 2>/dev/null | grep -qx True
 }
-check "the JSON's ratios object holds the five named ratios as plain numbers" ratios_ok
+check "the JSON's ratios object holds the nine named ratios as plain numbers, with their round" \
+	ratios_ok
 check "the markdown table lists all five sizes" \
 	test "$(grep -cE '^\| (1|288|4,096|16,384|49,152) \|' "$OUT/bench.md")" -eq 5
 check "the plot is a PNG" sh -c "head -c 8 '$OUT/bench.png' | od -An -c | grep -q 'P   N   G'"
