@@ -123,10 +123,10 @@ MODULE_PARM_DESC(fault_client_req_fail,
 		 "testing only: the client's next N posts of a fetch's registrations and request fail with EIO, nothing posted (0-1000, default 0)");
 module_param_cb(fault_client_inv_fail, &engram_uint_param_ops, &engram_fault_inv_fail, 0644);
 MODULE_PARM_DESC(fault_client_inv_fail,
-		 "testing only: the client's next N posts of a fetch's invalidations fail with EIO, nothing posted (0-1000, default 0)");
+		 "testing only: the client's next N posts of a fetch's local invalidations fail with EIO, nothing posted (0-1000, default 0)");
 module_param_cb(fault_client_inv_flush, &engram_uint_param_ops, &engram_fault_inv_flush, 0644);
 MODULE_PARM_DESC(fault_client_inv_flush,
-		 "testing only: for the next N answered fetches the client's queue pair breaks right before their invalidations are posted (0-1000, default 0)");
+		 "testing only: for the next N answered fetches with a local invalidation to post, the client's queue pair breaks right before it is posted (0-1000, default 0)");
 module_param_cb(fault_client_live_delay_ms, &engram_uint_param_ops, &engram_fault_live_delay,
 		0644);
 MODULE_PARM_DESC(fault_client_live_delay_ms,

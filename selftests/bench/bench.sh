@@ -46,7 +46,8 @@ SMOKE=0 ITERS="" ROWS="" ROLE=one MTU="" ROUNDS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--smoke) SMOKE=1; shift ;;
-	--rounds) ROUNDS=${2:?}; shift 2 ;;
+	--rounds) ROUNDS=${2:?}; shift 2
+		[ "$ROUNDS" -ge 1 ] 2>/dev/null || { echo "bench.sh: --rounds takes 1 or more" >&2; exit 2; } ;;
 	--iters) ITERS=${2:?}; shift 2 ;;
 	--rows) ROWS=${2:?}; shift 2 ;;
 	--role) ROLE=${2:?}; shift 2 ;;

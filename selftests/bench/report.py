@@ -33,7 +33,8 @@ RATIO_DOC = {
     "bw_49152_vs_ib_write_bw":
         "GB/s of 49,152-row RDMA fetches (one process, sleeping: bytes over the mean "
         "round trip) / "
-        "ib_write_bw average at 12,976,128 B; higher is better, target >= 0.9",
+        "ib_write_bw average at 12,976,128 B, median over rounds; higher is better, "
+        "target >= 0.9",
     "rtt_288_vs_perftest":
         "p50 of a 288-row RDMA fetch (sleeping) / perftest's round trip for 76,032 B "
         "(2 x ib_write_lat t_typical), median over rounds; lower is better, target <= 0.8",

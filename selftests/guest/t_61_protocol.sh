@@ -6,11 +6,13 @@
 # - by default a link negotiates version 2: the server sends each RESPONSE
 #   as a SEND with invalidate of the first range's key, and the client
 #   counts one remote_invalidations per fetch (one range or several; with
-#   several, the others are still invalidated locally) and no LOCAL_INV
-#   for a fetch of one range; rows exact, refusals too;
+#   several, the others are still invalidated locally; a refusal too) and
+#   posts no LOCAL_INV for a fetch of one range (fault_client_inv_fail
+#   stays armed through one, fires on a fetch of two); rows exact;
 # - with protocol_version=1 on both sides the link negotiates 1, nothing is
-#   invalidated remotely, and rows are exact: version 1 is what an older
-#   peer speaks (test_wire.c checks the negotiation between 1 and 1-2).
+#   invalidated remotely, rows are exact, and a fetch of one range posts a
+#   LOCAL_INV again: version 1 is what an older peer speaks (test_wire.c
+#   checks the negotiation between 1 and 1-2).
 # timeout: 300
 # kernels: 6.12
 . "$(dirname "$0")/lib.sh"
@@ -67,10 +69,23 @@ ri2=$(link_stat "$ID" remote_invalidations) f2=$(link_stat "$ID" fetches)
 check "their first keys went with the RESPONSE ($((ri2 - ri1)) of $((f2 - f1)))" \
 	test $((ri2 - ri1)) -eq $((f2 - f1)) -a $((f2 - f1)) -eq 4
 ri2=$(link_stat "$ID" remote_invalidations)
-check "a refused fetch (a row past the end) fails with ERANGE, then fetches are exact" \
-	run --link "$ID" --rows-list 0,5,$ROWS --expect-errno ERANGE --verify-after --count 2880
-check "the refusal invalidated its key too" test "$(link_stat "$ID" remote_invalidations)" -gt "$ri2"
-check "no transport error on the way" test "$(link_stat "$ID" transport_errors)" = 0
+rr2=$(link_stat "$ID" refused_row_out_of_range)
+check "a refused fetch (a row past the end) fails with ERANGE" \
+	run --link "$ID" --rows-list 0,5,$ROWS --expect-errno ERANGE
+check "its RESPONSE invalidated its key too (remote_invalidations +1, refusals +1)" \
+	test "$(link_stat "$ID" remote_invalidations)" -eq $((ri2 + 1)) -a \
+	"$(link_stat "$ID" refused_row_out_of_range)" -eq $((rr2 + 1))
+check "then fetches are exact" run --link "$ID" --count 2880 --batch 288 --seed 3
+# A fetch of one range posts no LOCAL_INV: a failing post of one would
+# fail it and use the knob up; a fetch of two ranges does both.
+echo 1 > $P/fault_client_inv_fail
+check "with the invalidation post failing, a fetch of one range is exact" \
+	run --link "$ID" --count 288 --batch 288 --seed 4
+check "and left the knob unused: it posted no LOCAL_INV" test "$(cat $P/fault_client_inv_fail)" = 1
+check "a fetch of two ranges posts one, and fails with ECONNRESET" \
+	run --link "$ID" --count 288 --batch 288 --ranges 2 --expect-errno ECONNRESET
+check "the knob was used" test "$(cat $P/fault_client_inv_fail)" = 0
+check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
 
 # --- version 1 on both sides -------------------------------------------------
 "$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
@@ -84,6 +99,12 @@ check "fetches of one and of 3 ranges are exact" \
 	$(printf '%q ' "${FC[@]}") --link $ID --count 6000 --batch 3000 --ranges 3 --stride 300 --seed 5 >/dev/null"
 check "nothing was invalidated remotely" test "$(link_stat "$ID" remote_invalidations)" = 0
 check "no transport error" test "$(link_stat "$ID" transport_errors)" = 0
+echo 1 > $P/fault_client_inv_fail
+check "in version 1 a fetch of one range posts a LOCAL_INV: the failing post fails it" \
+	run --link "$ID" --count 288 --batch 288 --expect-errno ECONNRESET
+check "and used the knob" test "$(cat $P/fault_client_inv_fail)" = 0
+check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "still at version 1" test "$(link_protocol "$ID")" = 1
 echo 2 > $P/protocol_version
 
 check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"

@@ -120,7 +120,8 @@ op_posts() {
 
 	id=$("$ENGRAMCTL" link add "rdma://$IP:18516@$IP") || return 1
 	wait_for "$(slow 20)" link_up "$id" || return 1
-	"${FC[@]}" --link "$id" --count 2000 --batch 288,17 --tolerate --settle-ms 200 \
+	# Two ranges: from protocol version 2 a fetch of one posts no LOCAL_INV.
+	"${FC[@]}" --link "$id" --count 2000 --batch 288,17 --ranges 2 --tolerate --settle-ms 200 \
 		--timeout-ms "$(slow 2000)" >/dev/null 2>&1 || return 1
 	wait_for "$(slow 20)" "${FC[@]}" --link "$id" --count 288 --batch 288
 }

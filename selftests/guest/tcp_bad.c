@@ -759,7 +759,10 @@ static int mode_bad_hello(void)
 		case 0: put32(h, 0x12345678); break;		/* magic */
 		case 1: put16(h + 4, 0); break;			/* version_min 0 */
 		case 2: put16(h + 4, 2); put16(h + 6, 1); break;	/* min > max */
-		case 3: put16(h + 4, 2); put16(h + 6, 3); break;	/* no common version */
+		case 3:	/* no common version: only newer ones than the server speaks */
+			put16(h + 4, ENGRAM_WIRE_VERSION + 1);
+			put16(h + 6, ENGRAM_WIRE_VERSION + 2);
+			break;
 		case 4: put32(h + 8, 75); break;		/* max_request_bytes */
 		case 5: put32(h + 12, 0); break;		/* max_rows */
 		case 6: put16(h + 16, 0); break;		/* max_inflight */

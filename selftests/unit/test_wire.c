@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Unit tests for kmod/wire.c, the wire protocol v1 codec, built in
+ * Unit tests for kmod/wire.c, the wire protocol codec, built in
  * userspace.  The same file runs in the module, so what passes here is what
  * the transports accept and refuse.
  */

@@ -351,9 +351,10 @@ enum engram_stat {
 
 /*
  * Wire protocol, versions 1 and 2 (Documentation/protocol.rst has the byte
- * tables).  The frames of both are the same; version 2 lets an RDMA server
- * send a RESPONSE as a SEND with invalidate of the request's first range
- * key, which a version 1 client does not expect.
+ * tables).  Their frames have the same layout (the header carries the
+ * negotiated version); version 2 lets an RDMA server send a RESPONSE as a
+ * SEND with invalidate of the request's first range key, which a version 1
+ * client does not expect.
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
