@@ -48,8 +48,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for v in $order; do
 		# protocol_version is module-wide: a link that reconnected since
 		# would have negotiated 2.  Say so rather than compare 2 with 2.
-		got=$("$ENGRAMCTL" -j link show "${LINK[$v]}" |
-			jget "(d[0] if isinstance(d, list) else d).get('protocol')")
+		got=$(link_field "${LINK[$v]}" protocol)
 		[ "$got" = "$v" ] || { echo "link ${LINK[$v]} speaks version $got, not $v" >&2; exit 1; }
 		for rows in 1 288; do
 			echo "v${v}_$rows $(p50 "${LINK[$v]}" $rows "$ITERS")" >> "$out"

@@ -131,6 +131,13 @@ table_field() {
 	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
 }
 stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+# link_field ID KEY: an attribute of link ID from `link show -j` ("" when absent).
+link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
+# link_stat ID KEY: a counter of link ID from `stats -j` (0 when the counter
+# is absent; nothing, and an error, when the link is).
+link_stat() {
+	"$ENGRAMCTL" -j stats | jget "next(l.get('$2', 0) for l in d['links'] if l['id'] == $1)"
+}
 
 # lookups NAME: the table's lookups served so far (0 when absent).
 lookups() {

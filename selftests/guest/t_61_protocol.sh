@@ -39,13 +39,6 @@ check "the table loads" test "$(table_state proto)" = ready
 WOFF=$(table_field proto weight_offset)
 SOFF=$(table_field proto scale_offset)
 
-# link_stat ID KEY: a counter of one link (0 when absent).
-link_stat() {
-	"$ENGRAMCTL" -j stats | jget "next((l.get('$2', 0) for l in d['links'] if l['id'] == $1), 0)"
-}
-link_protocol() {
-	"$ENGRAMCTL" -j link show "$1" | jget "d.get('protocol', 0) if isinstance(d, dict) else d[0].get('protocol', 0)"
-}
 FC=("$CHECK" --table proto --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS --timeout-ms 20000)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
@@ -54,7 +47,7 @@ run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "it negotiated version 2" test "$(link_protocol "$ID")" = 2
+check "it negotiated version 2" test "$(link_field "$ID" protocol)" = 2
 check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 2'"
 check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +2$'"
 ri0=$(link_stat "$ID" remote_invalidations) f0=$(link_stat "$ID" fetches)
@@ -93,7 +86,7 @@ echo 1 > $P/protocol_version
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "with protocol_version=1 the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "it negotiated version 1" test "$(link_protocol "$ID")" = 1
+check "it negotiated version 1" test "$(link_field "$ID" protocol)" = 1
 check "fetches of one and of 3 ranges are exact" \
 	sh -c "$(printf '%q ' "${FC[@]}") --link $ID --count 28900 --batch 1,288 --seed 4 >/dev/null &&
 	$(printf '%q ' "${FC[@]}") --link $ID --count 6000 --batch 3000 --ranges 3 --stride 300 --seed 5 >/dev/null"
@@ -104,7 +97,7 @@ check "in version 1 a fetch of one range posts a LOCAL_INV: the failing post fai
 	run --link "$ID" --count 288 --batch 288 --expect-errno ECONNRESET
 check "and used the knob" test "$(cat $P/fault_client_inv_fail)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "still at version 1" test "$(link_protocol "$ID")" = 1
+check "still at version 1" test "$(link_field "$ID" protocol)" = 1
 echo 2 > $P/protocol_version
 
 check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"

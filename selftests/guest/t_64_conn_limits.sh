@@ -69,7 +69,6 @@ wait_for() {	# wait_for SECONDS COMMAND...: until COMMAND succeeds
 }
 fetchable() { fc --link "$1" --count 1 >/dev/null 2>&1; }
 conns_are() { test "$(stat_global connections)" = "$1"; }
-link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 
 # The well-behaved client: from the guest's IPv6 address, another peer.
 id6=$("$ENGRAMCTL" link add "rdma://[$IP6]:$PORT@[$IP6]")

@@ -28,7 +28,6 @@ test -x "$HOSTILE" || bail "$HOSTILE is not built"
 module_unload || bail "rmmod"
 module_load "listen=rdma://$IP:$HOST_PORT" || bail "insmod with listen="
 
-link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 link_up() { test "$(link_field "$1" state)" = up; }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.
 

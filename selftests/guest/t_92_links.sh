@@ -34,8 +34,6 @@ listen_field() {
 	"$ENGRAMCTL" -j listen show |
 		jget "next((str(x.get('$2', '')) for x in d if x['url'] == '$1'), 'absent')"
 }
-# link_field ID FIELD
-link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 listen_state_is() { test "$(listen_field "$1" state)" = "$2"; }
 listen_has_error() { test -n "$(listen_field "$1" error_str)"; }
 link_has_error() { test -n "$(link_field "$1" error_str)"; }

@@ -37,7 +37,6 @@ refused() {
 }
 # wait_for SECONDS COMMAND...: until COMMAND succeeds.
 allow_list() { "$ENGRAMCTL" listen allow show | tr '\n' ' ' | sed 's/ $//'; }
-link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 
 # --- allow= at load ------------------------------------------------------------
 module_unload || bail "rmmod before the allow= tests"

@@ -52,10 +52,6 @@ lj() {
 	"$ENGRAMCTL" -j link show "$1" |
 		jget "(lambda k: $2)(d[0] if isinstance(d, list) else d)"
 }
-# ls_ ID NAME: a counter of link ID from `stats -j`.
-lstat() {
-	"$ENGRAMCTL" -j stats | jget "next(x.get('$2', 0) for x in d['links'] if x['id'] == $1)"
-}
 # wait_lost ID TENTHS: link ID is no longer up (down, or connecting again:
 # a retry follows a loss within reconnect_min_ms).
 wait_lost() {
@@ -75,16 +71,16 @@ check "link show says transport rdma and 0 reconnects" \
 	test "$(lj 1 "'%s %s' % (k['transport'], k['reconnects'])")" = "rdma 0"
 check "four processes fetching at once while heartbeats run every ${HB} ms: exact, no EBUSY" \
 	run --count 40000 --batch 288,4096 --procs 4 --seed 1
-check "no heartbeat was missed under load" test "$(lstat 1 heartbeats_missed)" -eq 0
+check "no heartbeat was missed under load" test "$(link_stat 1 heartbeats_missed)" -eq 0
 check "the link stayed on its first connection" test "$(lj 1 "k['connects']")" -eq 1
 
 # The server goes away: the link goes down, fetches fail at once.
-te0=$(lstat 1 transport_errors)
+te0=$(link_stat 1 transport_errors)
 check "listen del" "$ENGRAMCTL" listen del "rdma://$IP:18515"
 check "the link goes down" wait_lost 1 50
 check "link show reports the error" test "$(lj 1 "k.get('error_str', '')")" != ""
 check "the broken connection is counted as a transport error" \
-	test "$(lstat 1 transport_errors)" -gt "$te0"
+	test "$(link_stat 1 transport_errors)" -gt "$te0"
 check "a fetch while the link is down fails at once with ENOTCONN" \
 	run --rows-list 1,2,3 --expect-errno ENOTCONN --max-ms 200
 check "an open table's fetch fails at once with ENOTCONN while the link is down" \
@@ -126,7 +122,7 @@ check "reconnect attempts go on while the server is away" \
 	sh -c "sleep 1; test \$('$ENGRAMCTL' -j link show 1 | python3 -c 'import sys, json; d = json.load(sys.stdin); d = d[0] if isinstance(d, list) else d; print(d[\"reconnects\"])') -gt $r0"
 check "listen add" "$ENGRAMCTL" listen add "rdma://$IP:18515"
 check "the link comes back up on its own" wait_link 1 20
-check "reconnects are counted per link" test "$(lstat 1 reconnects)" -gt 0
+check "reconnects are counted per link" test "$(link_stat 1 reconnects)" -gt 0
 check "... and module-wide" test "$(stat_global reconnects)" -gt 0
 check "after the reconnect, 20,000 rows exact" run --link 1 --count 20000 --batch 4096 --seed 2
 
@@ -139,7 +135,7 @@ check "exact over the tcp link" run --link "$id2" --count 20000 --batch 4096 --s
 sleep 0.5
 check "the tcp link reports a heartbeat round trip" \
 	test "$(lj "$id2" "k.get('heartbeat_us', -1)")" -ge 0
-m0=$(lstat "$id2" heartbeats_missed)
+m0=$(link_stat "$id2" heartbeats_missed)
 # Kernel log time of the first line matching a pattern after the mark, in ms.
 klog_ms() {
 	dmesg | tail -n +"$((DMESG_MARK + 1))" | grep -m1 -E "$1" |
@@ -157,7 +153,7 @@ if tc qdisc add dev lo root netem loss 100% 2>/dev/null; then
 	# by up to one interval: timeout - interval .. timeout + interval + slack.
 	check "... by the heartbeat, within timeout +- interval (+ 500 ms of slack) ($dt ms)" \
 		test "$dt" -ge $((HB_TIMEOUT - HB)) -a "$dt" -le $((HB_TIMEOUT + HB + 500))
-	check "a heartbeat miss is counted" test "$(lstat "$id2" heartbeats_missed)" -gt "$m0"
+	check "a heartbeat miss is counted" test "$(link_stat "$id2" heartbeats_missed)" -gt "$m0"
 	check "link show reports ETIMEDOUT" \
 		test "$(lj "$id2" "k.get('error_str', '')")" = "Connection timed out"
 	check "the rdma link was not affected" test "$(lj 1 "k['state']")" = up
