@@ -84,7 +84,11 @@ struct engram_fetch {
 	struct ib_cqe send_cqe;
 	struct ib_cqe inv_cqe;
 	atomic_t wire_refs;		/* the SEND and each MR invalidation to come */
-	u32 rkey0;			/* the first piece's key, as sent */
+	/*
+	 * The first piece's key as sent: the RESPONSE is matched against it
+	 * without l->lock, under which teardown may give the MR back.
+	 */
+	u32 rkey0;
 	/* Built here, not on the stack: the LOCAL_INVs are posted in softirq. */
 	struct ib_reg_wr reg_wrs[ENGRAM_WIRE_MAX_RANGES];
 	struct ib_send_wr inv_wrs[ENGRAM_WIRE_MAX_RANGES];

@@ -818,7 +818,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	const dma_addr_t *dma;
 	struct engram_ctrl *c;
 	char why[128];
-	bool parsed = false;
+	bool parsed;
 	u32 bad = 0;
 	int st, len;
 
