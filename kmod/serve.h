@@ -37,6 +37,8 @@ int engram_serve_catalog_encode(void *buf, size_t size,
 int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **tp,
 		       u32 *bad);
 void engram_serve_answered(struct engram_table *t, u32 nr_rows, u64 t_recv_ns);
+u64 engram_serve_cpu_now(void);
+void engram_serve_cpu_spent(bool tcp, u32 nr_rows, u64 cpu0);
 void engram_serve_refused(struct engram_table *t, int status);
 
 #endif /* _ENGRAM_SERVE_H */

@@ -813,6 +813,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	struct engram_wire_req *req = &conn->req;
 	struct engram_rx *rx = *rxp;
 	u64 t_recv = rx->t_ns;		/* the buffer is reposted before the end */
+	u64 cpu0 = engram_serve_cpu_now();
 	struct engram_wire_resp resp = {};
 	struct engram_table *t = NULL;
 	const dma_addr_t *dma;
@@ -872,6 +873,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
 	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey);
+	engram_serve_cpu_spent(false, req->nr_rows, cpu0);
 	return;
 
 refuse:

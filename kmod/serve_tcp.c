@@ -497,6 +497,7 @@ static int engram_serve_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t
 {
 	struct engram_wire_req *req = &conn->req;
 	struct engram_table *t = NULL;
+	u64 cpu0 = engram_serve_cpu_now();
 	char why[128];
 	u32 bad = 0;
 	int st, ret;
@@ -518,8 +519,10 @@ static int engram_serve_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t
 	mutex_lock(&conn->send_mutex);
 	ret = engram_serve_tcp_send_rows(conn, t, req);
 	mutex_unlock(&conn->send_mutex);
-	if (!ret)
+	if (!ret) {
 		engram_serve_answered(t, req->nr_rows, t_recv);
+		engram_serve_cpu_spent(true, req->nr_rows, cpu0);
+	}
 	engram_table_serve_put(t);
 	return ret;
 

@@ -44,13 +44,17 @@
  * of /proc/stat's "cpu" line) from just before the release to after the
  * last process exited: everything the machine did meanwhile, the kernel's
  * RDMA and TCP work included, which the caller's own rusage would miss.
+ * client_cpu_s is the CPU time of the processes themselves inside their
+ * timed fetch (or read) calls, user and kernel: what a caller pays per
+ * fetch, without the row checks around it and without completion work
+ * that ran in another CPU's softirq.
  *
  * Prints one line on stdout, a JSON object: label, kind, rows, bytes, iters
  * (per process), warmup, procs, busy_poll, link, fetches (successful timed
  * fetches of all processes), p50_us, p99_us, p999_us (nearest rank), mean_us,
  * min_us, max_us (over those fetches; null when there are none), wall_s,
  * rows_per_s, gbytes_per_s, cpu_busy_s (null when /proc/stat cannot be
- * read), rows_checked, bad_rows, errors (failed fetches, warm-up included),
+ * read), client_cpu_s, rows_checked, bad_rows, errors (failed fetches, warm-up included),
  * fallbacks (fetches that libengram served from a local copy), first_error
  * (errno name of the earliest failed fetch, or null).
  *
@@ -105,6 +109,7 @@ struct opts {
 struct proc_stats {
 	uint64_t fetches;		/* successful timed fetches: their latencies in lat[] */
 	uint64_t rows_checked, bad_rows, errors, fallbacks;
+	uint64_t cpu_ns;		/* its CPU time inside the timed fetch calls */
 	uint64_t end_ns;		/* when its last timed fetch returned; 0: none did */
 	uint64_t first_err_ns;		/* when its first failed fetch returned */
 	int first_err;			/* and its errno, positive; 0: none failed */
@@ -375,7 +380,18 @@ static void make_rows(struct job *j)
 }
 
 /* One fetch of j->rows into the buffer; t0 and t1 bracket the call alone. */
-static int fetch_once(struct job *j, uint64_t *t0, uint64_t *t1, bool *fallback)
+/* This process's CPU time (one thread), user and kernel. */
+static uint64_t cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int fetch_once(struct job *j, uint64_t *t0, uint64_t *t1, bool *fallback,
+		      uint64_t *cpu)
 {
 	const struct opts *o = j->o;
 	struct engram_result res;
@@ -388,18 +404,22 @@ static int fetch_once(struct job *j, uint64_t *t0, uint64_t *t1, bool *fallback)
 	if (o->kind == KIND_LOCAL) {
 		d.addr = j->buf;
 		d.len = j->buf_len;
+		*cpu = cpu_ns();
 		*t0 = now_ns();
 		ret = local_read_rows(j->lc, j->rows, o->rows, &d, 1, ROW, &bad_index);
 		*t1 = now_ns();
+		*cpu = cpu_ns() - *cpu;
 		if (ret == -ERANGE)
 			diag(j, "local read: row %" PRIu32 " (position %" PRIu32 ") out of range",
 			     j->rows[bad_index], bad_index);
 		return ret;
 	}
+	*cpu = cpu_ns();
 	*t0 = now_ns();
 	ret = engram_fetch(j->e, j->handle, j->rows, o->rows, j->buf_id, 0, ROW, o->timeout_ns,
 			   o->busy_poll ? LIBENGRAM_BUSY_POLL : 0, &res);
 	*t1 = now_ns();
+	*cpu = cpu_ns() - *cpu;
 	if (ret && res.wire_status)
 		diag(j, "fetch refused by the server: %s, bad_index %" PRIu32,
 		     engram_status_name(res.wire_status), res.bad_index);
@@ -435,15 +455,17 @@ static uint64_t check_rows(struct job *j, bool timed, uint64_t k)
 static void run_fetches(struct job *j, uint64_t n, bool timed)
 {
 	struct proc_stats *st = j->st;
-	uint64_t k, t0, t1;
+	uint64_t k, t0, t1, cpu;
 	bool fallback;
 	int ret;
 
 	for (k = 0; k < n; k++) {
 		make_rows(j);
-		ret = fetch_once(j, &t0, &t1, &fallback);
-		if (timed)
+		ret = fetch_once(j, &t0, &t1, &fallback, &cpu);
+		if (timed) {
 			st->end_ns = t1;
+			st->cpu_ns += cpu;
+		}
 		if (ret) {
 			if (!st->errors++) {
 				st->first_err = abs(ret);
@@ -701,7 +723,7 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 		  bool have_cpu, double cpu_busy_s)
 {
 	uint64_t fetches = 0, checked = 0, bad = 0, errors = 0, fallbacks = 0, end_ns = 0;
-	uint64_t first_ns = 0, sum = 0, i, n = 0;
+	uint64_t first_ns = 0, sum = 0, i, n = 0, cpu = 0;
 	const struct proc_stats *st;
 	double wall_s, rate = 0;
 	int first_err = 0;
@@ -719,6 +741,7 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 		bad += st->bad_rows;
 		errors += st->errors;
 		fallbacks += st->fallbacks;
+		cpu += st->cpu_ns;
 		if (st->end_ns > end_ns)
 			end_ns = st->end_ns;
 		if (st->first_err && (!first_err || st->first_err_ns < first_ns)) {
@@ -756,6 +779,7 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 	set(j, "rows_per_s", json_real(rate));
 	set(j, "gbytes_per_s", json_real(rate * ROW / 1e9));
 	set(j, "cpu_busy_s", real_or_null(have_cpu, cpu_busy_s));
+	set(j, "client_cpu_s", json_real(cpu / 1e9));
 	set(j, "rows_checked", json_integer((json_int_t)checked));
 	set(j, "bad_rows", json_integer((json_int_t)bad));
 	set(j, "errors", json_integer((json_int_t)errors));

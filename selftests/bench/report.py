@@ -74,6 +74,16 @@ RATIO_DOC = {
     "tput_scaling_vs_perftest":
         "tput_2p_vs_1p / ib_write_bw_q2_vs_q1, per round, median; target >= 1.0 (the "
         "fetches scale at least as perftest does from 1 to 2 queues)",
+    "host_cpu_ns_per_row":
+        "the host module's CPU time per row answered over RDMA over the whole run "
+        "(served_rdma_cpu_ns / served_rdma_rows, tick-sampled; with the packet work "
+        "rxe does in the posting thread); lower is better",
+    "host_cpu_ns_per_row_tcp": "as host_cpu_ns_per_row, over TCP",
+    "client_cpu_ns_per_row_49152":
+        "CPU time of the fetching process inside engram_fetch() per row, 49,152-row "
+        "RDMA fetches, sleeping (completions in other CPUs' softirqs not in it); lower "
+        "is better",
+    "client_cpu_ns_per_row_1": "as client_cpu_ns_per_row_49152, 1-row fetches",
 }
 
 # The round medians that replace the single-run figure of the same name.
@@ -178,7 +188,31 @@ def perftest_rtt_us(d, rows):
     return None if t is None else 2 * t
 
 
-def ratios(d):
+def host_stats(cases):
+    """The host module's counters at the end: the host guest's, or the one guest's."""
+    for kind in ("stats_host", "stats"):
+        c = next((c for c in cases if c.get("case") == kind), None)
+        if c and isinstance(c.get("global"), dict):
+            return c["global"]
+    return {}
+
+
+def cpu_ratios(d, g):
+    r = {}
+    for t, key in (("rdma", "host_cpu_ns_per_row"), ("tcp", "host_cpu_ns_per_row_tcp")):
+        rows = g.get(f"served_{t}_rows")
+        ns = g.get(f"served_{t}_cpu_ns")
+        r[key] = round(ns / rows, 1) if rows and ns is not None else None
+    for n in (49152, 1):
+        c = d.get(f"fetch_rdma_sleep_{n}", {})
+        cpu = c.get("client_cpu_s")
+        rows = (c.get("fetches") or 0) * n
+        r[f"client_cpu_ns_per_row_{n}"] = round(cpu * 1e9 / rows, 1) \
+            if cpu is not None and rows else None
+    return r
+
+
+def ratios(d, cases=()):
     r = {}
     r["bw_49152_vs_ib_write_bw"] = ratio(bw(d, "fetch_rdma_sleep_49152"),
                                          get(d, f"ib_write_bw_{49152 * ROW_BYTES}",
@@ -206,6 +240,7 @@ def ratios(d):
                                       get(d, f"fetch_rdma_sleep_{n}", "p50_us"))
         r[f"remote_vs_local_{n}"] = ratio(get(d, f"fetch_rdma_sleep_{n}", "p50_us"),
                                           get(d, f"local_{n}", "p50_us"))
+    r.update(cpu_ratios(d, host_stats(cases)))
     med, _ = ratios_over_rounds(d)
     for k, v in med.items():
         if k not in r or (k in ROUND_OVERRIDES and v is not None):
@@ -440,7 +475,7 @@ def main():
     for kv in a.env:
         k, _, v = kv.partition("=")
         env[k] = v
-    r = ratios(d)
+    r = ratios(d, cases)
     _, per = ratios_over_rounds(d)
     doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC, "ratio_rounds": per,
            "cases": [c for c in cases if c.get("case") not in ("env", "end")]}
@@ -461,7 +496,9 @@ def main():
         missing = [k for k in ("bw_49152_vs_ib_write_bw", "rtt_288_vs_perftest",
                                "load_vs_sha256sum", "tcp_vs_rdma_49152", "remote_vs_local_288",
                                "rtt_1_vs_perftest", "bw_49152_vs_ib_write_bw_4224",
-                               "tput_2p_vs_1p", "ib_write_bw_q2_vs_q1")
+                               "tput_2p_vs_1p", "ib_write_bw_q2_vs_q1",
+                               "host_cpu_ns_per_row", "host_cpu_ns_per_row_tcp",
+                               "client_cpu_ns_per_row_49152")
                    if not isinstance(r.get(k), float) or math.isnan(r[k])]
         for k in missing:
             print(f"report.py: ratio {k} could not be computed", file=sys.stderr)

@@ -131,6 +131,24 @@ table_field() {
 	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
 }
 stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+# served_mark T: note the host's served_T_rows and served_T_cpu_ns (T is
+# rdma or tcp) and the time; served_check T N then checks that exactly N
+# rows were answered over T since, with CPU time for them above 0 and
+# within the wall time of every CPU.
+served_mark() {
+	SERVED_R0=$(stat_global "served_$1_rows")
+	SERVED_C0=$(stat_global "served_$1_cpu_ns")
+	SERVED_T0=$(date +%s%N)
+}
+served_check() {
+	local t=$1 n=$2 cpu wall
+	wall=$(($(date +%s%N) - SERVED_T0))
+	check "the host counts the $n rows it answered over $t" \
+		test "$(stat_global "served_${t}_rows")" -eq $((SERVED_R0 + n))
+	cpu=$(($(stat_global "served_${t}_cpu_ns") - SERVED_C0))
+	check "... and the CPU time it took ($cpu ns: above 0, within $wall ns on $(nproc) CPUs)" \
+		test "$cpu" -gt 0 -a "$cpu" -le $((wall * $(nproc)))
+}
 # link_field ID KEY: an attribute of link ID from `link show -j` ("" when absent).
 link_field() { "$ENGRAMCTL" -j link show "$1" | jget "str(d[0].get('$2', ''))"; }
 # link_stat ID KEY: a counter of link ID from `stats -j` (0 when the counter

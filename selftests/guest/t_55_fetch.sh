@@ -38,8 +38,11 @@ wait_fetchable() {
 check "the link comes up and sees the table" wait_fetchable 30
 
 run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+served_mark rdma
 check "1,000,000 rows in batches of 288 and 49,152 are exact" \
 	run --count 1000000 --batch 288,49152 --seed 1
+served_check rdma 1000000
+check "no row went over TCP" test "$(stat_global served_tcp_rows)" = 0
 check "submit + poll + wait, 100,000 rows, exact" \
 	run --count 100000 --batch 4096 --mode submit --seed 2
 check "busy-poll, 50,000 rows, exact" run --count 50000 --batch 288 --busy-poll --seed 3

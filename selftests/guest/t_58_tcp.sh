@@ -34,8 +34,11 @@ check "link show says transport tcp" \
 check "... and has no RDMA device" \
 	sh -c "! '$ENGRAMCTL' -j link show 1 | grep -q '\"device\"'"
 
+served_mark tcp
 check "300,000 rows in batches of 288 and 49,152 are exact" \
 	run --count 300000 --batch 288,49152 --seed 1
+served_check tcp 300000
+check "no row went over RDMA" test "$(stat_global served_rdma_rows)" = 0
 check "submit + poll + wait, 50,000 rows, exact" \
 	run --count 50000 --batch 4096 --mode submit --seed 2
 check "busy-poll, 20,000 rows, exact" run --count 20000 --batch 288 --busy-poll --seed 3

@@ -36,6 +36,16 @@ ratios_ok() {
 }
 check "the JSON's ratios object holds the nine named ratios as plain numbers, with their round" \
 	ratios_ok
+# CPU per row: the host's from its served_*_cpu_ns counters, the client's
+# from the fetching process's own CPU time; positive, and below a second
+# a row, or the units are wrong.
+cpu_ok() {
+	jget "all(isinstance(d['ratios'][k], float) and 0 < d['ratios'][k] < 1e9 for k in
+		('host_cpu_ns_per_row', 'host_cpu_ns_per_row_tcp',
+		'client_cpu_ns_per_row_49152'))" <"$OUT/bench.json" 2>/dev/null | grep -qx True
+}
+check "host_cpu_ns_per_row (RDMA and TCP) and client_cpu_ns_per_row_49152 are in the JSON" \
+	cpu_ok
 check "the markdown table lists all five sizes" \
 	test "$(grep -cE '^\| (1|288|4,096|16,384|49,152) \|' "$OUT/bench.md")" -eq 5
 check "the plot is a PNG" sh -c "head -c 8 '$OUT/bench.png' | od -An -c | grep -q 'P   N   G'"

@@ -344,6 +344,15 @@ enum engram_stat {
 	ENGRAM_STAT_IDLE_CLOSES,	/* silent for rdma_idle_timeout_ms */
 	/* client, per link (and summed module-wide) */
 	ENGRAM_STAT_REMOTE_INVALIDATIONS,	/* fetches whose RESPONSE invalidated a key */
+	/*
+	 * Server, module-wide: rows answered per transport, and the CPU time
+	 * its threads spent answering them (parse to last post or send),
+	 * sampled by the scheduler tick as /proc/stat is.
+	 */
+	ENGRAM_STAT_SERVED_RDMA_ROWS,
+	ENGRAM_STAT_SERVED_RDMA_CPU_NS,
+	ENGRAM_STAT_SERVED_TCP_ROWS,
+	ENGRAM_STAT_SERVED_TCP_CPU_NS,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
