@@ -301,6 +301,30 @@ static void test_stats(void)
 	free(text);
 	nlmsg_free(msg);
 
+	/* Every name, the longest too, leaves the values in one column. */
+	memset(&si, 0, sizeof(si));
+	for (id = 1; id <= ENGRAM_STAT_MAX; id++) {
+		si.present |= 1ULL << id;
+		si.v[id] = 7;
+	}
+	f = open_memstream(&text, &len);
+	stats_info_print(f, &si, "  ");
+	fclose(f);
+	{
+		unsigned int lines = 0, aligned = 0;
+		char *line, *save = NULL;
+
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+			if (!strncmp(line, "  refused", 9))
+				continue;	/* the folded refusals line */
+			lines++;
+			aligned += strlen(line) >= 41 && line[39] == ' ' && line[40] == '7' &&
+				   (line[41] == '\0' || line[41] == ' ');
+		}
+		tap_ok(lines > 40 && aligned == lines, "every counter's value in the same column");
+	}
+	free(text);
+
 	j = json_pack("[oo]", json_u64(UINT64_MAX), json_u64(5));
 	tap_ok(json_is_real(json_array_get(j, 0)) &&
 	       json_integer_value(json_array_get(j, 1)) == 5,

@@ -152,7 +152,8 @@ void stats_info_print(FILE *f, const struct stats_info *si, const char *indent)
 			refusals = 1;
 			continue;
 		}
-		fprintf(f, "%s%-18s %20" PRIu64, indent, stats[id].name, si->v[id]);
+		/* The longest name (connects_over_listener) still leaves a space. */
+		fprintf(f, "%s%-22s %16" PRIu64, indent, stats[id].name, si->v[id]);
 		if (stats[id].unit == STAT_BYTES && si->v[id] >= 1024)
 			fprintf(f, "  (%s)", fmt_bytes(buf, sizeof(buf), si->v[id]));
 		else if (stats[id].unit == STAT_NS && si->v[id])
