@@ -32,3 +32,43 @@ perf report -i $SCRATCH/perf2.data --stdio --no-children --sort sym 2>/dev/null 
 perf record -q -a -g -o $SCRATCH/perf3.data -- "${B[@]}" --rows 1 --iters 200 --warmup 5 > /dev/null 2>&1
 perf report -i $SCRATCH/perf3.data --stdio --no-children --sort sym 2>/dev/null | grep -v "^$" | grep "%" | head -40 | sed 's/^/# fetch1: /'
 "$ENGRAMCTL" stats | head -40 | sed 's/^/# stats: /'
+# The server's own CPU: of the samples taken inside the request handling
+# (engram_serve_rdma_handle_request, engram_serve_tcp_request), the
+# functions they were in (self), over 49,152-row fetches on each transport.
+"$ENGRAMCTL" link add "tcp://$IP:18516@$IP" >/dev/null 2>&1
+"$ENGRAMCTL" listen add "tcp://$IP:18516" >/dev/null 2>&1
+for _ in $(seq 1 30); do
+	"${B[@]}" --link 2 --rows 1 --iters 1 --warmup 0 >/dev/null 2>&1 && break
+	sleep 1
+done
+for t in rdma:1:engram_serve_rdma_handle_request tcp:2:engram_serve_tcp_request; do
+	IFS=: read -r name link fn <<<"$t"
+	perf record -q -a -g -o $SCRATCH/perf-$name.data -- "${B[@]}" --link "$link" \
+		--rows 49152 --iters 10 --warmup 1 >/dev/null 2>&1
+	perf script -i $SCRATCH/perf-$name.data -F ip,sym 2>&1 | python3 -c '
+import collections, sys
+fn, name = sys.argv[1], sys.argv[2]
+leaf, total, inside, stack = collections.Counter(), 0, 0, []
+def flush():
+    global total, inside
+    if not stack:
+        return
+    total += 1
+    if fn in stack:
+        inside += 1
+        leaf[stack[0]] += 1
+for line in sys.stdin:
+    s = line.strip()
+    if not s:
+        flush()
+        stack = []
+        continue
+    t = s.split()
+    stack.append((t[1] if len(t) > 1 else t[0]).split("+")[0])
+flush()
+print(f"# server-{name}: {inside} of {total} samples inside {fn}")
+for sym, n in leaf.most_common(25):
+    print(f"# server-{name}: {100 * n / max(inside, 1):5.1f}% {sym}")
+' "$fn" "$name"
+done
+"$ENGRAMCTL" stats | grep -E "served_" | sed 's/^/# stats: /'
