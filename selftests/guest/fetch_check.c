@@ -43,8 +43,9 @@
  * prints "fetch_check: STEP: expected NAME, got NAME (wire_status S,
  * bad_index I)"; a fetch the server refused (wire_status not ok) must also
  * have left the whole buffer untouched.  --verify-after: then a normal run
- * on the same fd and buffer, which must pass too.  --settle-ms N: after a
- * fetch that failed (for whatever reason), take a copy of the buffer as it
+ * on the same fd and buffer, which must pass too.  --settle-ms N: after the
+ * fetch (failed for whatever reason, or succeeded as --expect-errno OK
+ * expects), take a copy of the buffer as it
  * is when the call returned, sleep N ms, and fail if any byte changed since
  * (a late write); also report whether any row byte landed before the
  * return.  --max-ms N: the failing call must return within N ms of its
@@ -1009,8 +1010,8 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
  * expected errno.
  */
 /*
- * After a failed fetch: no byte of the buffer may change once the call has
- * returned.  Compares a copy taken now with the buffer after ms.  Returns
+ * After a fetch that ended (failed, or succeeded as expected): no byte of
+ * the buffer may change once the call has returned.  Compares a copy taken now with the buffer after ms.  Returns
  * true when something changed (a late write).
  */
 static bool settle(const struct job *j, uint32_t ms)
@@ -1166,7 +1167,8 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 			if (elapsed_ms > o->max_ms)
 				late = true;
 		}
-		if (ret && o->settle_ms && settle(&j, o->settle_ms))
+		/* A success expected (OK) is as over as a failure is. */
+		if (o->settle_ms && settle(&j, o->settle_ms))
 			late = true;
 		/* A refusal by the server writes no row: the buffer is untouched. */
 		if (ret && res.wire_status) {

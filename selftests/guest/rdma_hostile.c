@@ -33,6 +33,18 @@
  * never answers the REQUEST and keeps serving heartbeats until link A
  * drops the connection (the fetch timed out) or LINGER-MS passed.
  *
+ * --answer-inv second|forged: a version 2 server instead, which answers
+ * the first REQUEST on link A (after the control write) with a RESPONSE
+ * of status ok sent as SEND with invalidate of a key that is not the
+ * fetch's first: "second" the key of the fetch's second range (a real
+ * key of the same fetch: the client must invalidate the first itself
+ * before the fetch returns), "forged" the first range's MR under a key
+ * it never had (the client's device must refuse it; the connection
+ * breaks).  With "second" it then writes with the first key again, after
+ * LINGER-MS / 30 (a late-write try, which must be refused, as with the
+ * attacks); with "forged" it reports how its SEND ended and stops.  Link
+ * B is not needed.
+ *
  * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
  * a NAK (remote access, invalid request or operation error), "rdma_hostile:
  * NAME: dropped (transport retry counter exceeded)" when the other end
@@ -114,6 +126,7 @@ static struct {
 	const char *table;
 	uint64_t rows;
 	unsigned int linger_ms;
+	const char *answer_inv;	/* NULL, "second" or "forged" */
 } o = { .table = "evil", .rows = 1000, .linger_ms = 30000 };
 
 static struct rdma_event_channel *ec;
@@ -142,14 +155,15 @@ static uint64_t now_ms(void)
 }
 
 /*
- * Small limits: the peer's receives then stay small too.  Version 1 only:
- * its buffers are plain MRs, which a version 2 server's SEND with
+ * Small limits: the peer's receives then stay small too.  Version 1 only
+ * (but with --answer-inv, where it answers as a version 2 server): as a
+ * client its buffers are plain MRs, which a version 2 server's SEND with
  * invalidate would try to invalidate (an error that breaks the QP).
  */
 static void local_params(struct engram_wire_params *p)
 {
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
-	p->version_max = 1;
+	p->version_max = o.answer_inv ? ENGRAM_WIRE_VERSION_REMOTE_INV : 1;
 	p->max_inflight = 4;
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_rows = 64;
@@ -501,7 +515,7 @@ static bool is_up(struct conn *c) { return c->established && !c->closed; }
 static bool req_and_b(void *arg)
 {
 	(void)arg;
-	return find(SERVER_A, has_req) && find(SERVER_B, is_up);
+	return find(SERVER_A, has_req) && (o.answer_inv || find(SERVER_B, is_up));
 }
 static bool attack_done(void *arg) { return ((struct conn *)arg)->attack_done; }
 static bool client_ready(void *arg)
@@ -616,10 +630,81 @@ static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint
 	}
 }
 
+/*
+ * --answer-inv: answer link A's REQUEST "ok" with a SEND that invalidates
+ * @rkey, which is not the fetch's first key.  Returns the SEND's status.
+ */
+static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
+{
+	struct engram_wire_resp resp = {
+		.ticket = c->req.ticket, .status = ENGRAM_WIRE_OK,
+		.bytes = (uint64_t)c->req.nr_rows * ENGRAM_ROW_BYTES,
+	};
+	uint8_t *b = c->buf + (size_t)NR_RX * RX_BYTES;
+	struct ibv_sge sge = { .addr = (uintptr_t)b, .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = (uint64_t)WR_ATTACK << 32, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND_WITH_INV, .send_flags = IBV_SEND_SIGNALED,
+		.invalidate_rkey = rkey,
+	}, *bad;
+	int len;
+
+	len = engram_wire_resp_encode(b, TX_BYTES, &c->neg, false, &resp);
+	if (len < 0)
+		die("response encode: %d", len);
+	sge.length = (uint32_t)len;
+	c->attack_done = false;
+	if (ibv_post_send(c->qp, &wr, &bad))
+		die("SEND with invalidate: %s", strerror(errno));
+	if (!pump(STEP_MS, attack_done, c))
+		die("SEND with invalidate: no completion in %u ms", STEP_MS);
+	printf("rdma_hostile: answer-inv-%s: RESPONSE ok invalidating 0x%x (first key 0x%x):"
+	       " %s\n", o.answer_inv, rkey, c->req.ranges[0].rkey,
+	       c->attack_status == IBV_WC_SUCCESS ? "delivered" : status_name(c->attack_status));
+	return c->attack_status;
+}
+
+/* --answer-inv: the control write, the wrong answer, then a late write. */
+static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
+{
+	enum ibv_wc_status st;
+	int ret;
+
+	if (a->neg.version_max < ENGRAM_WIRE_VERSION_REMOTE_INV)
+		die("link A negotiated version %u, not 2", a->neg.version_max);
+	if (r0.length < 2 * CONTROL_BYTES)
+		die("range 0 has %" PRIu64 " bytes, need %u", (uint64_t)r0.length,
+		    2 * CONTROL_BYTES);
+	ret = attempt("control-write-link-a", a, IBV_WR_RDMA_WRITE, r0.addr, r0.rkey,
+		      CONTROL_BYTES, 0x11);
+	if (ret != 1) {
+		printf("rdma_hostile: the control write did not go through\n");
+		return 2;
+	}
+	if (!strcmp(o.answer_inv, "forged")) {
+		/* rxe keeps the MR's index in the key's upper 24 bits: same MR, new key. */
+		answer_inv(a, r0.rkey ^ 0x80);
+		printf("rdma_hostile: done\n");
+		return 0;
+	}
+	if (a->req.nr_ranges < 2)
+		die("the fetch has %u range, need 2", a->req.nr_ranges);
+	st = answer_inv(a, a->req.ranges[1].rkey);
+	if (st != IBV_WC_SUCCESS)
+		return 2;
+	/* Long after the client read the answer: it must be over by now. */
+	pump(o.linger_ms / 30, NULL, NULL);
+	ret = attempt("late-write", a, IBV_WR_RDMA_WRITE, r0.addr + CONTROL_BYTES, r0.rkey,
+		      CONTROL_BYTES, 0x5e);
+	printf("rdma_hostile: done (%s)\n", ret == 0 ? "all refused" :
+	       ret == 1 ? "an attack got through" : "inconclusive");
+	return ret;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdma_hostile --addr IP --port-a P --port-b P --host-port P"
-		" [--table NAME] [--rows N] [--linger-ms N]\n");
+		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged]\n");
 	exit(2);
 }
 
@@ -633,6 +718,7 @@ int main(int argc, char **argv)
 		{ "table", required_argument, NULL, 't' },
 		{ "rows", required_argument, NULL, 'r' },
 		{ "linger-ms", required_argument, NULL, 'l' },
+		{ "answer-inv", required_argument, NULL, 'i' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct engram_wire_dest r0;
@@ -648,10 +734,13 @@ int main(int argc, char **argv)
 		case 't': o.table = optarg; break;
 		case 'r': o.rows = strtoull(optarg, NULL, 0); break;
 		case 'l': o.linger_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
+		case 'i': o.answer_inv = optarg; break;
 		default: usage();
 		}
 	}
 	if (!o.addr || !o.port_a || !o.port_b || !o.host_port || !o.rows)
+		usage();
+	if (o.answer_inv && strcmp(o.answer_inv, "second") && strcmp(o.answer_inv, "forged"))
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 
@@ -667,6 +756,8 @@ int main(int argc, char **argv)
 	a = find(SERVER_A, has_req);
 	b = find(SERVER_B, is_up);
 	r0 = a->req.ranges[0];
+	if (o.answer_inv)
+		return answer_wrong_key(a, r0);
 	if (r0.length < 192)
 		die("range 0 has %" PRIu64 " bytes, need 192", (uint64_t)r0.length);
 

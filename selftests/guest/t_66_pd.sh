@@ -13,7 +13,12 @@
 # transport gave up counts too, and the control write, after the attacks
 # on the same device, shows that the path acknowledges what the other end
 # accepts.  From 6.1 on rxe NAKs, and a silent drop would be a regression.
-# timeout: 240
+# Then the same peer as a version 2 server answers a fetch with a RESPONSE
+# that invalidates the wrong key: the fetch's second key (the first must
+# still be dead when the fetch returns: a write with it is refused) or a
+# forged one (the connection breaks, the fetch fails); nothing lands after
+# either fetch returned.
+# timeout: 360
 # kernels: 6.1
 . "$(dirname "$0")/lib.sh"
 
@@ -75,6 +80,56 @@ check "only the control's 16 bytes landed in the buffer" \
 
 "$ENGRAMCTL" link del "$a" >/dev/null 2>&1
 "$ENGRAMCTL" link del "$b" >/dev/null 2>&1
+
+# A version 2 server whose RESPONSE invalidates a key that is not the
+# fetch's first (failures.rst: only the first key's invalidation by the
+# RESPONSE spares the client its own).  hostile_v2 MODE PORT FETCH-ARGS...
+# runs the peer in --answer-inv MODE on PORT (and PORT+1, unused), links
+# to it, and runs one fetch_check with FETCH-ARGS; sets frc, hrc, link.
+hostile_v2() {
+	local mode=$1 port=$2 hpid
+	shift 2
+	timeout 120 "$HOSTILE" --addr "$IP" --port-a "$port" --port-b $((port + 1)) \
+		--host-port $HOST_PORT --table evil --rows 1000 --linger-ms 30000 \
+		--answer-inv "$mode" >"$TMPD/inv-$mode.out" 2>&1 &
+	hpid=$!
+	wait_for 20 grep -q "rdma_hostile: ready" "$TMPD/inv-$mode.out" ||
+		{ sed 's/^/# /' "$TMPD/inv-$mode.out"; bail "the $mode peer listens"; }
+	link=$("$ENGRAMCTL" link add "rdma://$IP:$port@$IP" 2>&1)
+	check "$mode: a link to the version 2 peer comes up ($link)" wait_for 30 link_up "$link"
+	check "$mode: ... speaking protocol 2" test "$(link_field "$link" protocol)" = 2
+	"$CHECK" --link "$link" --table evil --timeout-ms 20000 "$@" >"$TMPD/fetch-$mode.out" 2>&1
+	frc=$?
+	wait "$hpid"
+	hrc=$?
+	sed 's/^/# /' "$TMPD/inv-$mode.out" "$TMPD/fetch-$mode.out"
+}
+# The second range's key: a real key of the same fetch.  The client must
+# still invalidate the first itself before the fetch returns, so the
+# peer's write with it a second after the RESPONSE is refused.
+hostile_v2 second 18664 --rows-list 1,2,3,4 --ranges 2 --expect-errno OK --settle-ms 3000
+check "second: the fetch returns what the server said, ok (exit $frc)" test $frc -eq 0
+check "second: the peer's RESPONSE was delivered" \
+	grep -q "^rdma_hostile: answer-inv-second: .*: delivered" "$TMPD/inv-second.out"
+check "second: its write with the first key after the RESPONSE is refused" \
+	grep -Eq "^rdma_hostile: late-write: $refused" "$TMPD/inv-second.out"
+check "second: the peer saw it refused (exit $hrc)" test $hrc -eq 0
+check "second: only the control's 16 bytes landed, nothing after the return" \
+	grep -q "settle 3000 ms: 16 bytes written before the return, 0 changed after it" \
+	"$TMPD/fetch-second.out"
+check "second: not counted as a remote invalidation" \
+	test "$(link_stat "$link" remote_invalidations)" = 0
+"$ENGRAMCTL" link del "$link" >/dev/null 2>&1
+# A key the first range's MR never had: the client's device refuses the
+# invalidation, which breaks the connection and ends the fetch.
+hostile_v2 forged 18666 --rows-list 1,2,3,4 --expect-errno ECONNRESET --settle-ms 1000
+check "forged: the fetch fails with ECONNRESET (exit $frc)" test $frc -eq 0
+check "forged: only the control's 16 bytes landed, nothing after the return" \
+	grep -q "settle 1000 ms: 16 bytes written before the return, 0 changed after it" \
+	"$TMPD/fetch-forged.out"
+check "forged: the link counts a transport error" \
+	test "$(link_stat "$link" transport_errors)" -ge 1
+"$ENGRAMCTL" link del "$link" >/dev/null 2>&1
 
 # The host still serves its own clients, with a PD per connection.
 F=$SCRATCH/pd.safetensors
