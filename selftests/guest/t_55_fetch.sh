@@ -26,15 +26,6 @@ FC=("$CHECK" --table fetch --file "$F" --weight-offset "$WOFF" --scale-offset "$
 	--rows-total $ROWS --timeout-ms 60000)
 fc() { "${FC[@]}" "$@"; }
 
-# wait_fetchable SECONDS: the link is up and its catalog has the table.
-wait_fetchable() {
-	local i
-	for i in $(seq 1 "$1"); do
-		fc --count 1 >/dev/null 2>&1 && return 0
-		sleep 1
-	done
-	return 1
-}
 check "the link comes up and sees the table" wait_fetchable 30
 
 run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
