@@ -185,8 +185,10 @@ void engram_serve_answered(struct engram_table *t, u32 nr_rows, u64 t_recv_ns)
  * The scheduler's tick sampling, as /proc/stat and getrusage() see it: the
  * difference over one request is 0 or whole ticks, and its sum over many
  * is the CPU time they took, time asleep (a full send queue, a full socket)
- * left out.  (A CPU running nohz_full with vtime accounting updates it only
- * at context switches, so there it reads low.)
+ * left out; softirqs that run on top of the thread meanwhile are in it
+ * unless the kernel has CONFIG_IRQ_TIME_ACCOUNTING.  (A nohz_full CPU with
+ * vtime accounting updates it only at context switches: there it reads
+ * near zero.)
  *
  * Return: nanoseconds.
  */

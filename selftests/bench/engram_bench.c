@@ -45,7 +45,7 @@
  * last process exited: everything the machine did meanwhile, the kernel's
  * RDMA and TCP work included, which the caller's own rusage would miss.
  * client_cpu_s is the CPU time of the processes themselves inside their
- * timed fetch (or read) calls, user and kernel: what a caller pays per
+ * successful timed fetch (or read) calls, user and kernel: what a caller pays per
  * fetch, without the row checks around it and without completion work
  * that ran in another CPU's softirq.
  *
@@ -109,7 +109,7 @@ struct opts {
 struct proc_stats {
 	uint64_t fetches;		/* successful timed fetches: their latencies in lat[] */
 	uint64_t rows_checked, bad_rows, errors, fallbacks;
-	uint64_t cpu_ns;		/* its CPU time inside the timed fetch calls */
+	uint64_t cpu_ns;		/* its CPU time inside the successful timed fetch calls */
 	uint64_t end_ns;		/* when its last timed fetch returned; 0: none did */
 	uint64_t first_err_ns;		/* when its first failed fetch returned */
 	int first_err;			/* and its errno, positive; 0: none failed */
@@ -379,7 +379,6 @@ static void make_rows(struct job *j)
 		j->rows[i] = (uint32_t)(((__uint128_t)rnd(&j->rng) * total) >> 64);
 }
 
-/* One fetch of j->rows into the buffer; t0 and t1 bracket the call alone. */
 /* This process's CPU time (one thread), user and kernel. */
 static uint64_t cpu_ns(void)
 {
@@ -390,6 +389,7 @@ static uint64_t cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* One fetch of j->rows into the buffer; t0, t1 and cpu bracket the call alone. */
 static int fetch_once(struct job *j, uint64_t *t0, uint64_t *t1, bool *fallback,
 		      uint64_t *cpu)
 {
@@ -462,10 +462,8 @@ static void run_fetches(struct job *j, uint64_t n, bool timed)
 	for (k = 0; k < n; k++) {
 		make_rows(j);
 		ret = fetch_once(j, &t0, &t1, &fallback, &cpu);
-		if (timed) {
+		if (timed)
 			st->end_ns = t1;
-			st->cpu_ns += cpu;
-		}
 		if (ret) {
 			if (!st->errors++) {
 				st->first_err = abs(ret);
@@ -476,8 +474,10 @@ static void run_fetches(struct job *j, uint64_t n, bool timed)
 			     engram_strerror(ret));
 			continue;
 		}
-		if (timed)
+		if (timed) {
 			j->lat[st->fetches++] = t1 - t0;
+			st->cpu_ns += cpu;
+		}
 		if (fallback)
 			st->fallbacks++;
 		st->bad_rows += check_rows(j, timed, k);

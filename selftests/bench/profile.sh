@@ -45,7 +45,7 @@ for t in rdma:1:engram_serve_rdma_handle_request tcp:2:engram_serve_tcp_request;
 	IFS=: read -r name link fn <<<"$t"
 	perf record -q -a -g -o $SCRATCH/perf-$name.data -- "${B[@]}" --link "$link" \
 		--rows 49152 --iters 10 --warmup 1 >/dev/null 2>&1
-	perf script -i $SCRATCH/perf-$name.data -F ip,sym 2>&1 | python3 -c '
+	perf script -i $SCRATCH/perf-$name.data -F ip,sym 2>/dev/null | python3 -c '
 import collections, sys
 fn, name = sys.argv[1], sys.argv[2]
 leaf, total, inside, stack = collections.Counter(), 0, 0, []

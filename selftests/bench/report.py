@@ -76,8 +76,8 @@ RATIO_DOC = {
         "fetches scale at least as perftest does from 1 to 2 queues)",
     "host_cpu_ns_per_row":
         "the host module's CPU time per row answered over RDMA over the whole run "
-        "(served_rdma_cpu_ns / served_rdma_rows, tick-sampled; with the packet work "
-        "rxe does in the posting thread); lower is better",
+        "(served_rdma_cpu_ns / served_rdma_rows, tick-sampled; with the softirq work "
+        "that ran on its CPU meanwhile, rxe's tasklets on 6.1); lower is better",
     "host_cpu_ns_per_row_tcp": "as host_cpu_ns_per_row, over TCP",
     "client_cpu_ns_per_row_49152":
         "CPU time of the fetching process inside engram_fetch() per row, 49,152-row "

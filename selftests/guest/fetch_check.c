@@ -45,8 +45,8 @@
  * have left the whole buffer untouched.  --verify-after: then a normal run
  * on the same fd and buffer, which must pass too.  --settle-ms N: after the
  * fetch (failed for whatever reason, or succeeded as --expect-errno OK
- * expects), take a copy of the buffer as it
- * is when the call returned, sleep N ms, and fail if any byte changed since
+ * expects), take a copy of the buffer as it is when the call returned,
+ * sleep N ms, and fail if any byte changed since
  * (a late write); also report whether any row byte landed before the
  * return.  --max-ms N: the failing call must return within N ms of its
  * start (the deadline plus the margin the caller allows).
@@ -1011,8 +1011,9 @@ static void run_batches(struct job *j, const uint32_t *list, size_t nr_list)
  */
 /*
  * After a fetch that ended (failed, or succeeded as expected): no byte of
- * the buffer may change once the call has returned.  Compares a copy taken now with the buffer after ms.  Returns
- * true when something changed (a late write).
+ * the buffer may change once the call has returned.  Compares a copy
+ * taken now with the buffer after ms.  Returns true when something
+ * changed (a late write).
  */
 static bool settle(const struct job *j, uint32_t ms)
 {

@@ -42,8 +42,9 @@
  * it never had (the client's device must refuse it; the connection
  * breaks).  With "second" it then writes with the first key again, after
  * LINGER-MS / 30 (a late-write try, which must be refused, as with the
- * attacks); with "forged" it reports how its SEND ended and stops.  Link
- * B is not needed.
+ * attacks); with "forged" it reports how its SEND ended and stays
+ * connected until the client closes the connection or LINGER-MS passed.
+ * Link B is not needed.
  *
  * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
  * a NAK (remote access, invalid request or operation error), "rdma_hostile:
@@ -640,7 +641,8 @@ static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 		.ticket = c->req.ticket, .status = ENGRAM_WIRE_OK,
 		.bytes = (uint64_t)c->req.nr_rows * ENGRAM_ROW_BYTES,
 	};
-	uint8_t *b = c->buf + (size_t)NR_RX * RX_BYTES;
+	/* Not a send slot: a heartbeat's echo may be in flight from those. */
+	uint8_t *b = data_buf(c);
 	struct ibv_sge sge = { .addr = (uintptr_t)b, .lkey = c->mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = (uint64_t)WR_ATTACK << 32, .sg_list = &sge, .num_sge = 1,
@@ -649,7 +651,7 @@ static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 	}, *bad;
 	int len;
 
-	len = engram_wire_resp_encode(b, TX_BYTES, &c->neg, false, &resp);
+	len = engram_wire_resp_encode(b, DATA_BYTES, &c->neg, false, &resp);
 	if (len < 0)
 		die("response encode: %d", len);
 	sge.length = (uint32_t)len;
@@ -684,6 +686,12 @@ static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 	if (!strcmp(o.answer_inv, "forged")) {
 		/* rxe keeps the MR's index in the key's upper 24 bits: same MR, new key. */
 		answer_inv(a, r0.rkey ^ 0x80);
+		/* Staying connected: a close must be the client's own doing. */
+		if (pump(o.linger_ms, a_closed, a))
+			printf("rdma_hostile: answer-inv-forged: the client closed the connection\n");
+		else
+			printf("rdma_hostile: answer-inv-forged: still connected after %u ms\n",
+			       o.linger_ms);
 		printf("rdma_hostile: done\n");
 		return 0;
 	}

@@ -124,6 +124,9 @@ check "second: not counted as a remote invalidation" \
 # invalidation, which breaks the connection and ends the fetch.
 hostile_v2 forged 18666 --rows-list 1,2,3,4 --expect-errno ECONNRESET --settle-ms 1000
 check "forged: the fetch fails with ECONNRESET (exit $frc)" test $frc -eq 0
+check "forged: the client closed the connection, not the peer" \
+	grep -q "^rdma_hostile: answer-inv-forged: the client closed the connection" \
+	"$TMPD/inv-forged.out"
 check "forged: only the control's 16 bytes landed, nothing after the return" \
 	grep -q "settle 1000 ms: 16 bytes written before the return, 0 changed after it" \
 	"$TMPD/fetch-forged.out"

@@ -272,9 +272,9 @@ static void test_stats(void)
 	mock_add("b", ENGRAM_TABLE_READY, 10);
 	rc = run("stats", NULL);
 	tap_ok(rc == 0 && !strcmp(mock.log, "STATS STATSDUMP "), "stats: do then dump");
-	tap_ok(strstr(out, "module\n  tables                                2\n") &&
-	       strstr(out, "\ntable a generation 1\n  lookups                              10\n") &&
-	       strstr(out, "  bytes                              2640  (2.6 KiB)\n"),
+	tap_ok(strstr(out, "module\n  tables                                    2\n") &&
+	       strstr(out, "\ntable a generation 1\n  lookups                                  10\n") &&
+	       strstr(out, "  bytes                                  2640  (2.6 KiB)\n"),
 	       "stats text: aligned blocks") || (show_output(), 0);
 	rc = run("-j", "stats", "show", NULL);
 	j = json_loads(out, 0, NULL);
@@ -313,21 +313,21 @@ static void test_stats_links(void)
 	rc = run("stats", NULL);
 	tap_ok(rc == 0 && !strcmp(mock.log, "STATS STATSDUMP "), "stats with links: still do + dump");
 	tap_contains(out, "\nlink 1 rdma://192.0.2.1:18515@192.0.2.9\n"
-		     "  fetches                              40\n"
-		     "  fetch_bytes                       10560  (10.3 KiB)\n"
-		     "  refused                               3  (busy 3)\n"
-		     "  latency                              40  (p50 14 us, p99 126 us)\n"
+		     "  fetches                                  40\n"
+		     "  fetch_bytes                           10560  (10.3 KiB)\n"
+		     "  refused                                   3  (busy 3)\n"
+		     "  latency                                  40  (p50 14 us, p99 126 us)\n"
 		     "    <16us: 30  <128us: 10\n\nlink 2 tcp://",
 		     "stats text: a section per link, refusals folded by reason, histogram");
-	tap_contains(out, "table a generation 1\n  lookups                              10\n"
-		     "  bytes                              2640  (2.6 KiB)\n"
-		     "  refused                               2  (row_out_of_range 2)\n"
-		     "  latency                              10  (p50 12 us, p99 8388608 us)\n"
+	tap_contains(out, "table a generation 1\n  lookups                                  10\n"
+		     "  bytes                                  2640  (2.6 KiB)\n"
+		     "  refused                                   2  (row_out_of_range 2)\n"
+		     "  latency                                  10  (p50 12 us, p99 8388608 us)\n"
 		     "    <2us: 2  <16us: 7  >=8.4s: 1\n",
 		     "stats text: table refusals by reason, only nonzero buckets");
-	tap_contains(out, "link 2 tcp://192.0.2.2:18515@192.0.2.9\n  fetches                               0\n"
-		     "  fetch_bytes                           0\n  refused                               0\n"
-		     "  latency                      no samples\n",
+	tap_contains(out, "link 2 tcp://192.0.2.2:18515@192.0.2.9\n  fetches                                   0\n"
+		     "  fetch_bytes                               0\n  refused                                   0\n"
+		     "  latency                          no samples\n",
 		     "stats text: an idle link says so");
 
 	rc = run("-j", "stats", NULL);

@@ -15,6 +15,10 @@ _Static_assert(ENGRAM_STAT_MAX < 64, "struct stats_info.present needs widening")
 
 enum stat_unit { STAT_COUNT, STAT_BYTES, STAT_NS };
 
+/* The longest name (connects_over_listener), and the largest u64. */
+#define NAME_W	22
+#define VALUE_W	20
+
 static const struct {
 	const char *name;
 	enum stat_unit unit;
@@ -129,7 +133,7 @@ static void print_refusals(FILE *f, const struct stats_info *si, const char *ind
 	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
 		if (si->present & (1ULL << id))
 			total += si->v[id];
-	fprintf(f, "%s%-18s %20" PRIu64, indent, "refused", total);
+	fprintf(f, "%s%-*s %*" PRIu64, indent, NAME_W, "refused", VALUE_W, total);
 	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++) {
 		if (!(si->present & (1ULL << id)) || !si->v[id])
 			continue;
@@ -152,8 +156,8 @@ void stats_info_print(FILE *f, const struct stats_info *si, const char *indent)
 			refusals = 1;
 			continue;
 		}
-		/* The longest name (connects_over_listener) still leaves a space. */
-		fprintf(f, "%s%-22s %16" PRIu64, indent, stats[id].name, si->v[id]);
+		fprintf(f, "%s%-*s %*" PRIu64, indent, NAME_W, stats[id].name, VALUE_W,
+			si->v[id]);
 		if (stats[id].unit == STAT_BYTES && si->v[id] >= 1024)
 			fprintf(f, "  (%s)", fmt_bytes(buf, sizeof(buf), si->v[id]));
 		else if (stats[id].unit == STAT_NS && si->v[id])
@@ -271,11 +275,12 @@ void lat_info_print(FILE *f, const struct lat_info *li, const char *indent)
 	if (!li->present)
 		return;
 	if (!n) {
-		fprintf(f, "%s%-18s %20s\n", indent, "latency", "no samples");
+		fprintf(f, "%s%-*s %*s\n", indent, NAME_W, "latency", VALUE_W, "no samples");
 		return;
 	}
-	fprintf(f, "%s%-18s %20" PRIu64 "  (p50 %" PRIu64 " us, p99 %" PRIu64 " us)\n", indent,
-		"latency", n, lat_info_percentile(li, 0.50), lat_info_percentile(li, 0.99));
+	fprintf(f, "%s%-*s %*" PRIu64 "  (p50 %" PRIu64 " us, p99 %" PRIu64 " us)\n", indent,
+		NAME_W, "latency", VALUE_W, n, lat_info_percentile(li, 0.50),
+		lat_info_percentile(li, 0.99));
 	fputs(indent, f);
 	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++) {
 		if (!li->b[i])
