@@ -45,18 +45,18 @@
  * last process exited: everything the machine did meanwhile, the kernel's
  * RDMA and TCP work included, which the caller's own rusage would miss.
  * client_cpu_s is the CPU time of the processes themselves inside their
- * successful timed fetch (or read) calls, user and kernel: what a caller pays per
- * fetch, without the row checks around it and without completion work
- * that ran in another CPU's softirq.
+ * successful timed fetch (or read) calls, user and kernel: what a caller
+ * pays per fetch, without the row checks around it and without completion
+ * work that ran in another CPU's softirq.
  *
  * Prints one line on stdout, a JSON object: label, kind, rows, bytes, iters
  * (per process), warmup, procs, busy_poll, link, fetches (successful timed
  * fetches of all processes), p50_us, p99_us, p999_us (nearest rank), mean_us,
  * min_us, max_us (over those fetches; null when there are none), wall_s,
  * rows_per_s, gbytes_per_s, cpu_busy_s (null when /proc/stat cannot be
- * read), client_cpu_s, rows_checked, bad_rows, errors (failed fetches, warm-up included),
- * fallbacks (fetches that libengram served from a local copy), first_error
- * (errno name of the earliest failed fetch, or null).
+ * read), client_cpu_s, rows_checked, bad_rows, errors (failed fetches,
+ * warm-up included), fallbacks (fetches that libengram served from a local
+ * copy), first_error (errno name of the earliest failed fetch, or null).
  *
  * Exit status: 0 when every timed fetch succeeded and no fetch failed and no
  * row was wrong; 1 otherwise (the line is printed all the same); 2 on a
@@ -109,7 +109,7 @@ struct opts {
 struct proc_stats {
 	uint64_t fetches;		/* successful timed fetches: their latencies in lat[] */
 	uint64_t rows_checked, bad_rows, errors, fallbacks;
-	uint64_t cpu_ns;		/* its CPU time inside the successful timed fetch calls */
+	uint64_t cpu_ns;		/* CPU time inside its successful timed fetches */
 	uint64_t end_ns;		/* when its last timed fetch returned; 0: none did */
 	uint64_t first_err_ns;		/* when its first failed fetch returned */
 	int first_err;			/* and its errno, positive; 0: none failed */

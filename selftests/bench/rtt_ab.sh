@@ -55,11 +55,6 @@ for r in $(seq 1 "$ROUNDS"); do
 		done
 	done
 done
-sed 's/^/# round: /' "$out"
-sort "$out" | awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k v[k] }' |
-	while read -r k vals; do
-		m=$(tr ' ' '\n' <<<"$vals" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-		echo "# median $k $m (of$(sed 's/ /, /g; s/^/ /' <<<"$vals"))"
-	done
+round_medians "$out"
 "$ENGRAMCTL" link list
 "$ENGRAMCTL" stats | grep -E "remote_invalidations|fetches "

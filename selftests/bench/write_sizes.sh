@@ -28,9 +28,4 @@ for r in $(seq 1 "$ROUNDS"); do
 		echo "ib_write_bw_$s ${v:-nan}" >>"$out"
 	done
 done
-sed 's/^/# round: /' "$out"
-sort "$out" | awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k v[k] }' |
-	while read -r k vals; do
-		m=$(tr ' ' '\n' <<<"$vals" | sort -g | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
-		echo "# median $k $m MiB/s (of$(sed 's/ /, /g; s/^/ /' <<<"$vals"))"
-	done
+round_medians "$out" MiB/s

@@ -131,6 +131,19 @@ table_field() {
 	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
 }
 stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+# round_medians FILE [UNIT]: FILE holds "NAME VALUE" lines, one per name
+# and round; prints each line as "# round: ...", then each NAME's median
+# with every round's value (the one-off bench scripts' summary).
+round_medians() {
+	local k vals m
+	sed 's/^/# round: /' "$1"
+	sort "$1" | awk '{ v[$1] = v[$1] " " $2 } END { for (k in v) print k v[k] }' |
+		while read -r k vals; do
+			m=$(tr ' ' '\n' <<<"$vals" | sort -g |
+				awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }')
+			echo "# median $k $m${2:+ $2} (of$(sed 's/ /, /g; s/^/ /' <<<"$vals"))"
+		done
+}
 # served_mark T: note the host's served_T_rows and served_T_cpu_ns (T is
 # rdma or tcp) and the time; served_check T N then checks that exactly N
 # rows were answered over T since, with CPU time for them above 0 and

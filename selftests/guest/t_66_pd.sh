@@ -14,9 +14,9 @@
 # on the same device, shows that the path acknowledges what the other end
 # accepts.  From 6.1 on rxe NAKs, and a silent drop would be a regression.
 # Then the same peer as a version 2 server answers a fetch with a RESPONSE
-# that invalidates the wrong key: the fetch's second key (the first must
-# still be dead when the fetch returns: a write with it is refused) or a
-# forged one (the connection breaks, the fetch fails); nothing lands after
+# that invalidates the wrong key: the fetch's second key (the peer's write
+# with the first, a second after its RESPONSE, is refused) or a forged one
+# (the client breaks the connection, the fetch fails); nothing lands after
 # either fetch returned.
 # timeout: 360
 # kernels: 6.1
@@ -105,8 +105,8 @@ hostile_v2() {
 	sed 's/^/# /' "$TMPD/inv-$mode.out" "$TMPD/fetch-$mode.out"
 }
 # The second range's key: a real key of the same fetch.  The client must
-# still invalidate the first itself before the fetch returns, so the
-# peer's write with it a second after the RESPONSE is refused.
+# still invalidate the first itself, so the peer's write with it a second
+# after the RESPONSE is refused.
 hostile_v2 second 18664 --rows-list 1,2,3,4 --ranges 2 --expect-errno OK --settle-ms 3000
 check "second: the fetch returns what the server said, ok (exit $frc)" test $frc -eq 0
 check "second: the peer's RESPONSE was delivered" \
