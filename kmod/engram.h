@@ -272,6 +272,9 @@ int engram_serve_listen_del(const struct engram_url *u, struct netlink_ext_ack *
 int engram_serve_listen_info_nth(unsigned long n, struct engram_listen_info *info);
 
 /* link.c + chardev.c: the client role. */
+/* Connections (RDMA queue pairs) one link may spread its fetches over. */
+#define ENGRAM_LINK_MAX_QUEUES		8
+
 struct engram_link_info {
 	u32 id;
 	char url[ENGRAM_URL_TEXT_MAX];
@@ -282,6 +285,8 @@ struct engram_link_info {
 	u32 max_rows;
 	u32 max_inflight;
 	u32 protocol;			/* negotiated wire version; 0 while down */
+	u32 queues;			/* connections (queue pairs); 0 while down */
+	u64 queue_fetches[ENGRAM_LINK_MAX_QUEUES];	/* fetches done on each queue */
 	u64 connects;
 	u64 reconnects;
 	u64 since_ns;

@@ -239,8 +239,10 @@ static void engram_link_live_locked(struct engram_link *l)
 	l->conn_gen++;
 	l->live = true;
 	/* The answer offers no more than we asked for; min() keeps it so. */
-	l->nr_slots = min_t(u32, l->neg.max_inflight, ENGRAM_WIRE_OFFER_INFLIGHT);
-	bitmap_zero(l->slots_busy, ENGRAM_WIRE_OFFER_INFLIGHT);
+	l->q_slots = min_t(u32, l->neg.max_inflight, ENGRAM_WIRE_OFFER_INFLIGHT);
+	l->nr_queues = clamp_t(u32, l->nr_queues, 1, ENGRAM_LINK_MAX_QUEUES);
+	l->nr_slots = l->q_slots * l->nr_queues;
+	bitmap_zero(l->slots_busy, ENGRAM_LINK_MAX_SLOTS);
 	l->connects++;
 	l->down_pending = false;
 	l->last_rx = ktime_get();
@@ -284,8 +286,11 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 	xa_erase(&l->fetches, f->ticket);
 	if (l->ops->put_fetch)
 		l->ops->put_fetch(l, f);
-	if (f->slot >= 0)
+	if (f->slot >= 0) {
 		__clear_bit(f->slot, l->slots_busy);
+		if (!f->error && l->q_slots)
+			l->queue_fetches[f->slot / l->q_slots]++;
+	}
 	f->slot = -1;
 	f->rtt_ns = ktime_to_ns(ktime_sub(ktime_get(), f->start));
 	if (!f->error) {
@@ -870,6 +875,24 @@ static void engram_link_deadline_work(struct work_struct *work)
 
 /* --- fetches --- */
 
+/*
+ * A free slot, on the submitting CPU's queue if it has one, as nvme-rdma
+ * maps a CPU to its queue: callers on different CPUs then use different
+ * queue pairs, completion queues and (on a NIC) interrupt vectors.  Any
+ * other queue's slot if that one is full.  l->lock held.
+ *
+ * Return: the slot, or l->nr_slots when every slot is busy.
+ */
+static unsigned long engram_link_find_slot(struct engram_link *l)
+{
+	unsigned int q = raw_smp_processor_id() % l->nr_queues;
+	unsigned long end = (q + 1) * l->q_slots, slot;
+
+	lockdep_assert_held(&l->lock);
+	slot = find_next_zero_bit(l->slots_busy, end, q * l->q_slots);
+	return slot < end ? slot : find_first_zero_bit(l->slots_busy, l->nr_slots);
+}
+
 /**
  * engram_link_submit() - put a fetch on the wire
  * @l: the link the fetch's table was opened on
@@ -894,7 +917,7 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	} else if (f->nr_rows > l->neg.max_rows || f->nr_pieces > l->neg.max_ranges) {
 		ret = -E2BIG;
 	} else {
-		slot = find_first_zero_bit(l->slots_busy, l->nr_slots);
+		slot = engram_link_find_slot(l);
 		ret = slot < l->nr_slots ? 0 : -EBUSY;
 		if (!ret)
 			__set_bit(slot, l->slots_busy);
@@ -1072,6 +1095,7 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
 	l->state = ENGRAM_LINK_CONNECTING;
 	l->since = ktime_get();
+	l->nr_queues = 1;
 	return l;
 }
 

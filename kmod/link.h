@@ -19,6 +19,7 @@
 
 /* Connect steps (address, route, connect, TCP hello) each get this long. */
 #define ENGRAM_LINK_CM_TIMEOUT_MS	3000
+#define ENGRAM_LINK_MAX_SLOTS		(ENGRAM_LINK_MAX_QUEUES * ENGRAM_WIRE_OFFER_INFLIGHT)
 
 struct engram_link;
 
@@ -27,9 +28,10 @@ struct engram_link;
  * @alloc: allocate a zeroed link inside the transport's own structure,
  *	its parts (work items, queues) set up; NULL when out of memory
  * @free: free what @alloc returned, once the last reference is gone
- * @connect: set up a connection, negotiate into l->neg, and call
- *	engram_link_went_live() once frames can be read; l->mutex held.  On
- *	failure the generic part calls @teardown.
+ * @connect: set up a connection, negotiate into l->neg, set l->nr_queues
+ *	(the queues it opened, each with l->neg's max_inflight slots), and
+ *	call engram_link_went_live() once frames can be read; l->mutex held.
+ *	On failure the generic part calls @teardown.
  * @stop: unblock whatever may wait on the connection (a TCP sender
  *	blocked on a full socket, the receiver); l->mutex held, conn_sem not;
  *	may be NULL
@@ -38,7 +40,8 @@ struct engram_link;
  *	and free it; l->mutex and conn_sem (write) held, l->live false.
  *	Also called after a failed @connect, on whatever it had set up.
  * @submit: put @f on the wire; conn_sem held for reading, the link live,
- *	f->slot, f->ticket and f->conn_gen set.  On success the fetch is
+ *	f->slot, f->ticket and f->conn_gen set; the slot's queue is
+ *	f->slot / l->q_slots.  On success the fetch is
  *	tracked (engram_link_track()) and ends through the link; on failure
  *	nothing of it is on the wire.
  * @heartbeat: send a HEARTBEAT with @ticket without sleeping for long;
@@ -102,9 +105,16 @@ struct engram_link {
 
 	/* the connection, set up and torn down under mutex */
 	struct engram_wire_params neg;
-	/* request slots: one per ticket in flight (under lock) */
-	DECLARE_BITMAP(slots_busy, ENGRAM_WIRE_OFFER_INFLIGHT);
-	unsigned int nr_slots;		/* negotiated max_inflight; 0 while down */
+	/*
+	 * Request slots: one per ticket in flight (under lock), q_slots
+	 * (the negotiated max_inflight) for each of nr_queues queues, queue
+	 * q's from q * q_slots on.
+	 */
+	DECLARE_BITMAP(slots_busy, ENGRAM_LINK_MAX_SLOTS);
+	unsigned int nr_slots;		/* q_slots * nr_queues; 0 while down */
+	unsigned int q_slots;
+	unsigned int nr_queues;		/* set by the transport's connect */
+	u64 queue_fetches[ENGRAM_LINK_MAX_QUEUES];	/* fetches done, per queue */
 	u32 conn_gen;
 	bool live;			/* negotiated: frames can be read, fetches posted */
 	u32 mr_pages;			/* pages per registration; 0: no limit, or down */

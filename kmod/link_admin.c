@@ -224,7 +224,9 @@ static void engram_link_admin_snapshot(struct engram_link *l, struct engram_link
 		info->max_rows = l->neg.max_rows;
 		info->max_inflight = l->neg.max_inflight;
 		info->protocol = l->neg.version_max;
+		info->queues = l->nr_queues;
 	}
+	memcpy(info->queue_fetches, l->queue_fetches, sizeof(info->queue_fetches));
 	info->connects = l->connects;
 	info->reconnects = info->stats[ENGRAM_STAT_RECONNECTS];
 	info->transport = l->url.transport;

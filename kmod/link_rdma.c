@@ -1,18 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The RDMA transport of client links: one RC connection to one server
- * each.  A link connects in its connect worker (resolve address, route,
- * create the queue pair, connect with our hello in the private data),
- * and then carries fetches: each fetch registers its destination with
- * fast registration (one MR per piece, a fresh key each time), sends one
- * REQUEST, and on the RESPONSE invalidates its MRs before it completes,
- * so the server can never write into the buffer once the fetch is over.
- * From protocol version 2 the server's RESPONSE invalidates the first
- * MR itself (SEND with invalidate), so a fetch of one piece completes on
- * its RESPONSE without a local invalidation to wait for.
- * Teardown disconnects, drains, and destroys the QP and its MRs before
- * any fetch of the connection is let go.  The generic link (link.c) owns
- * the state, catalog, tickets, heartbeat, deadlines and reconnects.
+ * The RDMA transport of client links: one or more RC connections (queues)
+ * to one server each.  A link connects in its connect worker (for each
+ * queue: resolve address, route, create the queue pair, connect with our
+ * hello in the private data), and then carries fetches, each on the queue
+ * of its request slot, the submitting CPU's when it has a free one.  Each
+ * fetch registers its destination with fast registration (one MR per
+ * piece, a fresh key each time), sends one REQUEST, and on the RESPONSE
+ * invalidates its MRs before it completes, so the server can never write
+ * into the buffer once the fetch is over.  From protocol version 2 the
+ * server's RESPONSE invalidates the first MR itself (SEND with
+ * invalidate), so a fetch of one piece completes on its RESPONSE without
+ * a local invalidation to wait for.
+ * Teardown disconnects, drains, and destroys every QP and its MRs before
+ * any fetch of the connection is let go; one queue failing breaks them
+ * all.  Catalogs and heartbeats need no more than one queue: catalogs are
+ * read from queue 0 only, heartbeats go round the queues, so that the
+ * server's idle timeout spares each and each is probed.  The generic link
+ * (link.c) owns the state, catalog, tickets, heartbeat, deadlines and
+ * reconnects.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -33,6 +39,8 @@
 /* Pages one MR maps at most, whatever the device allows. */
 #define ENGRAM_LINK_MR_PAGES		512
 
+struct engram_link_rdma_q;
+
 struct engram_link_rdma_recv {
 	struct ib_cqe cqe;
 	struct list_head early;		/* on engram_link_rdma.early */
@@ -40,6 +48,7 @@ struct engram_link_rdma_recv {
 	bool inv;			/* the SEND that filled it invalidated inv_rkey */
 	u32 inv_rkey;
 	struct engram_link *link;
+	struct engram_link_rdma_q *q;
 	void *buf;
 	u64 dma;
 };
@@ -47,9 +56,10 @@ struct engram_link_rdma_recv {
 /*
  * A request slot's buffer: vmalloc'ed pages, each DMA-mapped, registered
  * once into a local-only MR (see engram_link_rdma_alloc_slot()).  Slot i
- * is the generic link's slot i.
+ * is the generic link's slot i, and belongs to queue i / l->q_slots.
  */
 struct engram_link_rdma_slot {
+	struct engram_link_rdma_q *q;
 	void *buf;
 	dma_addr_t *dma;		/* per page */
 	unsigned int nr_mapped;
@@ -63,11 +73,12 @@ struct engram_link_rdma_slot {
 };
 
 /*
- * A link over RDMA: the generic link, and the connection's parts, set up
- * and torn down under link.mutex.
+ * One queue of a link: an RC connection of its own, with its own PD (so
+ * its keys work on no other QP), CQ, MR pool and receives.
  */
-struct engram_link_rdma {
-	struct engram_link link;
+struct engram_link_rdma_q {
+	struct engram_link *link;
+	unsigned int idx;
 	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
 	struct ib_cqe slot_reg_cqe;	/* the request slots' registration */
 	struct completion slot_reg_done;
@@ -86,6 +97,17 @@ struct engram_link_rdma {
 	struct list_head mrs;
 	struct engram_link_rdma_recv *recvs;
 	unsigned int nr_recvs;
+};
+
+/*
+ * A link over RDMA: the generic link, and the connection's parts, set up
+ * and torn down under link.mutex.
+ */
+struct engram_link_rdma {
+	struct engram_link link;
+	struct engram_link_rdma_q q[ENGRAM_LINK_MAX_QUEUES];
+	unsigned int nr_q;		/* queues set up, q[0] first */
+	unsigned int hb_next;		/* the queue the next heartbeat goes on (link.lock) */
 	struct engram_link_rdma_slot *slots;
 	unsigned int nr_slots;
 	/*
@@ -96,9 +118,32 @@ struct engram_link_rdma {
 	bool early_draining;
 };
 
+/*
+ * link_queues: 0 lets each link open one queue per CPU, as many as the
+ * device has completion vectors and at most ENGRAM_LINK_AUTO_QUEUES, as
+ * nvme-rdma sizes its I/O queues.  1 by default: each queue is a
+ * connection the server counts against rdma_max_conns_per_peer.
+ */
+#define ENGRAM_LINK_AUTO_QUEUES		4
+
+static struct engram_uint_param engram_link_queues = {
+	.val = 1, .min = 1, .max = ENGRAM_LINK_MAX_QUEUES, .zero_ok = true,
+};
+
+module_param_cb(link_queues, &engram_uint_param_ops, &engram_link_queues, 0644);
+MODULE_PARM_DESC(link_queues,
+		 "RDMA links: queue pairs per link, a fetch on its CPU's (0: one per CPU, up to the device's completion vectors and 4; or 1-8; default 1)");
+
 static struct engram_link_rdma *engram_link_rdma_of(struct engram_link *l)
 {
 	return container_of(l, struct engram_link_rdma, link);
+}
+
+/* The queue of a fetch's request slot. */
+static struct engram_link_rdma_q *engram_link_rdma_fq(struct engram_link *l,
+						      const struct engram_fetch *f)
+{
+	return engram_link_rdma_of(l)->slots[f->slot].q;
 }
 
 static void engram_link_rdma_fail_wc(struct engram_link *l, struct ib_wc *wc, const char *what)
@@ -114,11 +159,10 @@ static void engram_link_rdma_fail_wc(struct engram_link *l, struct ib_wc *wc, co
 /* REG_MRs are unsignaled and report only failures, on the link's cqe. */
 static void engram_link_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct engram_link_rdma *rl = container_of(wc->wr_cqe, struct engram_link_rdma, reg_cqe);
-	struct engram_link *l = &rl->link;
+	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q, reg_cqe);
 
 	if (wc->status != IB_WC_SUCCESS)
-		engram_link_rdma_fail_wc(l, wc, "memory registration");
+		engram_link_rdma_fail_wc(q->link, wc, "memory registration");
 }
 
 /*
@@ -163,12 +207,12 @@ static void engram_link_rdma_send_done(struct ib_cq *cq, struct ib_wc *wc)
 
 static void engram_link_rdma_hb_send_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct engram_link_rdma *rl = container_of(wc->wr_cqe, struct engram_link_rdma, hb_cqe);
-	struct engram_link *l = &rl->link;
+	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q, hb_cqe);
+	struct engram_link *l = q->link;
 	unsigned long flags;
 
 	spin_lock_irqsave(&l->lock, flags);
-	rl->hb_busy = false;
+	q->hb_busy = false;
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fail_wc(l, wc, "heartbeat send");
@@ -200,7 +244,7 @@ static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetch *f,
 				       unsigned int first)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q = engram_link_rdma_fq(l, f);
 	struct ib_send_wr *wrs = f->inv_wrs;
 	unsigned int i, n = f->nr_pieces - first;
 	int ret;
@@ -214,7 +258,7 @@ static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetc
 		wrs[i].send_flags = IB_SEND_SIGNALED;
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
-	ret = engram_fault_client_inv_fail() ? -EIO : engram_post_send(rl->qp, wrs, NULL);
+	ret = engram_fault_client_inv_fail() ? -EIO : engram_post_send(q->qp, wrs, NULL);
 	if (ret)
 		engram_link_wire_broken_locked(l, f, -ECONNRESET);
 	return ret;
@@ -225,13 +269,12 @@ static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetc
  * so the invalidations posted next complete flushed.  Outside l->lock, in
  * the receive completion's softirq: rxe's modify_qp does not sleep.
  */
-static void engram_link_rdma_fault_qp_error(struct engram_link *l)
+static void engram_link_rdma_fault_qp_error(struct engram_link *l, struct engram_link_rdma_q *q)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	struct ib_qp_attr attr = { .qp_state = IB_QPS_ERR };
 	int ret;
 
-	ret = ib_modify_qp(rl->qp, &attr, IB_QP_STATE);
+	ret = ib_modify_qp(q->qp, &attr, IB_QP_STATE);
 	pr_warn_ratelimited("link %u: fault injected: queue pair moved to the error state (%d)\n",
 			    l->id, ret);
 }
@@ -267,7 +310,7 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 		engram_count(&engram_global_stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
 	}
 	if (first < f->nr_pieces && engram_fault_client_inv_flush())
-		engram_link_rdma_fault_qp_error(l);
+		engram_link_rdma_fault_qp_error(l, engram_link_rdma_fq(l, f));
 	spin_lock_irqsave(&l->lock, flags);
 	/* Not live: teardown is draining and will end the fetch itself. */
 	if (l->live && first < f->nr_pieces)
@@ -284,21 +327,21 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 	return 0;
 }
 
-static int engram_link_rdma_post_recv(struct engram_link *l, struct engram_link_rdma_recv *r)
+static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q = r->q;
 	struct ib_recv_wr wr = {};
 	struct ib_sge sge;
 
-	ib_dma_sync_single_for_device(rl->dev->ibdev, r->dma,
+	ib_dma_sync_single_for_device(q->dev->ibdev, r->dma,
 				      ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_FROM_DEVICE);
 	sge.addr = r->dma;
 	sge.length = ENGRAM_WIRE_MAX_CATALOG_BYTES;
-	sge.lkey = rl->dev->pd->local_dma_lkey;
+	sge.lkey = q->dev->pd->local_dma_lkey;
 	wr.wr_cqe = &r->cqe;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	return engram_post_recv(rl->qp, &wr, NULL);
+	return engram_post_recv(q->qp, &wr, NULL);
 }
 
 static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdma_recv *r, u32 len);
@@ -318,7 +361,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	r->inv = wc->wc_flags & IB_WC_WITH_INVALIDATE;
 	r->inv_rkey = wc->ex.invalidate_rkey;
 	engram_link_heard(l);
-	ib_dma_sync_single_for_cpu(rl->dev->ibdev, r->dma, ENGRAM_WIRE_MAX_CATALOG_BYTES,
+	ib_dma_sync_single_for_cpu(r->q->dev->ibdev, r->dma, ENGRAM_WIRE_MAX_CATALOG_BYTES,
 				   DMA_FROM_DEVICE);
 	/*
 	 * The server may send its catalog as soon as it sees our RTU, which
@@ -328,7 +371,17 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	 * be overwritten by an older one the worker reads afterwards.
 	 */
 	spin_lock_irqsave(&l->lock, flags);
-	if (!l->live || rl->early_draining) {
+	if (r->q->idx && !l->live) {
+		/*
+		 * Before the link is live a further queue can only hear the
+		 * server's catalog, which is read from queue 0 alone.
+		 */
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (engram_link_rdma_post_recv(r))
+			engram_link_fail(l, -ECONNRESET);
+		return;
+	}
+	if (r->q->idx == 0 && (!l->live || rl->early_draining)) {
 		r->early_len = wc->byte_len;
 		list_add_tail(&r->early, &rl->early);
 		spin_unlock_irqrestore(&l->lock, flags);
@@ -355,7 +408,8 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 		ret = engram_link_rdma_response(l, r, len);
 		break;
 	case ENGRAM_WIRE_CATALOG:
-		ret = engram_link_frame_catalog(l, r->buf, len);
+		/* Every queue's connection sends it: one copy, in order. */
+		ret = r->q->idx ? 0 : engram_link_frame_catalog(l, r->buf, len);
 		break;
 	case ENGRAM_WIRE_HEARTBEAT:
 		ret = engram_link_hb_echo(l, r->buf, len);
@@ -364,7 +418,7 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 		ret = -EPROTO;
 		break;
 	}
-	if (ret || engram_link_rdma_post_recv(l, r))
+	if (ret || engram_link_rdma_post_recv(r))
 		engram_link_fail(l, -ECONNRESET);
 }
 
@@ -372,8 +426,8 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 
 static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
-	struct engram_link *l = id->context;
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q = id->context;
+	struct engram_link *l = q->link;
 	int error = 0;
 
 	switch (ev->event) {
@@ -381,10 +435,10 @@ static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_eve
 	case RDMA_CM_EVENT_ROUTE_RESOLVED:
 		break;
 	case RDMA_CM_EVENT_ESTABLISHED:
-		memset(rl->rep, 0, sizeof(rl->rep));
+		memset(q->rep, 0, sizeof(q->rep));
 		if (ev->param.conn.private_data)
-			memcpy(rl->rep, ev->param.conn.private_data,
-			       min_t(u32, ev->param.conn.private_data_len, sizeof(rl->rep)));
+			memcpy(q->rep, ev->param.conn.private_data,
+			       min_t(u32, ev->param.conn.private_data_len, sizeof(q->rep)));
 		break;
 	case RDMA_CM_EVENT_REJECTED:
 		error = -ECONNREFUSED;
@@ -407,36 +461,24 @@ static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_eve
 	default:
 		return 0;
 	}
-	rl->cm_error = error;
-	complete(&rl->cm_done);
+	q->cm_error = error;
+	complete(&q->cm_done);
 	return 0;
 }
 
-static int engram_link_rdma_cm_wait(struct engram_link *l)
+static int engram_link_rdma_cm_wait(struct engram_link_rdma_q *q)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-
-	if (!wait_for_completion_timeout(&rl->cm_done,
+	if (!wait_for_completion_timeout(&q->cm_done,
 					 msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS)))
 		return -ETIMEDOUT;
-	reinit_completion(&rl->cm_done);
-	return rl->cm_error;
+	reinit_completion(&q->cm_done);
+	return q->cm_error;
 }
 
-static void engram_link_rdma_free_bufs(struct engram_link *l)
+static void engram_link_rdma_free_slots(struct engram_link_rdma *rl)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct ib_device *ibdev = rl->dev->ibdev;
 	unsigned int i;
 
-	for (i = 0; rl->recvs && i < rl->nr_recvs; i++) {
-		if (rl->recvs[i].dma)
-			ib_dma_unmap_single(ibdev, rl->recvs[i].dma,
-					    ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_FROM_DEVICE);
-		kfree(rl->recvs[i].buf);
-	}
-	kfree(rl->recvs);
-	rl->recvs = NULL;
 	for (i = 0; rl->slots && i < rl->nr_slots; i++) {
 		struct engram_link_rdma_slot *sl = &rl->slots[i];
 		unsigned int p;
@@ -445,77 +487,119 @@ static void engram_link_rdma_free_bufs(struct engram_link *l)
 		if (sl->mr)
 			ib_dereg_mr(sl->mr);
 		for (p = 0; p < sl->nr_mapped; p++)
-			ib_dma_unmap_page(ibdev, sl->dma[p], PAGE_SIZE, DMA_TO_DEVICE);
+			ib_dma_unmap_page(sl->q->dev->ibdev, sl->dma[p], PAGE_SIZE, DMA_TO_DEVICE);
 		kfree(sl->dma);
 		vfree(sl->buf);
 		kfree(sl->sgl);
 	}
 	kfree(rl->slots);
 	rl->slots = NULL;
-	if (rl->hb_dma)
-		ib_dma_unmap_single(ibdev, rl->hb_dma, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
-	rl->hb_dma = 0;
-	kfree(rl->hb_buf);
-	rl->hb_buf = NULL;
+	rl->nr_slots = 0;
+}
+
+static void engram_link_rdma_free_bufs(struct engram_link_rdma_q *q)
+{
+	struct ib_device *ibdev = q->dev->ibdev;
+	unsigned int i;
+
+	for (i = 0; q->recvs && i < q->nr_recvs; i++) {
+		if (q->recvs[i].dma)
+			ib_dma_unmap_single(ibdev, q->recvs[i].dma,
+					    ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_FROM_DEVICE);
+		kfree(q->recvs[i].buf);
+	}
+	kfree(q->recvs);
+	q->recvs = NULL;
+	if (q->hb_dma)
+		ib_dma_unmap_single(ibdev, q->hb_dma, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
+	q->hb_dma = 0;
+	kfree(q->hb_buf);
+	q->hb_buf = NULL;
+}
+
+/* Stop a queue's connection and wait until every WR of it has completed. */
+static void engram_link_rdma_q_quiesce(struct engram_link_rdma_q *q)
+{
+	if (q->qp) {
+		rdma_disconnect(q->cm_id);
+		ib_drain_qp(q->qp);
+	}
+}
+
+/* The QP and its MRs, with every key they had; the queue quiesced. */
+static void engram_link_rdma_q_destroy_qp(struct engram_link_rdma_q *q)
+{
+	if (q->qp) {
+		ib_mr_pool_destroy(q->qp, &q->mrs);
+		rdma_destroy_qp(q->cm_id);
+		q->qp = NULL;
+	}
+}
+
+/* The rest of a queue, once its QP and the slots registered on it are gone. */
+static void engram_link_rdma_q_free(struct engram_link_rdma_q *q)
+{
+	if (q->cq) {
+		ib_free_cq(q->cq);
+		q->cq = NULL;
+	}
+	if (q->dev) {
+		engram_link_rdma_free_bufs(q);
+		engram_dev_close(q->dev);
+		q->dev = NULL;
+	}
+	if (q->cm_id) {
+		rdma_destroy_id(q->cm_id);
+		q->cm_id = NULL;
+	}
 }
 
 /*
  * Disconnect, drain (every WR completes, flushed), end what was in flight,
  * free.  After this no WRITE of the old connection can reach any buffer:
- * the QP is gone, and so are the MRs of its pool, with every key they had.
- * That holds also for a fetch broken mid-way, whose LOCAL_INVs never ran:
- * its keys die with the MRs here, before the fetch is ended, and the next
- * connection registers through a pool of new MRs, so no key of this one
- * can ever work on the new QP.
+ * every queue's QP is gone, and so are the MRs of its pool, with every key
+ * they had.  That holds also for a fetch broken mid-way, whose LOCAL_INVs
+ * never ran: its keys die with the MRs here, before the fetch is ended,
+ * and the next connection registers through pools of new MRs, so no key
+ * of this one can ever work on a new QP.
  */
 static void engram_link_rdma_teardown(struct engram_link *l, int error)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned int i;
 	LIST_HEAD(done);
 
-	if (rl->qp) {
-		rdma_disconnect(rl->cm_id);
-		ib_drain_qp(rl->qp);
-		/* Off the wire (MRs back in the pool), but nobody told yet... */
-		engram_link_finish_all(l, error, &done);
-		ib_mr_pool_destroy(rl->qp, &rl->mrs);
-		rdma_destroy_qp(rl->cm_id);
-		rl->qp = NULL;
-		/* ...until their keys are gone with the MRs and the QP. */
-		engram_link_publish_all(&done);
-	}
+	for (i = 0; i < rl->nr_q; i++)
+		engram_link_rdma_q_quiesce(&rl->q[i]);
+	/* Off the wire (MRs back in the pools), but nobody told yet... */
+	engram_link_finish_all(l, error, &done);
+	for (i = 0; i < rl->nr_q; i++)
+		engram_link_rdma_q_destroy_qp(&rl->q[i]);
+	/* ...until their keys are gone with the MRs and the QPs. */
+	engram_link_publish_all(&done);
 	l->mr_pages = 0;
-	if (rl->cq) {
-		ib_free_cq(rl->cq);
-		rl->cq = NULL;
-	}
-	if (rl->dev) {
-		engram_link_rdma_free_bufs(l);
-		engram_dev_close(rl->dev);
-		rl->dev = NULL;
-	}
-	if (rl->cm_id) {
-		rdma_destroy_id(rl->cm_id);
-		rl->cm_id = NULL;
-	}
+	engram_link_rdma_free_slots(rl);
+	for (i = 0; i < rl->nr_q; i++)
+		engram_link_rdma_q_free(&rl->q[i]);
+	rl->nr_q = 0;
 	INIT_LIST_HEAD(&rl->early);
 	rl->early_draining = false;
 }
 
-static int engram_link_rdma_alloc_recvs(struct engram_link *l)
+static int engram_link_rdma_alloc_recvs(struct engram_link_rdma_q *q)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct ib_device *ibdev = rl->dev->ibdev;
+	struct ib_device *ibdev = q->dev->ibdev;
 	unsigned int i;
 
-	rl->nr_recvs = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
-	rl->recvs = kcalloc(rl->nr_recvs, sizeof(*rl->recvs), GFP_KERNEL);
-	if (!rl->recvs)
+	q->nr_recvs = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
+	q->recvs = kcalloc(q->nr_recvs, sizeof(*q->recvs), GFP_KERNEL);
+	if (!q->recvs)
 		return -ENOMEM;
-	for (i = 0; i < rl->nr_recvs; i++) {
-		struct engram_link_rdma_recv *r = &rl->recvs[i];
+	for (i = 0; i < q->nr_recvs; i++) {
+		struct engram_link_rdma_recv *r = &q->recvs[i];
 
-		r->link = l;
+		r->link = q->link;
+		r->q = q;
 		r->cqe.done = engram_link_rdma_recv_done;
 		r->buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
 		if (!r->buf)
@@ -541,8 +625,7 @@ static int engram_link_rdma_alloc_recvs(struct engram_link *l)
 static int engram_link_rdma_alloc_slot(struct engram_link *l, struct engram_link_rdma_slot *sl,
 				       unsigned int pages, struct scatterlist *sgl)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct ib_device *ibdev = rl->dev->ibdev;
+	struct ib_device *ibdev = sl->q->dev->ibdev;
 	unsigned int p;
 	int n;
 
@@ -560,7 +643,7 @@ static int engram_link_rdma_alloc_slot(struct engram_link *l, struct engram_link
 		sl->dma[p] = dma;
 		sl->nr_mapped++;
 	}
-	sl->mr = engram_alloc_mr(rl->dev->pd, IB_MR_TYPE_MEM_REG, pages);
+	sl->mr = engram_alloc_mr(sl->q->dev->pd, IB_MR_TYPE_MEM_REG, pages);
 	if (IS_ERR(sl->mr)) {
 		n = PTR_ERR(sl->mr);
 		sl->mr = NULL;
@@ -579,86 +662,95 @@ static int engram_link_rdma_alloc_slot(struct engram_link *l, struct engram_link
 
 static void engram_link_rdma_slot_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
-	struct engram_link_rdma *rl = container_of(wc->wr_cqe, struct engram_link_rdma,
-						      slot_reg_cqe);
+	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q,
+						    slot_reg_cqe);
 
-	rl->slot_reg_status = wc->status;
-	complete(&rl->slot_reg_done);
+	q->slot_reg_status = wc->status;
+	complete(&q->slot_reg_done);
 }
 
 /*
- * Register every slot's MR: REG_MRs on the send queue, which is empty and
- * in RTS once connected, the last one signaled.  Waited for, so that the
- * queue is empty again when fetches start and its sizing (per ticket)
- * holds.
+ * Register the MRs of a queue's @n slots: REG_MRs on its send queue, which
+ * is empty and in RTS once connected, the last one signaled.  Waited for,
+ * so that the queue is empty again when fetches start and its sizing (per
+ * ticket) holds.
  */
-static int engram_link_rdma_reg_slots(struct engram_link *l)
+static int engram_link_rdma_reg_slots(struct engram_link_rdma_q *q,
+				      struct engram_link_rdma_slot *slots, unsigned int n)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	struct ib_reg_wr *regs;
 	unsigned int i;
 	int ret;
 
-	regs = kcalloc(rl->nr_slots, sizeof(*regs), GFP_KERNEL);
+	regs = kcalloc(n, sizeof(*regs), GFP_KERNEL);
 	if (!regs)
 		return -ENOMEM;
-	for (i = 0; i < rl->nr_slots; i++) {
+	for (i = 0; i < n; i++) {
 		regs[i].wr.opcode = IB_WR_REG_MR;
-		regs[i].wr.wr_cqe = &rl->reg_cqe;
-		regs[i].wr.next = i + 1 < rl->nr_slots ? &regs[i + 1].wr : NULL;
-		regs[i].mr = rl->slots[i].mr;
-		regs[i].key = rl->slots[i].mr->lkey;
+		regs[i].wr.wr_cqe = &q->reg_cqe;
+		regs[i].wr.next = i + 1 < n ? &regs[i + 1].wr : NULL;
+		regs[i].mr = slots[i].mr;
+		regs[i].key = slots[i].mr->lkey;
 		/* The device only reads it: no remote right, no key handed out. */
 		regs[i].access = IB_ACCESS_LOCAL_WRITE;
 	}
-	regs[rl->nr_slots - 1].wr.send_flags = IB_SEND_SIGNALED;
-	regs[rl->nr_slots - 1].wr.wr_cqe = &rl->slot_reg_cqe;
-	reinit_completion(&rl->slot_reg_done);
-	ret = engram_post_send(rl->qp, &regs[0].wr, NULL);
+	regs[n - 1].wr.send_flags = IB_SEND_SIGNALED;
+	regs[n - 1].wr.wr_cqe = &q->slot_reg_cqe;
+	reinit_completion(&q->slot_reg_done);
+	ret = engram_post_send(q->qp, &regs[0].wr, NULL);
 	kfree(regs);	/* the device copied the WRs when they were posted */
 	if (ret)
 		return ret;
-	if (!wait_for_completion_timeout(&rl->slot_reg_done,
+	if (!wait_for_completion_timeout(&q->slot_reg_done,
 					 msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS)))
 		return -ETIMEDOUT;	/* teardown's drain flushes it */
-	return rl->slot_reg_status == IB_WC_SUCCESS ? 0 : -EIO;
+	return q->slot_reg_status == IB_WC_SUCCESS ? 0 : -EIO;
 }
 
+/* Each queue's slots, as many as the generic link gives it (l->q_slots). */
 static int engram_link_rdma_alloc_slots(struct engram_link *l)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	unsigned int i, pages = DIV_ROUND_UP(l->neg.max_request_bytes, PAGE_SIZE);
+	unsigned int per = min_t(u32, l->neg.max_inflight, ENGRAM_WIRE_OFFER_INFLIGHT);
+	struct ib_device *ibdev = rl->q[0].dev->ibdev;
 	struct scatterlist *sgl;
 	int ret = 0;
 
-	if (pages > rl->dev->ibdev->attrs.max_fast_reg_page_list_len) {
+	if (pages > ibdev->attrs.max_fast_reg_page_list_len) {
 		pr_warn("link %u: a request of %u bytes does not fit one registration on %s\n",
-			l->id, l->neg.max_request_bytes, dev_name(&rl->dev->ibdev->dev));
+			l->id, l->neg.max_request_bytes, dev_name(&ibdev->dev));
 		return -E2BIG;
 	}
-	rl->nr_slots = l->neg.max_inflight;
-	rl->slots = kcalloc(rl->nr_slots, sizeof(*rl->slots), GFP_KERNEL);
+	rl->slots = kcalloc(per * rl->nr_q, sizeof(*rl->slots), GFP_KERNEL);
 	sgl = kmalloc_array(pages, sizeof(*sgl), GFP_KERNEL);
-	if (!rl->slots || !sgl)
-		ret = -ENOMEM;
-	for (i = 0; !ret && i < rl->nr_slots; i++)
+	if (!rl->slots || !sgl) {
+		kfree(sgl);
+		return -ENOMEM;
+	}
+	rl->nr_slots = per * rl->nr_q;
+	for (i = 0; !ret && i < rl->nr_slots; i++) {
+		rl->slots[i].q = &rl->q[i / per];
 		ret = engram_link_rdma_alloc_slot(l, &rl->slots[i], pages, sgl);
+	}
 	kfree(sgl);
-	return ret ?: engram_link_rdma_reg_slots(l);
+	for (i = 0; !ret && i < rl->nr_q; i++)
+		ret = engram_link_rdma_reg_slots(&rl->q[i], &rl->slots[i * per], per);
+	return ret;
 }
 
 /* Queue pair, MR pool and receives for the device the route chose. */
-static int engram_link_rdma_create_qp(struct engram_link *l)
+static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct ib_device *ibdev = rl->cm_id->device;
+	struct engram_link *l = q->link;
+	struct ib_device *ibdev = q->cm_id->device;
 	struct ib_qp_init_attr init = {};
 	unsigned int sq, i;
 	int ret;
 
-	/* A PD of this connection's own: its rkeys work on no other QP. */
-	rl->dev = engram_dev_open(ibdev);
-	if (!rl->dev)
+	/* A PD of this queue's own: its rkeys work on no other QP. */
+	q->dev = engram_dev_open(ibdev);
+	if (!q->dev)
 		return -ENOMEM;
 	if (!(ibdev->attrs.device_cap_flags & IB_DEVICE_MEM_MGT_EXTENSIONS)) {
 		pr_warn("link %u: %s has no fast registration\n", l->id, dev_name(&ibdev->dev));
@@ -670,49 +762,51 @@ static int engram_link_rdma_create_qp(struct engram_link *l)
 	 */
 	sq = ENGRAM_WIRE_OFFER_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
-	rl->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_WIRE_OFFER_INFLIGHT +
-			    ENGRAM_LINK_EXTRA_RECVS + 2, 0, IB_POLL_SOFTIRQ);
-	if (IS_ERR(rl->cq)) {
-		ret = PTR_ERR(rl->cq);
-		rl->cq = NULL;
+	/* Each queue's completions on a vector of their own, when there are several. */
+	q->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_WIRE_OFFER_INFLIGHT +
+				ENGRAM_LINK_EXTRA_RECVS + 2,
+				q->idx % max(ibdev->num_comp_vectors, 1), IB_POLL_SOFTIRQ);
+	if (IS_ERR(q->cq)) {
+		ret = PTR_ERR(q->cq);
+		q->cq = NULL;
 		return ret;
 	}
 	init.event_handler = NULL;
 	init.qp_context = l;
-	init.send_cq = rl->cq;
-	init.recv_cq = rl->cq;
+	init.send_cq = q->cq;
+	init.recv_cq = q->cq;
 	init.cap.max_send_wr = sq;
 	init.cap.max_recv_wr = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + 1;
 	init.cap.max_send_sge = 1;
 	init.cap.max_recv_sge = 1;
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
 	init.qp_type = IB_QPT_RC;
-	ret = engram_create_qp(rl->cm_id, rl->dev->pd, &init);
+	ret = engram_create_qp(q->cm_id, q->dev->pd, &init);
 	if (ret)
 		return ret;
-	rl->qp = rl->cm_id->qp;
+	q->qp = q->cm_id->qp;
 
 	l->mr_pages = min_t(u32, ibdev->attrs.max_fast_reg_page_list_len,
 			    ENGRAM_LINK_MR_PAGES);
-	INIT_LIST_HEAD(&rl->mrs);
-	ret = ib_mr_pool_init(rl->qp, &rl->mrs, ENGRAM_WIRE_OFFER_INFLIGHT * ENGRAM_WIRE_MAX_RANGES,
+	INIT_LIST_HEAD(&q->mrs);
+	ret = ib_mr_pool_init(q->qp, &q->mrs, ENGRAM_WIRE_OFFER_INFLIGHT * ENGRAM_WIRE_MAX_RANGES,
 			      IB_MR_TYPE_MEM_REG, l->mr_pages, 0);
 	if (ret)
 		return ret;
-	ret = engram_link_rdma_alloc_recvs(l);
+	ret = engram_link_rdma_alloc_recvs(q);
 	if (ret)
 		return ret;
-	rl->hb_buf = kzalloc(ENGRAM_WIRE_HDR_BYTES, GFP_KERNEL);
-	if (!rl->hb_buf)
+	q->hb_buf = kzalloc(ENGRAM_WIRE_HDR_BYTES, GFP_KERNEL);
+	if (!q->hb_buf)
 		return -ENOMEM;
-	rl->hb_dma = engram_dma_map_single(ibdev, rl->hb_buf, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
-	if (engram_dma_mapping_error(ibdev, rl->hb_dma)) {
-		rl->hb_dma = 0;
+	q->hb_dma = engram_dma_map_single(ibdev, q->hb_buf, ENGRAM_WIRE_HDR_BYTES, DMA_TO_DEVICE);
+	if (engram_dma_mapping_error(ibdev, q->hb_dma)) {
+		q->hb_dma = 0;
 		return -ENOMEM;
 	}
-	rl->hb_busy = false;
-	for (i = 0; i < rl->nr_recvs; i++) {
-		ret = engram_link_rdma_post_recv(l, &rl->recvs[i]);
+	q->hb_busy = false;
+	for (i = 0; i < q->nr_recvs; i++) {
+		ret = engram_link_rdma_post_recv(&q->recvs[i]);
 		if (ret)
 			return ret;
 	}
@@ -758,37 +852,50 @@ static void engram_link_rdma_drain_early(struct engram_link *l)
 	}
 }
 
-static int engram_link_rdma_connect(struct engram_link *l)
+/* How many queues to open on @ibdev (link_queues; read at each connect). */
+static unsigned int engram_link_rdma_nr_queues(struct ib_device *ibdev)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct engram_wire_params local, answer;
+	unsigned int n = READ_ONCE(engram_link_queues.val);
+
+	if (n)
+		return min_t(unsigned int, n, ENGRAM_LINK_MAX_QUEUES);
+	n = min_t(unsigned int, num_online_cpus(), ENGRAM_LINK_AUTO_QUEUES);
+	return clamp_t(unsigned int, ibdev->num_comp_vectors, 1, n);
+}
+
+/*
+ * Connect one queue: its own CM id, route, QP and hello; the server's
+ * answer in @answer, checked against what we offered.
+ */
+static int engram_link_rdma_connect_q(struct engram_link_rdma_q *q,
+				      struct engram_wire_params *answer)
+{
+	struct engram_link *l = q->link;
+	struct engram_wire_params local;
 	struct rdma_conn_param param = {};
 	u8 hello[ENGRAM_WIRE_HELLO_BYTES];
-	unsigned int hold;
-	unsigned long flags;
 	char err[96];
 	int ret;
 
-	lockdep_assert_held(&l->mutex);
-	reinit_completion(&rl->cm_done);
-	rl->cm_id = engram_create_id(&init_net, engram_link_rdma_cm_handler, l, RDMA_PS_TCP,
-				     IB_QPT_RC);
-	if (IS_ERR(rl->cm_id)) {
-		ret = PTR_ERR(rl->cm_id);
-		rl->cm_id = NULL;
+	reinit_completion(&q->cm_done);
+	q->cm_id = engram_create_id(&init_net, engram_link_rdma_cm_handler, q, RDMA_PS_TCP,
+				    IB_QPT_RC);
+	if (IS_ERR(q->cm_id)) {
+		ret = PTR_ERR(q->cm_id);
+		q->cm_id = NULL;
 		return ret;
 	}
-	ret = rdma_resolve_addr(rl->cm_id, (struct sockaddr *)&l->url.local,
+	ret = rdma_resolve_addr(q->cm_id, (struct sockaddr *)&l->url.local,
 				(struct sockaddr *)&l->url.addr, ENGRAM_LINK_CM_TIMEOUT_MS);
 	if (!ret)
-		ret = engram_link_rdma_cm_wait(l);
+		ret = engram_link_rdma_cm_wait(q);
 	if (!ret)
-		ret = rdma_resolve_route(rl->cm_id, ENGRAM_LINK_CM_TIMEOUT_MS);
+		ret = rdma_resolve_route(q->cm_id, ENGRAM_LINK_CM_TIMEOUT_MS);
 	if (!ret)
-		ret = engram_link_rdma_cm_wait(l);
+		ret = engram_link_rdma_cm_wait(q);
 	if (ret)
 		return ret;
-	ret = engram_link_rdma_create_qp(l);
+	ret = engram_link_rdma_create_qp(q);
 	if (ret)
 		return ret;
 
@@ -798,17 +905,65 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	param.private_data_len = sizeof(hello);
 	param.retry_count = 7;
 	param.rnr_retry_count = 7;
-	ret = rdma_connect(rl->cm_id, &param);
+	ret = rdma_connect(q->cm_id, &param);
 	if (!ret)
-		ret = engram_link_rdma_cm_wait(l);
+		ret = engram_link_rdma_cm_wait(q);
 	if (ret)
 		return ret;
-	if (engram_wire_hello_decode(rl->rep, sizeof(rl->rep), &answer, err, sizeof(err)) ||
-	    engram_wire_check_answer(&local, &answer, err, sizeof(err))) {
+	if (engram_wire_hello_decode(q->rep, sizeof(q->rep), answer, err, sizeof(err)) ||
+	    engram_wire_check_answer(&local, answer, err, sizeof(err))) {
 		pr_warn("link %u: server's answer refused: %s\n", l->id, err);
 		return -EPROTO;
 	}
+	return 0;
+}
+
+/*
+ * Queues after the first: a link is as good with fewer, so one that fails
+ * (the server's rdma_max_conns_per_peer, say) or negotiates other limits
+ * than queue 0 is closed and the link goes on with those it has.
+ */
+static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int want)
+{
+	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_wire_params answer;
+	struct engram_link_rdma_q *q;
+	int ret;
+
+	while (rl->nr_q < want) {
+		q = &rl->q[rl->nr_q];
+		ret = engram_link_rdma_connect_q(q, &answer);
+		if (!ret && memcmp(&answer, &l->neg, sizeof(answer)))
+			ret = -EPROTO;
+		if (ret) {
+			pr_warn_ratelimited("link %u: queue %u of %u not connected (%d); going on with %u\n",
+					    l->id, rl->nr_q + 1, want, ret, rl->nr_q);
+			engram_link_rdma_q_quiesce(q);
+			engram_link_rdma_q_destroy_qp(q);
+			engram_link_rdma_q_free(q);
+			return;
+		}
+		rl->nr_q++;
+	}
+}
+
+static int engram_link_rdma_connect(struct engram_link *l)
+{
+	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_wire_params answer;
+	unsigned int hold;
+	unsigned long flags;
+	int ret;
+
+	lockdep_assert_held(&l->mutex);
+	/* Counted first: teardown frees what a failed connect set up. */
+	rl->nr_q = 1;
+	ret = engram_link_rdma_connect_q(&rl->q[0], &answer);
+	if (ret)
+		return ret;
 	l->neg = answer;
+	engram_link_rdma_connect_more(l, engram_link_rdma_nr_queues(rl->q[0].cm_id->device));
+	l->nr_queues = rl->nr_q;
 	ret = engram_link_rdma_alloc_slots(l);
 	if (ret)
 		return ret;
@@ -829,8 +984,8 @@ static int engram_link_rdma_connect(struct engram_link *l)
 /* Post the REG_MRs and the SEND of a fetch whose pieces have MRs. */
 static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetch *f)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct engram_link_rdma_slot *slot = &rl->slots[f->slot];
+	struct engram_link_rdma_slot *slot = &engram_link_rdma_of(l)->slots[f->slot];
+	struct engram_link_rdma_q *q = slot->q;
 	struct ib_reg_wr *regs = f->reg_wrs;
 	struct ib_send_wr send = {};
 	struct ib_sge sge;
@@ -842,7 +997,7 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 		struct ib_mr *mr = f->pieces[i].mr;
 
 		regs[i].wr.opcode = IB_WR_REG_MR;
-		regs[i].wr.wr_cqe = &rl->reg_cqe;
+		regs[i].wr.wr_cqe = &q->reg_cqe;
 		regs[i].wr.next = &regs[i + 1].wr;
 		regs[i].mr = mr;
 		regs[i].key = mr->rkey;
@@ -862,19 +1017,18 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 	flush_kernel_vmap_range(slot->buf, round_up(f->req_len, PAGE_SIZE));
 	for (i = 0, left = f->req_len; left; i++, left -= n) {
 		n = min_t(u32, left, PAGE_SIZE);
-		ib_dma_sync_single_for_device(rl->dev->ibdev, slot->dma[i], n, DMA_TO_DEVICE);
+		ib_dma_sync_single_for_device(q->dev->ibdev, slot->dma[i], n, DMA_TO_DEVICE);
 	}
 	if (engram_fault_client_req_fail())
 		return -EIO;
-	return engram_post_send(rl->qp, &regs[0].wr, NULL);
+	return engram_post_send(q->qp, &regs[0].wr, NULL);
 }
 
 /* Fast-register one piece of the destination, exposing exactly its bytes. */
-static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece *p,
-				      struct scatterlist *sgl)
+static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_link_rdma_q *q,
+				      struct engram_piece *p, struct scatterlist *sgl)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	const dma_addr_t *dma = engram_ubuf_dma(p->buf, rl->dev->ibdev);
+	const dma_addr_t *dma = engram_ubuf_dma(p->buf, q->dev->ibdev);
 	u64 start = (p->buf->addr & ~PAGE_MASK) + p->off;
 	unsigned long first = start >> PAGE_SHIFT;
 	unsigned long last = (start + p->len - 1) >> PAGE_SHIFT;
@@ -893,7 +1047,7 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece
 		 * with the CPU: a stale one would land rows in whatever
 		 * memory it now points to.  Its address is the page's own.
 		 */
-		if (ib_uses_virt_dma(rl->dev->ibdev) &&
+		if (ib_uses_virt_dma(q->dev->ibdev) &&
 		    WARN_ON_ONCE(dma[first + i] !=
 				 (uintptr_t)page_address(p->buf->pages[first + i])))
 			return -EIO;
@@ -903,7 +1057,7 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece
 	sg_dma_len(&sgl[n - 1]) = start + p->len - ((u64)last << PAGE_SHIFT);
 	if (n == 1)
 		sg_dma_len(&sgl[0]) = sg_off + p->len;
-	p->mr = ib_mr_pool_get(rl->qp, &rl->mrs);
+	p->mr = ib_mr_pool_get(q->qp, &q->mrs);
 	if (!p->mr)
 		return -EBUSY;
 	ib_update_fast_reg_key(p->mr, ib_inc_rkey(p->mr->rkey));
@@ -916,19 +1070,19 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_piece
 /* The RDMA transport's submit: register each piece, post REG_MRs and the SEND. */
 static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct scatterlist *sgl = rl->slots[f->slot].sgl;
+	struct engram_link_rdma_slot *slot = &engram_link_rdma_of(l)->slots[f->slot];
+	struct engram_link_rdma_q *q = slot->q;
 	struct engram_wire_req req;
 	unsigned long flags;
 	unsigned int i;
 	int ret;
 
-	f->ibdev = rl->dev->ibdev;
+	f->ibdev = q->dev->ibdev;
 	for (i = 0; i < f->nr_pieces; i++) {
-		ret = engram_link_rdma_map_piece(l, &f->pieces[i], sgl);
+		ret = engram_link_rdma_map_piece(l, q, &f->pieces[i], slot->sgl);
 		if (ret)
 			goto err_pieces;
-		engram_ubuf_sync(f->pieces[i].buf, rl->dev->ibdev, f->pieces[i].off,
+		engram_ubuf_sync(f->pieces[i].buf, q->dev->ibdev, f->pieces[i].off,
 				 f->pieces[i].len, true);
 	}
 	engram_link_fetch_req(f, &req);
@@ -938,7 +1092,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 	}
 	/* The key a version 2 server invalidates with its RESPONSE. */
 	f->rkey0 = f->pieces[0].mr->rkey;
-	ret = engram_wire_req_build(rl->slots[f->slot].buf, l->neg.max_request_bytes,
+	ret = engram_wire_req_build(slot->buf, l->neg.max_request_bytes,
 				    &l->neg, &req, f->rows);
 	if (ret < 0)
 		goto err_pieces;
@@ -969,54 +1123,65 @@ err_pieces:
 	spin_lock_irqsave(&l->lock, flags);
 	for (i = 0; i < f->nr_pieces; i++) {
 		if (f->pieces[i].mr)
-			ib_mr_pool_put(rl->qp, &rl->mrs, f->pieces[i].mr);
+			ib_mr_pool_put(q->qp, &q->mrs, f->pieces[i].mr);
 		f->pieces[i].mr = NULL;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
 	return ret;
 }
 
-/* The RDMA transport's heartbeat: a SEND of the header from its own buffer. */
+/*
+ * The RDMA transport's heartbeat: a SEND of the header from its queue's own
+ * buffer, on each queue in turn, so that every queue's connection is heard
+ * by the server's idle timeout and probed for a silent break.
+ */
 static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q;
 	struct ib_send_wr wr = {};
 	unsigned long flags;
 	struct ib_sge sge;
 	int len;
 
 	spin_lock_irqsave(&l->lock, flags);
-	if (rl->hb_busy) {
+	q = &rl->q[rl->hb_next % rl->nr_q];
+	if (q->hb_busy) {
 		spin_unlock_irqrestore(&l->lock, flags);
 		return -EBUSY;
 	}
-	rl->hb_busy = true;
+	q->hb_busy = true;
+	rl->hb_next++;
 	spin_unlock_irqrestore(&l->lock, flags);
-	len = engram_wire_simple_encode(rl->hb_buf, ENGRAM_WIRE_HDR_BYTES, &l->neg,
+	len = engram_wire_simple_encode(q->hb_buf, ENGRAM_WIRE_HDR_BYTES, &l->neg,
 					ENGRAM_WIRE_HEARTBEAT, ticket);
 	if (WARN_ON_ONCE(len < 0))
 		return len;
-	ib_dma_sync_single_for_device(rl->dev->ibdev, rl->hb_dma, len, DMA_TO_DEVICE);
-	sge.addr = rl->hb_dma;
+	ib_dma_sync_single_for_device(q->dev->ibdev, q->hb_dma, len, DMA_TO_DEVICE);
+	sge.addr = q->hb_dma;
 	sge.length = len;
-	sge.lkey = rl->dev->pd->local_dma_lkey;
+	sge.lkey = q->dev->pd->local_dma_lkey;
 	wr.opcode = IB_WR_SEND;
 	wr.send_flags = IB_SEND_SIGNALED;
-	wr.wr_cqe = &rl->hb_cqe;
+	wr.wr_cqe = &q->hb_cqe;
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
-	return engram_post_send(rl->qp, &wr, NULL) ? -EIO : 0;
+	return engram_post_send(q->qp, &wr, NULL) ? -EIO : 0;
 }
 
-/* Give a finished fetch's MRs back to the pool; l->lock held. */
+/* Give a finished fetch's MRs back to its queue's pool; l->lock held. */
 static void engram_link_rdma_put_fetch(struct engram_link *l, struct engram_fetch *f)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q;
 	unsigned int i;
 
+	/* Only a fetch that held a slot can have MRs. */
+	if (f->slot < 0)
+		return;
+	q = engram_link_rdma_fq(l, f);
 	for (i = 0; i < f->nr_pieces; i++) {
 		if (f->pieces[i].mr)
-			ib_mr_pool_put(rl->qp, &rl->mrs, f->pieces[i].mr);
+			ib_mr_pool_put(q->qp, &q->mrs, f->pieces[i].mr);
 		f->pieces[i].mr = NULL;
 	}
 }
@@ -1025,28 +1190,39 @@ static const char *engram_link_rdma_device(struct engram_link *l)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 
-	return rl->dev ? dev_name(&rl->dev->ibdev->dev) : NULL;
+	return rl->nr_q && rl->q[0].dev ? dev_name(&rl->q[0].dev->ibdev->dev) : NULL;
 }
 
 static bool engram_link_rdma_on_device(struct engram_link *l, struct ib_device *ibdev)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned int i;
 
-	return rl->dev && rl->dev->ibdev == ibdev;
+	for (i = 0; i < rl->nr_q; i++)
+		if (rl->q[i].dev && rl->q[i].dev->ibdev == ibdev)
+			return true;
+	return false;
 }
 
 static struct engram_link *engram_link_rdma_alloc(void)
 {
 	struct engram_link_rdma *rl = kzalloc(sizeof(*rl), GFP_KERNEL);
+	unsigned int i;
 
 	if (!rl)
 		return NULL;
-	init_completion(&rl->cm_done);
 	INIT_LIST_HEAD(&rl->early);
-	rl->reg_cqe.done = engram_link_rdma_reg_done;
-	rl->slot_reg_cqe.done = engram_link_rdma_slot_reg_done;
-	init_completion(&rl->slot_reg_done);
-	rl->hb_cqe.done = engram_link_rdma_hb_send_done;
+	for (i = 0; i < ENGRAM_LINK_MAX_QUEUES; i++) {
+		struct engram_link_rdma_q *q = &rl->q[i];
+
+		q->link = &rl->link;
+		q->idx = i;
+		init_completion(&q->cm_done);
+		q->reg_cqe.done = engram_link_rdma_reg_done;
+		q->slot_reg_cqe.done = engram_link_rdma_slot_reg_done;
+		init_completion(&q->slot_reg_done);
+		q->hb_cqe.done = engram_link_rdma_hb_send_done;
+	}
 	return &rl->link;
 }
 

@@ -55,6 +55,32 @@ static int engram_netlink_put_latency(struct sk_buff *skb, const u64 *lat)
 	return 0;
 }
 
+/* Fetches per queue: attribute i for queue i - 1, up to the last one used. */
+static int engram_netlink_put_queues(struct sk_buff *skb, const struct engram_link_info *li)
+{
+	unsigned int i, n = li->queues;
+	struct nlattr *nest;
+
+	for (i = n; i < ENGRAM_LINK_MAX_QUEUES; i++)
+		if (li->queue_fetches[i])
+			n = i + 1;
+	if (li->queues && nla_put_u32(skb, ENGRAM_A_LINK_QUEUES, li->queues))
+		return -EMSGSIZE;
+	if (!n)
+		return 0;
+	nest = nla_nest_start(skb, ENGRAM_A_LINK_QUEUE_FETCHES);
+	if (!nest)
+		return -EMSGSIZE;
+	for (i = 0; i < n; i++) {
+		if (nla_put_u64_64bit(skb, i + 1, li->queue_fetches[i], 0)) {
+			nla_nest_cancel(skb, nest);
+			return -EMSGSIZE;
+		}
+	}
+	nla_nest_end(skb, nest);
+	return 0;
+}
+
 /**
  * engram_netlink_put_table() - a table's attributes, as TABLE_GET reports them
  * @skb: the message
@@ -172,6 +198,8 @@ int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *
 	    nla_put_u32(skb, ENGRAM_A_LINK_HEARTBEAT_US, li->heartbeat_us))
 		return -EMSGSIZE;
 	if (li->protocol && nla_put_u32(skb, ENGRAM_A_LINK_PROTOCOL, li->protocol))
+		return -EMSGSIZE;
+	if (engram_netlink_put_queues(skb, li))
 		return -EMSGSIZE;
 	if (li->device[0] && nla_put_string(skb, ENGRAM_A_DEVICE, li->device))
 		return -EMSGSIZE;

@@ -427,6 +427,45 @@ static void test_links(void)
 	json_decref(j);
 	nlmsg_free(msg);
 
+	/* Queues: the count, and fetches per queue with a pad and a queue past ours. */
+	msg = genl_msg();
+	nla_put_u32(msg, ENGRAM_A_LINK_ID, 5);
+	nla_put_u8(msg, ENGRAM_A_LINK_STATE, ENGRAM_LINK_UP);
+	nla_put_u32(msg, ENGRAM_A_LINK_MAX_ROWS, 65536);
+	nla_put_u32(msg, ENGRAM_A_LINK_MAX_INFLIGHT, 16);
+	nla_put_u32(msg, ENGRAM_A_LINK_QUEUES, 2);
+	{
+		struct nlattr *nest = nla_nest_start(msg, ENGRAM_A_LINK_QUEUE_FETCHES);
+
+		nla_put_u32(msg, 0, 0);
+		nla_put_u64(msg, 1, 100);
+		nla_put_u64(msg, 2, 7);
+		nla_put_u64(msg, 17, 9);
+		nla_put_u32(msg, 3, 1);
+		nla_nest_end(msg, nest);
+	}
+	tap_ok(enl_parse(msg, tb) == 0 && link_info_from_attrs(&lk, tb) == 0 && lk.queues == 2 &&
+	       lk.nr_queue_fetches == 2 && lk.queue_fetches[0] == 100 && lk.queue_fetches[1] == 7,
+	       "link queues decoded; a pad, a queue past 16 and a short value left out");
+	text = NULL;
+	f = open_memstream(&text, &len);
+	link_info_print_line(f, &lk);
+	link_info_print_detail(f, &lk);
+	fclose(f);
+	if (!tap_ok(strstr(text, " max_inflight 16 queues 2\n") &&
+		    strstr(text, "\n  queues          2\n") &&
+		    strstr(text, "\n  queue fetches   100 7\n"), "link text: queues and fetches per queue"))
+		tap_diag("%s", text);
+	free(text);
+	j = link_info_json(&lk, 0);
+	tap_ok(json_integer_value(json_object_get(j, "queues")) == 2 &&
+	       json_array_size(json_object_get(j, "queue_fetches")) == 2 &&
+	       json_integer_value(json_array_get(json_object_get(j, "queue_fetches"), 0)) == 100 &&
+	       json_integer_value(json_array_get(json_object_get(j, "queue_fetches"), 1)) == 7,
+	       "link JSON: queues and queue_fetches");
+	json_decref(j);
+	nlmsg_free(msg);
+
 	msg = genl_msg();
 	nla_put_string(msg, ENGRAM_A_URL, "rdma://192.0.2.1");
 	enl_parse(msg, tb);

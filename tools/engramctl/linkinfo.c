@@ -89,6 +89,24 @@ int listen_info_from_attrs(struct listen_info *li, struct nlattr **tb)
 	return 0;
 }
 
+/* Queues a newer kernel may have beyond ours are left out, as latency buckets are. */
+static void queue_fetches_from_nest(struct link_info *li, struct nlattr *nest)
+{
+	struct nlattr *nla;
+	int rem;
+
+	nla_for_each_nested(nla, nest, rem) {
+		int q = nla_type(nla);
+
+		if (q < 1 || q > (int)(sizeof(li->queue_fetches) / sizeof(li->queue_fetches[0])) ||
+		    nla_len(nla) != sizeof(uint64_t))
+			continue;
+		li->queue_fetches[q - 1] = nla_get_u64(nla);
+		if ((uint32_t)q > li->nr_queue_fetches)
+			li->nr_queue_fetches = q;
+	}
+}
+
 int link_info_from_attrs(struct link_info *li, struct nlattr **tb)
 {
 	int a;
@@ -129,6 +147,12 @@ int link_info_from_attrs(struct link_info *li, struct nlattr **tb)
 			break;
 		case ENGRAM_A_LINK_PROTOCOL:
 			li->protocol = nla_get_u32(nla);
+			break;
+		case ENGRAM_A_LINK_QUEUES:
+			li->queues = nla_get_u32(nla);
+			break;
+		case ENGRAM_A_LINK_QUEUE_FETCHES:
+			queue_fetches_from_nest(li, nla);
 			break;
 		case ENGRAM_A_LINK_CONNECTS:
 			li->connects = nla_get_u64(nla);
@@ -224,6 +248,16 @@ json_t *link_info_json(const struct link_info *li, int counters)
 		ret |= json_set(o, "heartbeat_us", json_integer(li->heartbeat_us));
 	if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
 		ret |= json_set(o, "protocol", json_integer(li->protocol));
+	if (LI_HAS(li, ENGRAM_A_LINK_QUEUES))
+		ret |= json_set(o, "queues", json_integer(li->queues));
+	if (li->nr_queue_fetches) {
+		json_t *a = json_array();
+		uint32_t i;
+
+		for (i = 0; a && i < li->nr_queue_fetches; i++)
+			ret |= json_array_append_new(a, json_u64(li->queue_fetches[i]));
+		ret |= json_set(o, "queue_fetches", a);
+	}
 	if (counters) {
 		ret |= stats_info_json(&li->si, o);
 		if (li->lat.present)
@@ -280,6 +314,8 @@ void link_info_print_line(FILE *f, const struct link_info *li)
 		fprintf(f, " max_rows %u max_inflight %u", li->max_rows, li->max_inflight);
 	if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
 		fprintf(f, " protocol %u", li->protocol);
+	if (LI_HAS(li, ENGRAM_A_LINK_QUEUES))
+		fprintf(f, " queues %u", li->queues);
 	if (LI_HAS(li, ENGRAM_A_LINK_CONNECTS))
 		fprintf(f, " connects %" PRIu64, li->connects);
 	if (LI_HAS(li, ENGRAM_A_LINK_RECONNECTS))
@@ -317,6 +353,8 @@ void link_info_print_detail(FILE *f, const struct link_info *li)
 		fprintf(f, "  %-15s %u\n", "max inflight", li->max_inflight);
 		if (LI_HAS(li, ENGRAM_A_LINK_PROTOCOL))
 			fprintf(f, "  %-15s %u\n", "protocol", li->protocol);
+		if (LI_HAS(li, ENGRAM_A_LINK_QUEUES))
+			fprintf(f, "  %-15s %u\n", "queues", li->queues);
 	} else if (LI_HAS(li, ENGRAM_A_LINK_MAX_ROWS)) {
 		fprintf(f, "  %-15s %s\n", "limits", "not negotiated yet");
 	}
@@ -326,4 +364,12 @@ void link_info_print_detail(FILE *f, const struct link_info *li)
 		fprintf(f, "  %-15s %" PRIu64 "\n", "reconnects", li->reconnects);
 	if (LI_HAS(li, ENGRAM_A_LINK_HEARTBEAT_US))
 		fprintf(f, "  %-15s %u us\n", "heartbeat rtt", li->heartbeat_us);
+	if (li->nr_queue_fetches) {
+		uint32_t i;
+
+		fprintf(f, "  %-15s", "queue fetches");
+		for (i = 0; i < li->nr_queue_fetches; i++)
+			fprintf(f, " %" PRIu64, li->queue_fetches[i]);
+		fputc('\n', f);
+	}
 }

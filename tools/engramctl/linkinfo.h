@@ -41,6 +41,10 @@ struct link_info {
 	uint64_t reconnects;
 	uint32_t heartbeat_us;
 	uint32_t protocol;
+	uint32_t queues;
+	/* LINK_QUEUE_FETCHES: queue_fetches[i] for queue i, nr_queue_fetches of them */
+	uint32_t nr_queue_fetches;
+	uint64_t queue_fetches[16];
 	struct stats_info si;
 	struct lat_info lat;
 };

@@ -218,6 +218,9 @@ enum engram_attr {
 	ENGRAM_A_TRANSPORT,		/* u8, enum engram_transport */
 	ENGRAM_A_ALLOW_MODE,		/* u8, enum engram_allow_mode */
 	ENGRAM_A_LINK_PROTOCOL,		/* u32, negotiated wire protocol version */
+	ENGRAM_A_LINK_QUEUES,		/* u32, queue pairs the connection uses */
+	/* nest of u64, attribute i: fetches done on queue i - 1; type 0 pads */
+	ENGRAM_A_LINK_QUEUE_FETCHES,
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
