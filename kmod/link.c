@@ -35,6 +35,8 @@
 static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when);
 
 static DEFINE_IDA(engram_link_ida);
+/* Where the next id is looked for: ids count up, not reused (netlink.rst). */
+static int engram_link_next_id = 1;
 static struct workqueue_struct *engram_link_wq;
 static bool engram_links_exiting;
 
@@ -1074,7 +1076,17 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 		return NULL;
 	l->ops = ops;
 	l->catalog = kvcalloc(ENGRAM_MAX_TABLES, sizeof(*l->catalog), GFP_KERNEL);
-	id = ida_alloc_min(&engram_link_ida, 1, GFP_KERNEL);
+	/*
+	 * Past the last id given, so that a script or a table opened through
+	 * a link that was deleted never meets another link under its id; only
+	 * after 2^31 links does it wrap.
+	 */
+	id = ida_alloc_range(&engram_link_ida, READ_ONCE(engram_link_next_id), INT_MAX,
+			     GFP_KERNEL);
+	if (id == -ENOSPC)
+		id = ida_alloc_min(&engram_link_ida, 1, GFP_KERNEL);
+	if (id >= 0)
+		WRITE_ONCE(engram_link_next_id, id == INT_MAX ? 1 : id + 1);
 	if (!l->catalog || id < 0) {
 		if (id >= 0)
 			ida_free(&engram_link_ida, id);

@@ -149,6 +149,11 @@ refused "a 17th link is refused" "No space left on device" "too many links (16)"
 for i in "${links[@]}"; do "$ENGRAMCTL" link del "$i" >/dev/null 2>&1; done
 check "the links added for it are gone" \
 	test "$("$ENGRAMCTL" link list | grep -c '^link ')" -eq $((16 - ${#links[@]}))
+last=${links[-1]}
+i=$("$ENGRAMCTL" link add "rdma://$IP:19200@$IP" 2>&1)
+check "a link added after them gets a new id, not a deleted one's ($i > $last)" \
+	test "$i" -gt "$last" 2>/dev/null
+"$ENGRAMCTL" link del "$i" >/dev/null 2>&1
 
 # --- clean up, and what is gone is gone
 check "link del" "$ENGRAMCTL" link del "$id"
