@@ -35,7 +35,11 @@
 static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when);
 
 static DEFINE_IDA(engram_link_ida);
-/* Where the next id is looked for: ids count up, not reused (netlink.rst). */
+/*
+ * Where the next id is looked for: ids count up, not reused (netlink.rst).
+ * Under its mutex, with the allocation: LINK_ADDs run in parallel.
+ */
+static DEFINE_MUTEX(engram_link_id_mutex);
 static int engram_link_next_id = 1;
 static struct workqueue_struct *engram_link_wq;
 static bool engram_links_exiting;
@@ -462,23 +466,27 @@ void engram_link_end_all(struct engram_link *l, int error)
  * engram_link_claim() - match a RESPONSE to the fetch it answers
  * @l: the link
  * @resp: the decoded response
+ * @queue: the queue it came on
  *
  * Records the status on the fetch and counts a refusal.  A fetch is
  * claimed once; the caller then places its rows (TCP) or invalidates its
- * registrations (RDMA) and completes it.
+ * registrations (RDMA) and completes it.  Only the queue the fetch went
+ * out on may answer it: over RDMA its RESPONSE is known to follow its rows
+ * only on the same queue pair.
  *
  * Return: the fetch, or NULL for a ticket that is not one of this
- * connection's fetches on the wire (a protocol error).
+ * connection's fetches on the wire of that queue (a protocol error).
  */
 struct engram_fetch *engram_link_claim(struct engram_link *l,
-				       const struct engram_wire_resp *resp)
+				       const struct engram_wire_resp *resp, unsigned int queue)
 {
 	struct engram_fetch *f;
 	unsigned long flags;
 
 	spin_lock_irqsave(&l->lock, flags);
 	f = xa_load(&l->fetches, resp->ticket);
-	if (!f || f->responded || f->conn_gen != l->conn_gen) {
+	if (!f || f->responded || f->conn_gen != l->conn_gen || f->slot < 0 || !l->q_slots ||
+	    f->slot / l->q_slots != queue) {
 		spin_unlock_irqrestore(&l->lock, flags);
 		pr_warn_ratelimited("link %u: response to unknown ticket %llu\n",
 				    l->id, resp->ticket);
@@ -1081,12 +1089,13 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 	 * a link that was deleted never meets another link under its id; only
 	 * after 2^31 links does it wrap.
 	 */
-	id = ida_alloc_range(&engram_link_ida, READ_ONCE(engram_link_next_id), INT_MAX,
-			     GFP_KERNEL);
+	mutex_lock(&engram_link_id_mutex);
+	id = ida_alloc_range(&engram_link_ida, engram_link_next_id, INT_MAX, GFP_KERNEL);
 	if (id == -ENOSPC)
 		id = ida_alloc_min(&engram_link_ida, 1, GFP_KERNEL);
 	if (id >= 0)
-		WRITE_ONCE(engram_link_next_id, id == INT_MAX ? 1 : id + 1);
+		engram_link_next_id = id == INT_MAX ? 1 : id + 1;
+	mutex_unlock(&engram_link_id_mutex);
 	if (!l->catalog || id < 0) {
 		if (id >= 0)
 			ida_free(&engram_link_ida, id);

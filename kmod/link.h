@@ -157,7 +157,7 @@ void engram_link_heard(struct engram_link *l);
 int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len);
 struct engram_fetch *engram_link_claim(struct engram_link *l,
-				       const struct engram_wire_resp *resp);
+				       const struct engram_wire_resp *resp, unsigned int queue);
 void engram_link_complete(struct engram_link *l, struct engram_fetch *f);
 int engram_link_track(struct engram_link *l, struct engram_fetch *f);
 void engram_link_wire_broken_locked(struct engram_link *l, struct engram_fetch *f,

@@ -116,6 +116,13 @@ struct engram_link_rdma {
 	 */
 	struct list_head early;
 	bool early_draining;
+	/*
+	 * The connect worker is setting the queues up (link.lock): queues
+	 * after the first repost what they hear, and a break of any queue
+	 * is kept in broken_early until the link is live, when it counts.
+	 */
+	bool connecting;
+	bool broken_early;
 };
 
 /*
@@ -146,6 +153,24 @@ static struct engram_link_rdma_q *engram_link_rdma_fq(struct engram_link *l,
 	return engram_link_rdma_of(l)->slots[f->slot].q;
 }
 
+/*
+ * Break the connection.  engram_link_fail() ignores a link that is not
+ * live, and a queue set up early can break while the worker is still
+ * setting up the others: that is remembered, and the worker breaks the
+ * link as soon as it is live.  Not under l->lock.
+ */
+static void engram_link_rdma_break(struct engram_link *l)
+{
+	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	if (!l->live && rl->connecting)
+		rl->broken_early = true;
+	spin_unlock_irqrestore(&l->lock, flags);
+	engram_link_fail(l, -ECONNRESET);
+}
+
 static void engram_link_rdma_fail_wc(struct engram_link *l, struct ib_wc *wc, const char *what)
 {
 	if (wc->status == IB_WC_WR_FLUSH_ERR)
@@ -153,7 +178,7 @@ static void engram_link_rdma_fail_wc(struct engram_link *l, struct ib_wc *wc, co
 	engram_count(&engram_global_stats, ENGRAM_STAT_TRANSPORT_ERRORS);
 	pr_warn_ratelimited("link %u: %s failed: %s (%d)\n", l->id, what,
 			    ib_wc_status_msg(wc->status), wc->status);
-	engram_link_fail(l, -ECONNRESET);
+	engram_link_rdma_break(l);
 }
 
 /* REG_MRs are unsignaled and report only failures, on the link's cqe. */
@@ -182,7 +207,7 @@ static void engram_link_rdma_fetch_wc_failed(struct engram_link *l, struct engra
 	engram_link_wire_broken_locked(l, f, -ECONNRESET);
 	spin_unlock_irqrestore(&l->lock, flags);
 	engram_link_rdma_fail_wc(l, wc, what);
-	engram_link_fail(l, -ECONNRESET);
+	engram_link_rdma_break(l);
 }
 
 /*
@@ -214,8 +239,14 @@ static void engram_link_rdma_hb_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	spin_lock_irqsave(&l->lock, flags);
 	q->hb_busy = false;
 	spin_unlock_irqrestore(&l->lock, flags);
-	if (wc->status != IB_WC_SUCCESS)
-		engram_link_rdma_fail_wc(l, wc, "heartbeat send");
+	if (wc->status == IB_WC_SUCCESS)
+		return;
+	engram_link_rdma_fail_wc(l, wc, "heartbeat send");
+	/*
+	 * Flushed too: its queue pair is in error, and while the other
+	 * queues are heard the heartbeat's timeout would never notice it.
+	 */
+	engram_link_rdma_break(l);
 }
 
 static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
@@ -301,7 +332,7 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
 		return -EPROTO;
 	}
-	f = engram_link_claim(l, &resp);
+	f = engram_link_claim(l, &resp, r->q->idx);
 	if (!f)
 		return -EPROTO;
 	first = r->inv && r->inv_rkey == f->rkey0 ? 1 : 0;
@@ -316,10 +347,10 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 	if (l->live && first < f->nr_pieces)
 		ret = engram_link_rdma_invalidate(l, f, first);
 	spin_unlock_irqrestore(&l->lock, flags);
-	/* Only now: engram_link_fail() takes l->lock. */
+	/* Only now: engram_link_rdma_break() takes l->lock. */
 	if (ret) {
 		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, ret);
-		engram_link_fail(l, -ECONNRESET);
+		engram_link_rdma_break(l);
 	} else if (first) {
 		/* The first MR's wire_ref: its key died with the RESPONSE. */
 		engram_link_rdma_wire_put(l, f);
@@ -353,6 +384,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_link *l = r->link;
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	unsigned long flags;
+	int ret;
 
 	if (wc->status != IB_WC_SUCCESS) {
 		engram_link_rdma_fail_wc(l, wc, "receive");
@@ -374,11 +406,14 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	if (r->q->idx && !l->live) {
 		/*
 		 * Before the link is live a further queue can only hear the
-		 * server's catalog, which is read from queue 0 alone.
+		 * server's catalog, which is read from queue 0 alone.  Not
+		 * reposted once teardown has begun: ib_drain_qp() must be the
+		 * last to post on the queue.
 		 */
+		ret = rl->connecting ? engram_link_rdma_post_recv(r) : 0;
 		spin_unlock_irqrestore(&l->lock, flags);
-		if (engram_link_rdma_post_recv(r))
-			engram_link_fail(l, -ECONNRESET);
+		if (ret)
+			engram_link_rdma_break(l);
 		return;
 	}
 	if (r->q->idx == 0 && (!l->live || rl->early_draining)) {
@@ -400,7 +435,7 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 	if (engram_wire_hdr_check(r->buf, len, &l->neg, false, false, &hdr,
 				  err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad frame: %s\n", l->id, err);
-		engram_link_fail(l, -ECONNRESET);
+		engram_link_rdma_break(l);
 		return;
 	}
 	switch (hdr.type) {
@@ -419,7 +454,7 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 		break;
 	}
 	if (ret || engram_link_rdma_post_recv(r))
-		engram_link_fail(l, -ECONNRESET);
+		engram_link_rdma_break(l);
 }
 
 /* --- connection setup and teardown --- */
@@ -456,7 +491,7 @@ static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_eve
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		/* ib_client.remove has torn the link down already for a removal. */
-		engram_link_fail(l, -ECONNRESET);
+		engram_link_rdma_break(l);
 		return 0;
 	default:
 		return 0;
@@ -566,9 +601,13 @@ static void engram_link_rdma_q_free(struct engram_link_rdma_q *q)
 static void engram_link_rdma_teardown(struct engram_link *l, int error)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned long flags;
 	unsigned int i;
 	LIST_HEAD(done);
 
+	spin_lock_irqsave(&l->lock, flags);
+	rl->connecting = false;
+	spin_unlock_irqrestore(&l->lock, flags);
 	for (i = 0; i < rl->nr_q; i++)
 		engram_link_rdma_q_quiesce(&rl->q[i]);
 	/* Off the wire (MRs back in the pools), but nobody told yet... */
@@ -786,8 +825,10 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 		return ret;
 	q->qp = q->cm_id->qp;
 
-	l->mr_pages = min_t(u32, ibdev->attrs.max_fast_reg_page_list_len,
-			    ENGRAM_LINK_MR_PAGES);
+	/* Queues after the first run on queue 0's device (connect_more). */
+	if (!q->idx)
+		l->mr_pages = min_t(u32, ibdev->attrs.max_fast_reg_page_list_len,
+				    ENGRAM_LINK_MR_PAGES);
 	INIT_LIST_HEAD(&q->mrs);
 	ret = ib_mr_pool_init(q->qp, &q->mrs, ENGRAM_WIRE_OFFER_INFLIGHT * ENGRAM_WIRE_MAX_RANGES,
 			      IB_MR_TYPE_MEM_REG, l->mr_pages, 0);
@@ -933,7 +974,9 @@ static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int wa
 	while (rl->nr_q < want) {
 		q = &rl->q[rl->nr_q];
 		ret = engram_link_rdma_connect_q(q, &answer);
-		if (!ret && memcmp(&answer, &l->neg, sizeof(answer)))
+		/* Another route or other limits: not a queue of the same connection. */
+		if (!ret && (q->cm_id->device != rl->q[0].cm_id->device ||
+			     memcmp(&answer, &l->neg, sizeof(answer))))
 			ret = -EPROTO;
 		if (ret) {
 			pr_warn_ratelimited("link %u: queue %u of %u not connected (%d); going on with %u\n",
@@ -953,9 +996,14 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	struct engram_wire_params answer;
 	unsigned int hold;
 	unsigned long flags;
+	bool broken;
 	int ret;
 
 	lockdep_assert_held(&l->mutex);
+	spin_lock_irqsave(&l->lock, flags);
+	rl->connecting = true;
+	rl->broken_early = false;
+	spin_unlock_irqrestore(&l->lock, flags);
 	/* Counted first: teardown frees what a failed connect set up. */
 	rl->nr_q = 1;
 	ret = engram_link_rdma_connect_q(&rl->q[0], &answer);
@@ -974,6 +1022,15 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	rl->early_draining = true;
 	spin_unlock_irqrestore(&l->lock, flags);
 	engram_link_went_live(l);
+	/* From here a break reaches engram_link_fail() itself. */
+	spin_lock_irqsave(&l->lock, flags);
+	broken = rl->broken_early;
+	rl->connecting = false;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (broken) {
+		pr_warn_ratelimited("link %u: a queue broke while connecting\n", l->id);
+		engram_link_fail(l, -ECONNRESET);
+	}
 	engram_link_rdma_fault_hold(hold);
 	engram_link_rdma_drain_early(l);
 	return 0;
@@ -1114,7 +1171,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		spin_lock_irqsave(&l->lock, flags);
 		engram_link_wire_broken_locked(l, f, -EIO);
 		spin_unlock_irqrestore(&l->lock, flags);
-		engram_link_fail(l, -ECONNRESET);
+		engram_link_rdma_break(l);
 		ret = 0;		/* the fetch completes with its error */
 	}
 	return ret;

@@ -354,7 +354,7 @@ static int engram_link_tcp_response(struct engram_link *l, u8 *buf)
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
 		return -EPROTO;
 	}
-	f = engram_link_claim(l, &resp);
+	f = engram_link_claim(l, &resp, 0);
 	if (!f)
 		return -EPROTO;
 	if (resp.bytes) {
