@@ -114,6 +114,10 @@ static struct engram_uint_param engram_fault_inv_flush = {
 	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
 };
 
+static struct engram_uint_param engram_fault_queue_unfit = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
+};
+
 static struct engram_uint_param engram_fault_live_delay = {
 	.max = ENGRAM_FAULT_LIVE_DELAY_MAX_MS, .warn = true,
 };
@@ -127,6 +131,10 @@ MODULE_PARM_DESC(fault_client_inv_fail,
 module_param_cb(fault_client_inv_flush, &engram_uint_param_ops, &engram_fault_inv_flush, 0644);
 MODULE_PARM_DESC(fault_client_inv_flush,
 		 "testing only: for the next N answered fetches with a local invalidation to post, the client's queue pair breaks right before it is posted (0-1000, default 0)");
+module_param_cb(fault_client_queue_unfit, &engram_uint_param_ops, &engram_fault_queue_unfit,
+		0644);
+MODULE_PARM_DESC(fault_client_queue_unfit,
+		 "testing only: the connect worker finds the next N further queue pairs of a link unfit once they are connected, and closes them (0-1000, default 0)");
 module_param_cb(fault_client_live_delay_ms, &engram_uint_param_ops, &engram_fault_live_delay,
 		0644);
 MODULE_PARM_DESC(fault_client_live_delay_ms,
@@ -182,6 +190,20 @@ bool engram_fault_client_inv_fail(void)
 bool engram_fault_client_inv_flush(void)
 {
 	return engram_fault_take(&engram_fault_inv_flush.val);
+}
+
+/**
+ * engram_fault_client_queue_unfit() - must the worker drop this connected queue?
+ *
+ * Any context.  True (and counted) while fault_client_queue_unfit is not
+ * 0, which it counts down: the worker then treats a further queue pair
+ * that connected as it treats one on another device or with other limits.
+ *
+ * Return: true to close the queue pair and go on without it.
+ */
+bool engram_fault_client_queue_unfit(void)
+{
+	return engram_fault_take(&engram_fault_queue_unfit.val);
 }
 
 /**

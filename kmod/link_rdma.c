@@ -97,6 +97,11 @@ struct engram_link_rdma_q {
 	struct list_head mrs;
 	struct engram_link_rdma_recv *recvs;
 	unsigned int nr_recvs;
+	/*
+	 * Being closed by the connect worker, which found it unfit (link.lock):
+	 * its disconnect is not a break of the link.
+	 */
+	bool dropping;
 };
 
 /*
@@ -410,7 +415,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		 * reposted once teardown has begun: ib_drain_qp() must be the
 		 * last to post on the queue.
 		 */
-		ret = rl->connecting ? engram_link_rdma_post_recv(r) : 0;
+		ret = rl->connecting && !r->q->dropping ? engram_link_rdma_post_recv(r) : 0;
 		spin_unlock_irqrestore(&l->lock, flags);
 		if (ret)
 			engram_link_rdma_break(l);
@@ -459,10 +464,23 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 
 /* --- connection setup and teardown --- */
 
+/* A queue's connection went away: a break, unless the worker is dropping it. */
+static void engram_link_rdma_q_lost(struct engram_link_rdma_q *q)
+{
+	struct engram_link *l = q->link;
+	unsigned long flags;
+	bool dropping;
+
+	spin_lock_irqsave(&l->lock, flags);
+	dropping = q->dropping;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (!dropping)
+		engram_link_rdma_break(l);
+}
+
 static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_event *ev)
 {
 	struct engram_link_rdma_q *q = id->context;
-	struct engram_link *l = q->link;
 	int error = 0;
 
 	switch (ev->event) {
@@ -491,7 +509,7 @@ static int engram_link_rdma_cm_handler(struct rdma_cm_id *id, struct rdma_cm_eve
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
 		/* ib_client.remove has torn the link down already for a removal. */
-		engram_link_rdma_break(l);
+		engram_link_rdma_q_lost(q);
 		return 0;
 	default:
 		return 0;
@@ -919,6 +937,7 @@ static int engram_link_rdma_connect_q(struct engram_link_rdma_q *q,
 	int ret;
 
 	reinit_completion(&q->cm_done);
+	q->dropping = false;	/* no CM id yet: nothing reads it */
 	q->cm_id = engram_create_id(&init_net, engram_link_rdma_cm_handler, q, RDMA_PS_TCP,
 				    IB_QPT_RC);
 	if (IS_ERR(q->cm_id)) {
@@ -969,6 +988,7 @@ static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int wa
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	struct engram_wire_params answer;
 	struct engram_link_rdma_q *q;
+	unsigned long flags;
 	int ret;
 
 	while (rl->nr_q < want) {
@@ -976,11 +996,16 @@ static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int wa
 		ret = engram_link_rdma_connect_q(q, &answer);
 		/* Another route or other limits: not a queue of the same connection. */
 		if (!ret && (q->cm_id->device != rl->q[0].cm_id->device ||
-			     memcmp(&answer, &l->neg, sizeof(answer))))
+			     memcmp(&answer, &l->neg, sizeof(answer)) ||
+			     engram_fault_client_queue_unfit()))
 			ret = -EPROTO;
 		if (ret) {
 			pr_warn_ratelimited("link %u: queue %u of %u not connected (%d); going on with %u\n",
 					    l->id, rl->nr_q + 1, want, ret, rl->nr_q);
+			/* Its DREQ's answer comes as DISCONNECTED: not a break. */
+			spin_lock_irqsave(&l->lock, flags);
+			q->dropping = true;
+			spin_unlock_irqrestore(&l->lock, flags);
 			engram_link_rdma_q_quiesce(q);
 			engram_link_rdma_q_destroy_qp(q);
 			engram_link_rdma_q_free(q);

@@ -128,6 +128,26 @@ check "its fetches are exact" run "${FC[@]}" --link "$ID" --procs 2 --count 5760
 echo 16 > $P/rdma_max_conns_per_peer
 check "link del closes it" wait_for 20 conns_are 0
 
+# --- the worker finds the second queue unfit once it connected ------------------
+# It closes it itself: the DISCONNECTED that follows is not a break of the
+# link, which stays up on one queue (and does not reconnect).
+echo 1 > $P/fault_client_queue_unfit
+dmesg_mark
+ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+check "with the second queue found unfit the link comes up" \
+	wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "the knob was used" test "$(cat $P/fault_client_queue_unfit)" = 0
+line=$(dmesg_since | grep -m1 "queue 2 of 2 not connected (-71)")
+check "which is logged ($line)" test -n "$line"
+check "the host holds one connection" wait_for 20 conns_are 1
+sleep 2
+check "on one queue, connected once: closing the unfit queue broke nothing" \
+	test "$(link_field "$ID" queues)" = 1 -a "$(link_field "$ID" connects)" = 1
+check "its fetches are exact" run "${FC[@]}" --link "$ID" --procs 2 --count 5760 --batch 288 --seed 6
+"$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
+check "link del closes it" wait_for 20 conns_are 0
+
 # --- unload with both queues live ---------------------------------------------
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 check "a last link comes up with two queues" wait_fetchable 30 --link "$ID" --timeout-ms 10000
