@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * What the files that also build in userspace (ENGRAM_USERSPACE: url.c,
  * prefix.c, list.c, wire.c, wbuild.c), to be unit-tested and fuzzed there,

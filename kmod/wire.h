@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * Wire protocol v1 codec: encode, decode and validate every message of the
  * RDMA and TCP transports.  Pure logic with no kernel state and no

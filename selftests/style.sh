@@ -8,7 +8,9 @@
 #    against KDIR like selftests/vm/build-module.sh, so the in-tree build is
 #    left alone;
 #  - selftests/layers.py: every function named for its file, and no circle
-#    among the calls between kmod/ files (Documentation/design.rst).
+#    among the calls between kmod/ files (Documentation/design.rst);
+#  - licences: what engines link or include offers BSD-2-Clause (LICENSE),
+#    and every tracked file has an SPDX line.
 # Fails when any of them reports anything.  Logs: build/logs/style-*.log
 set -uo pipefail
 export LC_ALL=C
@@ -44,6 +46,33 @@ if [ $cp_rc -ne 0 ] || [ -s "$logs/style-checkpatch.log" ]; then
 	rc=1
 else
 	echo "style: checkpatch --strict: clean ($(wc -w <<<"$files") files)"
+fi
+
+# --- licences --------------------------------------------------------------------
+# What engines link or include must stay usable from an Apache-2.0 engine
+# (LICENSE): every source libengram.so is built from, the Python binding
+# and the uapi header offer BSD-2-Clause.  libengram's sources are the ones
+# its compiler's dependency files list, so a new file it pulls in is
+# checked too.  And every tracked file but generated ones names a licence.
+make -s -C tools/libengram >/dev/null 2>&1 || { echo "style: libengram does not build"; rc=1; }
+lic_bad=""
+lic_n=0
+for f in $( (cd tools/libengram && cat ./*.d 2>/dev/null | tr ' \\' '\n\n' |
+	grep -v -e '^$' -e ':$' -e '^/' | sort -u | sed 's|^|tools/libengram/|');
+	ls tools/python/*.py uapi/linux/*.h); do
+	f=$(realpath -m --relative-to=. "$f")
+	lic_n=$((lic_n + 1))
+	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: .*OR BSD-2-Clause' || lic_bad="$lic_bad $f"
+done
+for f in $(git ls-files 2>/dev/null); do
+	case "$f" in Documentation/bench-latest.inc|*.png|README.md) continue ;; esac
+	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: ' || lic_bad="$lic_bad $f(no SPDX line)"
+done
+if [ "$lic_n" -lt 10 ] || [ -n "$lic_bad" ]; then
+	echo "style: licences: $lic_n linkable files; not dual-licensed or without SPDX:${lic_bad:- none}"
+	rc=1
+else
+	echo "style: licences: $lic_n files engines link or include offer BSD-2-Clause"
 fi
 
 # --- layers: names by file, no circles ---------------------------------------------

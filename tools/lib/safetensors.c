@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * Safetensors header parser: 8-byte little-endian header length, a JSON
  * object of tensors, then the data area.  The header comes from an untrusted

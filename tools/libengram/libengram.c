@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * libengram: the ioctls of /dev/engram_rdma (uapi/linux/engram_rdma.h) as a
  * small C API.  See libengram.h for the contract.

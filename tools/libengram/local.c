@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
  * The local fallback: when a remote fetch fails for a reason the network
  * caused (deadline, link down, connection broken, table gone from the

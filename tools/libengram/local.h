@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
  * libengram's local fallback, inside the library: the local copy of a
  * table's shard and the pure rules around it (settings from the

@@ -1,4 +1,4 @@
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Python binding of libengram: fetch rows of Engram tables through /dev/engram_rdma.
 
     import numpy as np

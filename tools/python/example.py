@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# SPDX-License-Identifier: GPL-2.0
+# SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 """Fetch random rows of a table through /dev/engram_rdma and check them.
 
     example.py --table NAME --file PATH --weight-offset N --scale-offset N
