@@ -36,6 +36,14 @@ check "depmod ran for the installed module" \
 check "engramctl installed in PREFIX/sbin" test -x "$dest/usr/sbin/engramctl"
 check "man page installed" test -f "$dest/usr/share/man/man8/engramctl.8"
 check "modprobe.d example installed" test -f "$dest/etc/modprobe.d/engram_rdma.conf"
+py=$dest/usr/lib/python3/dist-packages/engram_rdma
+check "the Python package installed where Debian's python3 looks (PREFIX=/usr)" \
+	test -f "$py/__init__.py" -a -f "$py/py.typed"
+check "and it imports from there, finding the installed libengram" \
+	env -u ENGRAM_LIBENGRAM LD_LIBRARY_PATH="$dest/usr/lib" PYTHONPATH="${py%/engram_rdma}" \
+	/usr/bin/python3 -c 'import engram_rdma, sys
+assert engram_rdma.__file__.startswith(sys.argv[1]), engram_rdma.__file__
+engram_rdma.load_library()' "$dest"
 echo "options engram_rdma listen=rdma://192.0.2.10:18515" >"$dest/etc/modprobe.d/engram_rdma.conf"
 make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >/dev/null 2>&1
 check "a second install keeps the admin's modprobe.d file" \

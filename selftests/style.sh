@@ -59,7 +59,7 @@ lic_bad=""
 lic_n=0
 for f in $( (cd tools/libengram && cat ./*.d 2>/dev/null | tr ' \\' '\n\n' |
 	grep -v -e '^$' -e ':$' -e '^/' | sort -u | sed 's|^|tools/libengram/|');
-	ls tools/python/*.py uapi/linux/*.h); do
+	ls tools/python/*.py tools/python/engram_rdma/* tools/python/pyproject.toml uapi/linux/*.h); do
 	f=$(realpath -m --relative-to=. "$f")
 	lic_n=$((lic_n + 1))
 	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: .*OR BSD-2-Clause' || lic_bad="$lic_bad $f"
@@ -68,7 +68,7 @@ for f in $(git ls-files 2>/dev/null); do
 	case "$f" in Documentation/bench-latest.inc|*.png|README.md) continue ;; esac
 	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: ' || lic_bad="$lic_bad $f(no SPDX line)"
 done
-if [ "$lic_n" -lt 10 ] || [ -n "$lic_bad" ]; then
+if [ "$lic_n" -lt 15 ] || [ -n "$lic_bad" ]; then
 	echo "style: licences: $lic_n linkable files; not dual-licensed or without SPDX:${lic_bad:- none}"
 	rc=1
 else

@@ -132,6 +132,56 @@ PY
 check "the refusals are counted per link" sh -c \
 	"'$ENGRAMCTL' -j stats | grep -q refused_row_out_of_range"
 
+# What engines hand over: int64 indices (numpy's and torch's), torch tensors
+# as destinations, several destination ranges, submit and wait.
+check "Python: int64 numpy indices, a torch destination, fetch_ranges, submit/wait: exact" \
+	/usr/bin/python3 - "$TOP" "$F" "$WOFF" "$SOFF" <<'PY'
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "tools", "python"))
+import numpy as np
+import engram_rdma as er
+path, woff, soff = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+try:
+    import torch
+except ImportError:
+    torch = None
+def want(rows):
+    with open(path, "rb") as f:
+        out = []
+        for r in rows:
+            f.seek(woff + int(r) * 256); w = f.read(256)
+            f.seek(soff + int(r) * 8); out.append(w + f.read(8))
+    return b"".join(out)
+def same(what, got, rows):
+    if bytes(got) != want(rows):
+        print("# %s: rows differ" % what); sys.exit(1)
+    print("# %s: %d rows exact" % (what, len(rows)))
+with er.Engram() as e:
+    t = e.open_table(name="fetch")
+    idx = np.random.default_rng(5).integers(0, t.rows, 4096)       # int64
+    idx[0], idx[-1] = 0, t.rows - 1
+    out = np.zeros((4096, er.ROW_BYTES), np.uint8)
+    e.register(out)
+    e.fetch(t, idx, out)
+    same("int64 numpy indices", out, idx)
+    e.fetch_ranges(t, idx[:300], [out[1000:1100], out[2000:2200]])
+    same("fetch_ranges into two slices", np.concatenate([out[1000:1100], out[2000:2200]]),
+         idx[:300])
+    tk = e.submit(t, idx[::-1].copy(), out[:4096])
+    r = e.wait(tk, timeout_ms=10000)
+    same("submit/wait ticket %d" % r.ticket, out, idx[::-1])
+    if torch is not None:
+        dst = torch.zeros((512, er.ROW_BYTES), dtype=torch.uint8)
+        e.register(dst)
+        ti = torch.from_numpy(idx[:512].copy())                      # int64 tensor
+        e.fetch(t, ti, dst)
+        same("torch int64 indices into a torch tensor", dst.numpy(), idx[:512])
+        e.fetch(t, ti[:100], dst[300:400])
+        same("into a slice of it", dst[300:400].numpy(), idx[:100])
+        e.unregister(dst)
+    else:
+        print("# torch not installed: its cases not run")
+PY
 check "the Python example runs and its rows are exact" \
 	/usr/bin/python3 "$TOP/tools/python/example.py" --table fetch --file "$F" \
 	--weight-offset "$WOFF" --scale-offset "$SOFF" --count 2000

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: GPL-2.0
-"""Unit tests of tools/python/engram_rdma.py without the kernel module (TAP).
+"""Unit tests of the engram_rdma package (tools/python) without the kernel module (TAP).
 
     python3 engram_rdma_test.py PATH/TO/test_libengram
 
@@ -7,8 +7,11 @@ The ctypes structs must match libengram.h (test_libengram --layout prints
 the C side); row indices convert exactly or raise; destinations are checked;
 a context opened on /dev/null shows that calls reach the ioctl (ENOTTY) and
 that a failed registration lets go of the buffer; errors carry the errno and
-the server's status name; the module imports without numpy.  numpy parts are
-skipped when numpy is missing.
+the server's status name; the module imports without numpy; row indices of
+every integer dtype convert in one step with a range check naming the bad
+position; CPU torch tensors are row indices and destinations; the package
+builds a wheel with its version and licence.  numpy and torch parts are
+skipped when they are missing.
 """
 
 import ctypes
@@ -28,6 +31,10 @@ try:
     import numpy as np
 except ImportError:
     np = None
+try:
+    import torch
+except ImportError:
+    torch = None
 
 count = 0
 failed = 0
@@ -115,6 +122,114 @@ def test_rows():
     raises(OverflowError, lambda: er._rows_arg(np.array([-3], dtype=np.int32)),
            "a negative int32 index raises OverflowError")
     raises(TypeError, lambda: er._rows_arg(np.array([1.5])), "float64 indices raise TypeError")
+
+
+def test_dtypes():
+    if np is None:
+        skip("integer dtypes", "numpy not installed")
+        return
+    want = [0, 1, 100, 77, 3]
+    for dt in ("i1", "u1", "i2", "u2", "i4", ">i4", "i8", ">i8", "u8", "uintp"):
+        got, _, _ = rows_values(np.array(want, dtype=dt))
+        ok(got == want, "%s indices convert by value" % dt, got)
+    big = np.arange(49152, dtype=np.int64) * 87383 % 4294967296
+    got, _, keep = rows_values(big)
+    ok(keep.dtype == np.uint32 and np.array_equal(keep, big),
+       "49,152 int64 indices convert in one cast to uint32", keep.dtype)
+    bad = big.copy()
+    bad[30000] = -2
+    raises(OverflowError, lambda: er._rows_arg(bad), "a negative int64 index names its position",
+           lambda e: "position 30000" in str(e) and "-2" in str(e))
+    bad[30000] = 1 << 32
+    bad[40000] = -1
+    raises(OverflowError, lambda: er._rows_arg(bad), "the first bad position is named",
+           lambda e: "position 30000" in str(e))
+    raises(OverflowError, lambda: er._rows_arg(np.array([1 << 40], dtype=np.uint64)),
+           "a uint64 index above 2^32 - 1 raises OverflowError")
+    raises(TypeError, lambda: er._rows_arg(np.array([True, False])),
+           "bool indices raise TypeError")
+    raises(TypeError, lambda: er._rows_arg(np.array([1], dtype=np.float32)),
+           "float32 indices raise TypeError")
+    raises(ValueError, lambda: er._rows_arg(np.zeros((2, 2), dtype=np.int64)),
+           "2-D indices raise ValueError")
+    raises(ValueError, lambda: er._rows_arg(np.array([], dtype=np.int64)),
+           "no int64 rows raises ValueError")
+    got, _, _ = rows_values(memoryview(np.array(want, dtype=np.int64)))
+    ok(got == want, "a memoryview of int64 items converts", got)
+    code = ("import sys, array; sys.modules['numpy'] = None; sys.path.insert(0, %r)\n"
+            "import engram_rdma, ctypes\n"
+            "a, n, k = engram_rdma._rows_arg(array.array('q', [9, 0, 4294967295]))\n"
+            "print(list((ctypes.c_uint32 * n).from_address(a)))\n"
+            "try:\n    engram_rdma._rows_arg(array.array('q', [1, -1]))\n"
+            "except OverflowError:\n    print('overflow')" % PYDIR)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    ok(r.stdout.split("\n")[:2] == ["[9, 0, 4294967295]", "overflow"],
+       "without numpy int64 items convert one by one, checked", r.stdout + r.stderr)
+
+
+def test_torch():
+    if torch is None or np is None:
+        skip("torch tensors", "torch not installed")
+        return
+    t = torch.tensor([7, 0, 4294967295, 12], dtype=torch.int64)
+    got, _, _ = rows_values(t)
+    ok(got == [7, 0, 4294967295, 12], "an int64 tensor's indices convert by value", got)
+    got, _, _ = rows_values(torch.tensor([3, 1], dtype=torch.int32))
+    ok(got == [3, 1], "an int32 tensor's indices convert", got)
+    raises(OverflowError, lambda: er._rows_arg(torch.tensor([1, -5], dtype=torch.int32)),
+           "a negative index in a tensor raises OverflowError naming it",
+           lambda e: "position 1" in str(e))
+    raises(TypeError, lambda: er._rows_arg(torch.tensor([1.0])), "a float tensor raises TypeError")
+    raises(ValueError, lambda: er._rows_arg(torch.arange(10)[::2]),
+           "a non-contiguous index tensor raises ValueError")
+    raises(ValueError, lambda: er._rows_arg(torch.zeros((2, 2), dtype=torch.int64)),
+           "a 2-D index tensor raises ValueError")
+    d = torch.zeros((8, er.ROW_BYTES), dtype=torch.uint8)
+    ok(er._span(d) == (d.data_ptr(), 8 * er.ROW_BYTES), "a CPU tensor's span is its storage")
+    ok(er._span(d[2:4])[0] == d.data_ptr() + 2 * er.ROW_BYTES, "a tensor slice's span is its part")
+    ok(er._span(torch.zeros(66, dtype=torch.float32))[1] == 264,
+       "a float tensor spans its bytes (element size times count)")
+    raises(ValueError, lambda: er._span(d[:, :10]), "a non-contiguous tensor is refused")
+    e = er.Engram("/dev/null")
+    raises(OSError, lambda: e.register(d), "registering a tensor reaches the ioctl (ENOTTY)",
+           lambda x: x.errno == errno.ENOTTY)
+    raises(ValueError, lambda: e.fetch(0, torch.tensor([1]), d),
+           "a tensor destination outside every registered buffer is refused")
+    raises(ValueError, lambda: e.fetch_ranges(0, [1], []), "fetch_ranges without destinations")
+    raises(ValueError, lambda: e.fetch_ranges(0, [1], [d]),
+           "fetch_ranges into an unregistered tensor is refused")
+    e.close()
+
+
+def test_package():
+    top = os.path.join(HERE, "..", "..")
+    with open(os.path.join(top, "kmod", "engram.h")) as f:
+        kver = [line.split('"')[1] for line in f if line.startswith("#define ENGRAM_VERSION")]
+    ok(kver == [er.__version__], "__version__ is the module's version (%s)" % er.__version__, kver)
+    try:
+        import setuptools.build_meta  # noqa: F401
+    except ImportError:
+        skip("the package builds a wheel", "setuptools not installed")
+        return
+    import shutil
+    import zipfile
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "src")
+        shutil.copytree(PYDIR, src, ignore=shutil.ignore_patterns("__pycache__"))
+        code = ("import setuptools.build_meta as b, sys; "
+                "print(b.build_wheel(sys.argv[1]))")
+        r = subprocess.run([sys.executable, "-c", code, os.path.join(tmp, "dist")], cwd=src,
+                           capture_output=True, text=True)
+        whl = r.stdout.strip().splitlines()[-1] if r.returncode == 0 and r.stdout else ""
+        if not ok(whl.startswith("engram_rdma-%s-" % er.__version__),
+                  "pyproject.toml builds a wheel of this version (%s)" % whl, r.stderr[-2000:]):
+            return
+        with zipfile.ZipFile(os.path.join(tmp, "dist", whl)) as z:
+            names = z.namelist()
+            meta = z.read("engram_rdma-%s.dist-info/METADATA" % er.__version__).decode()
+        ok("engram_rdma/__init__.py" in names and "engram_rdma/py.typed" in names,
+           "it holds the package and its py.typed marker", names)
+        ok("License: GPL-2.0 OR BSD-2-Clause" in meta, "its metadata names the licence", meta)
 
 
 def test_span():
@@ -218,10 +333,13 @@ def main():
         print("# numpy not installed: numpy cases are skipped")
     test_layout(sys.argv[1])
     test_rows()
+    test_dtypes()
+    test_torch()
     test_span()
     test_errors()
     test_device()
     test_imports()
+    test_package()
     print("1..%d" % count)
     if failed:
         print("# %d of %d failed" % (failed, count))

@@ -26,7 +26,16 @@ and the first bad row position are also in its ``wire_status``,
 ``status_name`` and ``bad_index`` attributes.
 
 libengram.so.0 is taken from $ENGRAM_LIBENGRAM when set, else from next to
-this file, from ../libengram/ (the source tree), or from the system.
+this package, from tools/libengram/ (the source tree), or from the system.
+
+Row indices of any integer dtype (what numpy and torch indexing produce,
+int64 mostly) are converted to the uint32 the kernel takes in one
+vectorised step when numpy is there, with one range check for the whole
+array: an index below 0 or above 2**32 - 1 is an OverflowError naming its
+position, never a silent wrap.  CPU torch tensors, pinned or not, are
+accepted as row indices and as destinations (through ``data_ptr()``; torch
+is not needed by this module): a tensor registered with register() must
+not be resized while it is registered.
 """
 
 import array
@@ -34,10 +43,12 @@ import ctypes
 import ctypes.util
 import errno
 import os
-from collections import namedtuple
+from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
+
+__version__ = "0.1.0"
 
 __all__ = ["Engram", "Table", "Buffer", "Result", "ROW_BYTES", "WEIGHT_BYTES",
-           "SCALE_BYTES", "DEFAULT_DEV", "status_name", "load_library"]
+           "SCALE_BYTES", "DEFAULT_DEV", "status_name", "load_library", "__version__"]
 
 DEFAULT_DEV = "/dev/engram_rdma"
 WEIGHT_BYTES = 256
@@ -99,7 +110,7 @@ def _candidates():
         return [env]
     here = os.path.dirname(os.path.abspath(__file__))
     c = [os.path.join(here, "libengram.so.0"),
-         os.path.join(here, "..", "libengram", "libengram.so.0")]
+         os.path.join(here, "..", "..", "libengram", "libengram.so.0")]
     found = ctypes.util.find_library("engram")
     if found:
         c.append(found)
@@ -107,7 +118,7 @@ def _candidates():
     return c
 
 
-def load_library():
+def load_library() -> ctypes.CDLL:
     """Load libengram.so.0 (once) and return the ctypes handle."""
     global _lib
     if _lib is not None:
@@ -161,12 +172,13 @@ def load_library():
     return lib
 
 
-def status_name(wire_status):
+def status_name(wire_status: int) -> str:
     """Stable name of a server status: "ok", "row_out_of_range", ..."""
     return load_library().engram_status_name(wire_status).decode()
 
 
-def _error(ret, what, res=None, filename=None):
+def _error(ret: int, what: str, res: Optional["_Result"] = None,
+           filename: Optional[str] = None) -> OSError:
     """OSError for a negative errno from libengram, naming the server's status."""
     lib = load_library()
     err = -ret
@@ -181,14 +193,100 @@ def _error(ret, what, res=None, filename=None):
         else:
             msg += " (no server status)"
     e = OSError(err, msg) if filename is None else OSError(err, msg, filename)
-    e.wire_status = wire_status
-    e.status_name = status_name(wire_status)
-    e.bad_index = bad_index
+    e.wire_status = wire_status  # type: ignore[attr-defined]
+    e.status_name = status_name(wire_status)  # type: ignore[attr-defined]
+    e.bad_index = bad_index  # type: ignore[attr-defined]
     return e
 
 
-def _rows_arg(rows):
+def _numpy() -> Any:
+    """numpy when it can be imported, else None: numpy is optional."""
+    try:
+        import numpy
+    except ImportError:
+        return None
+    return numpy
+
+
+def _is_torch(obj: Any) -> bool:
+    return type(obj).__module__.split(".")[0] == "torch" and hasattr(obj, "data_ptr")
+
+
+# torch dtypes whose items can be row indices: ctypes type, numpy dtype.
+_TORCH_INTS = {
+    "torch.uint8": (ctypes.c_uint8, "u1"), "torch.int8": (ctypes.c_int8, "i1"),
+    "torch.int16": (ctypes.c_int16, "i2"), "torch.int32": (ctypes.c_int32, "i4"),
+    "torch.int64": (ctypes.c_int64, "i8"),
+}
+
+
+def _torch_mem(t: Any, what: str) -> Tuple[int, int]:
+    """(address, nbytes) of a CPU tensor's contiguous storage, or TypeError/ValueError."""
+    dev = str(t.device)
+    if dev != "cpu":
+        raise TypeError("%s is a tensor on %s: only CPU tensors (pinned or not) are accepted"
+                        % (what, dev))
+    if not t.is_contiguous():
+        raise ValueError("%s is a non-contiguous tensor" % what)
+    return int(t.data_ptr()), int(t.numel()) * int(t.element_size())
+
+
+def _torch_bytes(t: Any, what: str) -> "ctypes.Array[ctypes.c_char]":
+    """A ctypes char array over a CPU tensor's bytes (the tensor must outlive it)."""
+    addr, nbytes = _torch_mem(t, what)
+    if nbytes == 0:
+        raise ValueError("%s is empty" % what)
+    return (ctypes.c_char * nbytes).from_address(addr)
+
+
+def _rows_torch(t: Any) -> Any:
+    """Row indices in a torch tensor as a ctypes array over its items (no copy)."""
+    kind = _TORCH_INTS.get(str(t.dtype))
+    if kind is None:
+        raise TypeError("row indices must be integers, not %s" % t.dtype)
+    if t.dim() != 1:
+        raise ValueError("row indices must be one-dimensional, not %d-D" % t.dim())
+    addr, nbytes = _torch_mem(t, "row indices")
+    size = ctypes.sizeof(kind[0])
+    if nbytes == 0:
+        raise ValueError("no rows to fetch")
+    return (kind[0] * (nbytes // size)).from_address(addr), kind[1]
+
+
+_INT_FORMATS = set("bBhHiIlLqQnN")
+
+
+def _rows_numpy(np: Any, a: Any) -> Tuple[int, int, Any]:
+    """(address, count, keepalive): one range check and one cast for the whole array."""
+    if a.ndim != 1:
+        raise ValueError("row indices must be one-dimensional, not %d-D" % a.ndim)
+    if a.dtype.kind not in "iu":
+        raise TypeError("row indices must be integers, not %s" % a.dtype)
+    n = int(a.shape[0])
+    if n == 0:
+        raise ValueError("no rows to fetch")
+    if n > 0xFFFFFFFF:
+        raise ValueError("too many rows")
+    if a.dtype.kind == "i" or a.dtype.itemsize > 4:
+        lo, hi = a.min(), a.max()
+        if lo < 0 or hi > 0xFFFFFFFF:
+            pos = int(np.flatnonzero((a < 0) | (a > 0xFFFFFFFF))[0])
+            raise OverflowError("row index %d at position %d is outside 0 .. 2**32 - 1"
+                                % (int(a[pos]), pos))
+    if not (a.dtype == np.uint32 and a.dtype.isnative and a.flags.c_contiguous and
+            a.flags.writeable):
+        a = np.ascontiguousarray(a, dtype=np.uint32)
+    return int(a.ctypes.data), n, a
+
+
+def _rows_arg(rows: Any) -> Tuple[int, int, Any]:
     """(address, count, keepalive) of rows as contiguous native uint32 items."""
+    np = _numpy()
+    if _is_torch(rows):
+        items, dtype = _rows_torch(rows)
+        if np is not None:
+            return _rows_numpy(np, np.frombuffer(items, dtype=dtype))
+        rows = items
     try:
         mv = memoryview(rows)
     except TypeError:
@@ -200,6 +298,13 @@ def _rows_arg(rows):
             keep = (ctypes.c_uint32 * n).from_buffer(mv)
         else:
             keep = (ctypes.c_uint32 * n).from_buffer_copy(mv)
+    elif mv is not None and np is not None:
+        fmt = mv.format.lstrip("@=<>!")
+        mv.release()
+        if fmt not in _INT_FORMATS and fmt not in ("e", "f", "d", "g"):
+            # Not a number numpy would cast: say what it is.
+            raise TypeError("row indices must be integers, not buffer format %r" % fmt)
+        return _rows_numpy(np, np.asarray(rows))
     else:
         if mv is not None:
             mv.release()
@@ -214,8 +319,14 @@ def _rows_arg(rows):
     return ctypes.addressof(keep), n, keep
 
 
-def _span(obj):
+def _exporter(obj: Any) -> Any:
+    """obj, or for a torch tensor a ctypes array over its bytes: something memoryview takes."""
+    return _torch_bytes(obj, "destination") if _is_torch(obj) else obj
+
+
+def _span(obj: Any) -> Tuple[int, int]:
     """(address, nbytes) of a writable C-contiguous buffer, without keeping an export."""
+    obj = _exporter(obj)
     try:
         mv = memoryview(obj)
     except TypeError:
@@ -236,14 +347,23 @@ def _span(obj):
 RESULT_FALLBACK = 1 << 0    # LIBENGRAM_RESULT_FALLBACK
 CHECKS = {"size": 0, "sha256": 1}   # LIBENGRAM_CHECK_*
 
-Result = namedtuple("Result", "ticket rtt_ns fallback remote_error local_ns",
-                    defaults=(False, 0, 0))
-Result.__doc__ = ("A completed fetch: its ticket, the kernel's submit-to-completion time, "
-                  "whether the rows came from the local copy, and then the remote errno "
-                  "(negative) and how long the local read took (ns).")
+class Result(NamedTuple):
+    """A completed fetch.
+
+    ticket: its ticket; rtt_ns: the kernel's submit-to-completion time;
+    fallback: whether the rows came from the local copy, and then
+    remote_error: the remote errno (negative) and local_ns: how long the
+    local read took.
+    """
+
+    ticket: int
+    rtt_ns: int
+    fallback: bool = False
+    remote_error: int = 0
+    local_ns: int = 0
 
 
-def _result(res):
+def _result(res: _Result) -> Result:
     return Result(res.ticket, res.rtt_ns, bool(res.flags & RESULT_FALLBACK), res.remote_error,
                   res.local_ns)
 
@@ -254,7 +374,16 @@ class Table:
     __slots__ = ("handle", "name", "link", "rows", "generation", "row_bytes", "max_rows",
                  "sha256")
 
-    def __init__(self, info):
+    handle: int
+    name: Optional[str]
+    link: int
+    rows: int
+    generation: int
+    row_bytes: int
+    max_rows: int
+    sha256: bytes
+
+    def __init__(self, info: _TableInfo) -> None:
         self.handle = info.handle
         self.name = info.name.decode() or None
         self.link = info.link
@@ -264,18 +393,27 @@ class Table:
         self.max_rows = info.max_rows
         self.sha256 = bytes(info.sha256)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("Table(name=%r, handle=%d, link=%d, rows=%d, generation=%d, max_rows=%d, "
                 "sha256=%s)" % (self.name, self.handle, self.link, self.rows,
                                 self.generation, self.max_rows, self.sha256.hex()))
 
 
 class Buffer:
-    """Memory registered with Engram.register(); holds an export of the object."""
+    """Memory registered with Engram.register(); holds an export of the object.
+
+    For a torch tensor it holds the tensor (torch exports no buffer): the
+    tensor must not be resized while it is registered.
+    """
 
     __slots__ = ("buf_id", "obj", "address", "nbytes", "_cbuf", "_engram")
 
-    def __init__(self, engram, buf_id, obj, cbuf):
+    buf_id: int
+    obj: Any
+    address: int
+    nbytes: int
+
+    def __init__(self, engram: "Engram", buf_id: int, obj: Any, cbuf: Any) -> None:
         self._engram = engram
         self.buf_id = buf_id
         self.obj = obj
@@ -283,18 +421,18 @@ class Buffer:
         self.address = ctypes.addressof(cbuf)
         self.nbytes = ctypes.sizeof(cbuf)
 
-    def unregister(self):
+    def unregister(self) -> None:
         self._engram.unregister(self)
 
-    def _release(self):
+    def _release(self) -> None:
         self._cbuf = None
         self.obj = None
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "Buffer(buf_id=%d, nbytes=%d)" % (self.buf_id, self.nbytes)
 
 
-def _timeout_ns(timeout_ms):
+def _timeout_ns(timeout_ms: Optional[float]) -> int:
     if timeout_ms is None:
         return 0
     if timeout_ms <= 0:
@@ -311,11 +449,12 @@ class Engram:
     copy of each table opened by name; local_check is "size" or "sha256".
     """
 
-    def __init__(self, path=None, required=None, timeout_ms=None, local_dir=None,
-                 local_check=None):
+    def __init__(self, path: Optional[str] = None, required: Optional[bool] = None,
+                 timeout_ms: Optional[int] = None, local_dir: Optional[str] = None,
+                 local_check: Optional[str] = None) -> None:
         lib = load_library()
-        self._e = None
-        self._bufs = {}
+        self._e: Optional[ctypes.c_void_p] = None
+        self._bufs: dict = {}
         e = ctypes.c_void_p()
         ret = lib.engram_open(os.fsencode(path) if path is not None else None,
                               ctypes.byref(e))
@@ -347,11 +486,12 @@ class Engram:
             raise
 
     @staticmethod
-    def _check(ret, what):
+    def _check(ret: int, what: str) -> None:
         if ret:
             raise _error(ret, what)
 
-    def set_local(self, table, path, tensor=None):
+    def set_local(self, table: Union[Table, int], path: str,
+                  tensor: Optional[str] = None) -> None:
         """Give an open table its local copy (a safetensors file), checked once now."""
         handle = table.handle if isinstance(table, Table) else int(table)
         ret = self._lib.engram_table_set_local(self._ctx(), handle, os.fsencode(path),
@@ -359,12 +499,12 @@ class Engram:
         if ret:
             raise _error(ret, "set_local %s" % path, filename=path)
 
-    def _ctx(self):
+    def _ctx(self) -> ctypes.c_void_p:
         if self._e is None:
             raise ValueError("Engram is closed")
         return self._e
 
-    def close(self):
+    def close(self) -> None:
         """Close the device: the kernel unpins every buffer, then they are let go."""
         if self._e is not None:
             self._lib.engram_close(self._e)
@@ -373,23 +513,24 @@ class Engram:
                 b._release()
             self._bufs.clear()
 
-    def __enter__(self):
+    def __enter__(self) -> "Engram":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def __del__(self):
+    def __del__(self) -> None:
         try:
             self.close()
         except Exception:
             pass
 
-    def fileno(self):
+    def fileno(self) -> int:
         """The descriptor, for select/poll: readable when a submitted fetch completed."""
         return self._lib.engram_fd(self._ctx())
 
-    def open_table(self, name=None, sha256=None, link=0):
+    def open_table(self, name: Optional[str] = None,
+                   sha256: Union[bytes, str, None] = None, link: int = 0) -> Table:
         """Open a table by name and/or SHA-256 (32 bytes or 64 hex digits); returns a Table."""
         if name is None and sha256 is None:
             raise ValueError("open_table needs name or sha256")
@@ -407,11 +548,16 @@ class Engram:
             raise _error(ret, what)
         return Table(info)
 
-    def register(self, obj):
-        """Pin a writable buffer-protocol object as a fetch destination; returns a Buffer."""
+    def register(self, obj: Any) -> Buffer:
+        """Pin a writable buffer-protocol object or CPU tensor as a fetch destination.
+
+        Returns a Buffer; the object (numpy array, bytearray, mmap, torch
+        tensor, ...) stays pinned until unregister() or close().
+        """
         ctx = self._ctx()
-        addr, nbytes = _span(obj)
-        cbuf = (ctypes.c_char * nbytes).from_buffer(obj)   # the export held while registered
+        exp = _exporter(obj)
+        addr, nbytes = _span(exp)
+        cbuf = (ctypes.c_char * nbytes).from_buffer(exp)   # the export held while registered
         buf_id = ctypes.c_uint32()
         ret = self._lib.engram_buf_register(ctx, ctypes.c_void_p(addr), nbytes,
                                             ctypes.byref(buf_id))
@@ -422,7 +568,7 @@ class Engram:
         self._bufs[b.buf_id] = b
         return b
 
-    def unregister(self, buf):
+    def unregister(self, buf: Any) -> None:
         """Unpin a Buffer (or the object registered); the object may then be resized or freed."""
         if isinstance(buf, Buffer):
             b = buf
@@ -440,7 +586,7 @@ class Engram:
         del self._bufs[b.buf_id]
         b._release()
 
-    def _find(self, out):
+    def _find(self, out: Any) -> Tuple[Buffer, int, int]:
         """(Buffer, byte offset of out in it, nbytes of out) for a registered object or view."""
         if isinstance(out, Buffer):
             if self._bufs.get(out.buf_id) is not out:
@@ -452,7 +598,8 @@ class Engram:
                 return b, addr - b.address, nbytes
         raise ValueError("destination is not inside a registered buffer")
 
-    def _dest(self, rows, out, offset, stride):
+    def _dest(self, rows: Any, out: Any, offset: int,
+              stride: int) -> Tuple[int, int, Any, Buffer, int]:
         if stride < ROW_BYTES:
             raise ValueError("stride must be at least %d" % ROW_BYTES)
         if offset < 0:
@@ -465,12 +612,15 @@ class Engram:
                              "need %d" % (nbytes, n, stride, offset, need))
         return raddr, n, keep, b, base + offset
 
-    def fetch(self, table, rows, out, offset=0, stride=ROW_BYTES, timeout_ms=None,
-              busy_poll=False):
+    def fetch(self, table: Union[Table, int], rows: Any, out: Any, offset: int = 0,
+              stride: int = ROW_BYTES, timeout_ms: Optional[float] = None,
+              busy_poll: bool = False) -> Result:
         """Fetch rows[i] into out at offset + i * stride and wait; returns a Result.
 
-        table: a Table or its handle.  out: a registered object, a view inside
-        one, or a Buffer.  timeout_ms: None for the module's timeout_ms.
+        table: a Table or its handle.  rows: integers of any dtype (a list, a
+        range, a numpy array, a CPU tensor).  out: a registered object, a
+        view inside one, or a Buffer.  timeout_ms: None for the module's
+        timeout_ms.
         """
         raddr, n, keep, b, off = self._dest(rows, out, offset, stride)
         res = _Result()
@@ -483,7 +633,8 @@ class Engram:
             raise _error(ret, "fetch of %d rows" % n, res)
         return _result(res)
 
-    def submit(self, table, rows, out, offset=0, stride=ROW_BYTES, timeout_ms=None):
+    def submit(self, table: Union[Table, int], rows: Any, out: Any, offset: int = 0,
+               stride: int = ROW_BYTES, timeout_ms: Optional[float] = None) -> int:
         """Send a fetch without waiting; returns its ticket for wait().
 
         out must not be read until wait() reports the ticket.
@@ -498,13 +649,48 @@ class Engram:
             raise _error(ret, "submit of %d rows" % n, res)
         return ret
 
-    def wait(self, ticket=0, timeout_ms=None, busy_poll=False):
+    def wait(self, ticket: int = 0, timeout_ms: Optional[float] = None,
+             busy_poll: bool = False) -> Result:
         """Wait for a submitted fetch (ticket 0: any); returns a Result, raises on failure."""
         res = _Result()
         ret = self._lib.engram_wait(self._ctx(), ticket, _timeout_ns(timeout_ms),
                                     BUSY_POLL if busy_poll else 0, ctypes.byref(res))
         if ret:
             e = _error(ret, "fetch %d" % res.ticket if res.ticket else "wait", res)
-            e.ticket = res.ticket
+            e.ticket = res.ticket  # type: ignore[attr-defined]
             raise e
+        return _result(res)
+
+    def fetch_ranges(self, table: Union[Table, int], rows: Any, outs: Sequence[Any],
+                     stride: int = ROW_BYTES, timeout_ms: Optional[float] = None,
+                     busy_poll: bool = False) -> Result:
+        """Fetch rows into a list of destinations and wait; returns a Result.
+
+        Row i lands at byte i * stride of the concatenation of outs, each a
+        registered object, a view inside one, or a Buffer (up to the link's
+        limit of ranges, 16 at most); no row may straddle two of them.
+        """
+        if stride < ROW_BYTES:
+            raise ValueError("stride must be at least %d" % ROW_BYTES)
+        if not outs:
+            raise ValueError("no destination ranges")
+        raddr, n, keep = _rows_arg(rows)
+        ranges = (_Range * len(outs))()
+        total = 0
+        for i, out in enumerate(outs):
+            b, off, nbytes = self._find(out)
+            ranges[i].buf_id, ranges[i].offset, ranges[i].length = b.buf_id, off, nbytes
+            total += nbytes
+        need = (n - 1) * stride + ROW_BYTES
+        if need > total:
+            raise ValueError("destinations hold %d bytes, %d rows at stride %d need %d"
+                             % (total, n, stride, need))
+        res = _Result()
+        handle = table.handle if isinstance(table, Table) else int(table)
+        ret = self._lib.engram_fetch_ranges(self._ctx(), handle, raddr, n, ranges, len(outs),
+                                            stride, _timeout_ns(timeout_ms),
+                                            BUSY_POLL if busy_poll else 0, ctypes.byref(res))
+        del keep
+        if ret:
+            raise _error(ret, "fetch of %d rows into %d ranges" % (n, len(outs)), res)
         return _result(res)
