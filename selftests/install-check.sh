@@ -23,6 +23,7 @@ kdir=${KDIR:-$(selftests/vm/kernels.sh kdir "${KVER:-6.1}")}
 krel=$(make -s krel KDIR="$kdir")
 uts=$(sed -n 's/^#define UTS_RELEASE "\(.*\)"/\1/p' "$kdir/include/generated/utsrelease.h")
 check "modules install for the release the kernel reports ($uts)" test -n "$krel" -a "$krel" = "$uts"
+group_before=$(getent group engram)
 if ! make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >"$dest.log" 2>&1; then
 	sed 's/^/# /' "$dest.log"
 	check "make install DESTDIR=... PREFIX=/usr succeeds" false
@@ -36,6 +37,16 @@ check "depmod ran for the installed module" \
 check "engramctl installed in PREFIX/sbin" test -x "$dest/usr/sbin/engramctl"
 check "man page installed" test -f "$dest/usr/share/man/man8/engramctl.8"
 check "modprobe.d example installed" test -f "$dest/etc/modprobe.d/engram_rdma.conf"
+check "the udev rule installed where packages put them (PREFIX=/usr)" \
+	grep -q 'GROUP="engram", MODE="0660"' "$dest/usr/lib/udev/rules.d/60-engram-rdma.rules"
+check "the memlock snippet installed in limits.d" \
+	grep -q '^@engram.*memlock' "$dest/etc/security/limits.d/engram-rdma.conf"
+rm -f "$dest/etc/modprobe.d/engram_rdma.conf"
+make -s -C tools install DESTDIR="$dest" PREFIX=/usr >/dev/null 2>&1
+check "the tools' install alone installs the modprobe.d example too" \
+	test -f "$dest/etc/modprobe.d/engram_rdma.conf"
+check "an install into DESTDIR adds no group to the machine" \
+	test "$(getent group engram)" = "$group_before"
 py=$dest/usr/lib/python3/dist-packages/engram_rdma
 check "the Python package installed where Debian's python3 looks (PREFIX=/usr)" \
 	test -f "$py/__init__.py" -a -f "$py/py.typed"
