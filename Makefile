@@ -20,7 +20,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 		$(KDIR)/include/generated/utsrelease.h 2>/dev/null)
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
-	install-module install-tools dkms-check clean debug-kernel check-debug check-quick fuzz \
+	install-module install-tools uninstall uninstall-module uninstall-tools dkms-check clean debug-kernel check-debug check-quick fuzz \
 	soak matrix check-kernels
 
 all: module tools
@@ -134,6 +134,16 @@ install-module: module
 
 install-tools: tools
 	$(MAKE) -C tools install DESTDIR=$(DESTDIR) PREFIX=$(PREFIX)
+
+# What install put, but the admin's files under /etc.
+uninstall: uninstall-module uninstall-tools
+
+uninstall-module:
+	rm -f $(DESTDIR)/lib/modules/$(KREL)/updates/engram_rdma.ko
+	depmod $(if $(DESTDIR),-b $(DESTDIR)) $(KREL)
+
+uninstall-tools:
+	$(MAKE) -C tools uninstall DESTDIR=$(DESTDIR) PREFIX=$(PREFIX)
 
 dkms-check:
 	selftests/dkms-check.sh

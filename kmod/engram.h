@@ -119,6 +119,10 @@ struct engram_load_args {
 	const u8 *sha256;		/* may be NULL: no expected digest */
 };
 
+/* A histogram's snapshot: the buckets, then the sum of the times in ns. */
+#define ENGRAM_LAT_SLOTS	(ENGRAM_LAT_BUCKETS + 1)
+#define ENGRAM_LAT_SUM		ENGRAM_LAT_BUCKETS
+
 /*
  * A consistent copy of one table's state, taken under the table's lock so
  * that netlink can format it without holding any lock.
@@ -142,7 +146,7 @@ struct engram_table_info {
 	int error;
 	char errmsg[ENGRAM_ERRMSG_MAX];
 	u64 stats[__ENGRAM_STAT_MAX];
-	u64 lat[ENGRAM_LAT_BUCKETS];
+	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
 int engram_table_init(void);
@@ -188,6 +192,7 @@ int engram_table_serve_get(const u8 *digest, u64 generation,
 			   struct engram_table **tp);
 void engram_table_serve_put(struct engram_table *t);
 u64 engram_table_rows(const struct engram_table *t);
+const char *engram_table_name(const struct engram_table *t);
 void engram_table_row_src(const struct engram_table *t, u32 row,
 			  struct engram_row_src *src);
 const dma_addr_t *engram_table_dma(struct engram_table *t, struct ib_device *dev);
@@ -221,6 +226,7 @@ void engram_dma_unmap_device(struct ib_device *dev);
 /* Latency histograms (stats.c). */
 struct engram_hist {
 	atomic64_t b[ENGRAM_LAT_BUCKETS];
+	atomic64_t sum_ns;		/* of every time counted, for a mean */
 };
 
 void engram_stats_hist_add(struct engram_hist *h, u64 ns);
@@ -295,7 +301,7 @@ struct engram_link_info {
 	bool have_heartbeat;		/* heartbeat_us is known */
 	u32 heartbeat_us;		/* last heartbeat round trip */
 	u64 stats[__ENGRAM_STAT_MAX];
-	u64 lat[ENGRAM_LAT_BUCKETS];
+	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
 int engram_link_admin_init(void);

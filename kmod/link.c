@@ -24,6 +24,7 @@
 #include "compat.h"
 #include "inject.h"
 #include "link.h"
+#include "trace.h"
 
 /* How long a closing fd waits for a fetch before it breaks the connection. */
 #define ENGRAM_LINK_CLOSE_WAIT_MS	2000
@@ -60,8 +61,10 @@ static void engram_link_set_state(struct engram_link *l, u8 state, int error)
 	unsigned long flags;
 
 	spin_lock_irqsave(&l->lock, flags);
-	if (l->state != state)
+	if (l->state != state) {
+		trace_engram_link_state(l->id, l->state, state, error);
 		l->since = ktime_get();
+	}
 	l->state = state;
 	if (error)
 		l->error = -error;
@@ -299,6 +302,7 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 	}
 	f->slot = -1;
 	f->rtt_ns = ktime_to_ns(ktime_sub(ktime_get(), f->start));
+	trace_engram_fetch_done(l->id, f->ticket, f->nr_rows, f->error, f->rtt_ns);
 	if (!f->error) {
 		engram_count(&l->stats, ENGRAM_STAT_FETCHES);
 		engram_count_add(&l->stats, ENGRAM_STAT_FETCH_ROWS, f->nr_rows);
@@ -572,6 +576,7 @@ int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len)
 		engram_wire_catalog_get(&cat, i, &l->catalog[i]);
 	l->nr_catalog = cat.nr_entries;
 	if (l->state == ENGRAM_LINK_CONNECTING && l->live) {
+		trace_engram_link_state(l->id, l->state, ENGRAM_LINK_UP, 0);
 		l->state = ENGRAM_LINK_UP;
 		l->since = ktime_get();
 		l->backoff_ms = 0;
@@ -844,6 +849,8 @@ static bool engram_link_expire_locked(struct engram_link *l, struct engram_fetch
 	if (f->finished || f->error || engram_link_answered(l, f))
 		return false;
 	f->error = -ETIMEDOUT;
+	trace_engram_fetch_timeout(l->id, f->ticket, f->nr_rows,
+				   ktime_to_ns(ktime_sub(ktime_get(), f->deadline)));
 	engram_count(&l->stats, ENGRAM_STAT_FETCH_TIMEOUTS);
 	engram_count(&engram_global_stats, ENGRAM_STAT_FETCH_TIMEOUTS);
 	return true;
@@ -935,6 +942,8 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	if (!ret) {
 		f->ticket = ++l->next_ticket;
 		f->conn_gen = l->conn_gen;
+		trace_engram_fetch_submit(l->id, f->ticket, f->nr_rows,
+					  ktime_to_ns(ktime_sub(f->deadline, f->start)));
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (!ret) {

@@ -39,7 +39,7 @@ struct engram_link_table {
 	struct engram_hist lat;
 	/* What the last log line covered; only the log worker touches these. */
 	u64 logged[__ENGRAM_STAT_MAX];
-	u64 logged_lat[ENGRAM_LAT_BUCKETS];
+	u64 logged_lat[ENGRAM_LAT_SLOTS];
 };
 
 static LIST_HEAD(engram_link_tables);
@@ -276,7 +276,7 @@ void engram_link_table_log(void)
 	struct engram_link_table *lt;
 	u64 *cur;
 
-	cur = kmalloc_array(__ENGRAM_STAT_MAX + ENGRAM_LAT_BUCKETS, sizeof(*cur), GFP_KERNEL);
+	cur = kmalloc_array(__ENGRAM_STAT_MAX + ENGRAM_LAT_SLOTS, sizeof(*cur), GFP_KERNEL);
 	if (!cur)
 		return;
 	mutex_lock(&engram_lt_mutex);

@@ -17,7 +17,7 @@ struct engram_link_table_info {
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
 	u64 stats[__ENGRAM_STAT_MAX];
-	u64 lat[ENGRAM_LAT_BUCKETS];
+	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
 struct engram_link_table *engram_link_table_get(struct engram_link *l, const char *name,

@@ -36,7 +36,8 @@ static int engram_netlink_put_stats(struct sk_buff *skb, const u64 *vals, const 
 
 /*
  * Bucket i of the histogram is attribute i (1-based); attribute type 0 pads
- * the u64s where the architecture needs it, as no bucket can be 0.
+ * the u64s where the architecture needs it, as no bucket can be 0.  The
+ * sum of the times goes beside the nest, which keeps only buckets.
  */
 static int engram_netlink_put_latency(struct sk_buff *skb, const u64 *lat)
 {
@@ -52,7 +53,7 @@ static int engram_netlink_put_latency(struct sk_buff *skb, const u64 *lat)
 		}
 	}
 	nla_nest_end(skb, nest);
-	return 0;
+	return nla_put_u64_64bit(skb, ENGRAM_A_LATENCY_SUM_NS, lat[ENGRAM_LAT_SUM], ENGRAM_A_PAD);
 }
 
 /* Fetches per queue: attribute i for queue i - 1, up to the last one used. */

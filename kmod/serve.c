@@ -25,6 +25,7 @@
 #include <linux/timekeeping.h>
 
 #include "serve.h"
+#include "trace.h"
 #include "wire.h"
 
 static bool engram_serve_stop_flag;
@@ -156,13 +157,17 @@ int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **
 
 	*tp = NULL;
 	*bad = 0;
-	if (engram_serve_stopping())
-		return ENGRAM_WIRE_SHUTTING_DOWN;
-	st = engram_table_serve_get(req->digest, req->generation, &t);
-	if (st)
-		return st;
-	*tp = t;
-	return engram_wire_req_check_rows(req, engram_table_rows(t), bad);
+	if (engram_serve_stopping()) {
+		st = ENGRAM_WIRE_SHUTTING_DOWN;
+	} else {
+		st = engram_table_serve_get(req->digest, req->generation, &t);
+		if (!st) {
+			*tp = t;
+			st = engram_wire_req_check_rows(req, engram_table_rows(t), bad);
+		}
+	}
+	trace_engram_serve_request(req->ticket, req->generation, req->nr_rows, st);
+	return st;
 }
 
 /**
@@ -226,6 +231,7 @@ void engram_serve_cpu_spent(bool tcp, u32 nr_rows, u64 cpu0)
  */
 void engram_serve_refused(struct engram_table *t, int status)
 {
+	trace_engram_serve_refuse(t ? engram_table_name(t) : "", status);
 	if (t) {
 		engram_stats_count_refusal(engram_table_counters(t), status);
 		engram_table_serve_put(t);

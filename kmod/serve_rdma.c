@@ -927,7 +927,7 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 	}
 	pr_info_ratelimited("connection from %pISpc: frame refused, %s: %s\n",
 			    &conn->peer, engram_wire_status_name(st), why);
-	engram_stats_count_refusal(&engram_global_stats, st);
+	engram_serve_refused(NULL, st);
 	engram_serve_rdma_refuse(conn, c, &rx, h.ticket, st, 0, NULL);
 out:
 	/* Whatever happened, the buffer goes back (a no-op when closing). */

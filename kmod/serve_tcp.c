@@ -572,7 +572,7 @@ static int engram_serve_tcp_hello(struct engram_tcp_conn *conn)
 		st = engram_wire_hdr_check(conn->hello, ENGRAM_WIRE_HDR_BYTES, NULL, true,
 					   true, &h, why, sizeof(why));
 		if (st) {
-			engram_stats_count_refusal(&engram_global_stats, st);
+			engram_serve_refused(NULL, st);
 			return engram_serve_tcp_reject(conn, -EPROTO, why);
 		}
 		ret = engram_serve_tcp_recv(conn, &f, conn->hello + ENGRAM_WIRE_HDR_BYTES,
@@ -681,7 +681,7 @@ static void engram_serve_tcp_serve(struct engram_tcp_conn *conn)
 		if (st) {
 			pr_info_ratelimited("tcp connection from %pISpc: frame refused, %s: %s; closing\n",
 					    &conn->peer, engram_wire_status_name(st), why);
-			engram_stats_count_refusal(&engram_global_stats, st);
+			engram_serve_refused(NULL, st);
 			mutex_lock(&conn->send_mutex);
 			engram_serve_tcp_send_refusal(conn, h.ticket, st, 0);
 			mutex_unlock(&conn->send_mutex);

@@ -36,7 +36,7 @@ struct engram_statlog_prev {
 	char name[ENGRAM_NAME_MAX];
 	u64 generation;
 	u64 stats[__ENGRAM_STAT_MAX];
-	u64 lat[ENGRAM_LAT_BUCKETS];
+	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
 /* Only the worker touches these. */

@@ -194,12 +194,16 @@ void engram_stats_hist_add(struct engram_hist *h, u64 ns)
 	if (b >= ENGRAM_LAT_BUCKETS)
 		b = ENGRAM_LAT_BUCKETS - 1;
 	atomic64_inc(&h->b[b]);
+	atomic64_add(ns, &h->sum_ns);
 }
 
 /**
  * engram_stats_hist_snapshot() - read a histogram
  * @h: the histogram
- * @out: ENGRAM_LAT_BUCKETS values
+ * @out: ENGRAM_LAT_SLOTS values: the buckets, then at ENGRAM_LAT_SUM the
+ *	sum of the times counted, in ns (read apart from the buckets: a
+ *	snapshot taken while times are added may pair a bucket with a sum
+ *	that is one time ahead or behind)
  */
 void engram_stats_hist_snapshot(const struct engram_hist *h, u64 *out)
 {
@@ -207,6 +211,7 @@ void engram_stats_hist_snapshot(const struct engram_hist *h, u64 *out)
 
 	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
 		out[i] = atomic64_read(&h->b[i]);
+	out[ENGRAM_LAT_SUM] = atomic64_read(&h->sum_ns);
 }
 
 /*

@@ -868,6 +868,17 @@ u64 engram_table_rows(const struct engram_table *t)
 	return t->rows;
 }
 
+/**
+ * engram_table_name() - name of a table
+ * @t: a held table
+ *
+ * Return: its name, valid while @t is held.
+ */
+const char *engram_table_name(const struct engram_table *t)
+{
+	return t->name;
+}
+
 /* Split [off, off + len) of the file into pieces that do not cross a page. */
 static void engram_table_row_src_add(struct engram_row_src *src, u64 off, u32 len)
 {

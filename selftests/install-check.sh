@@ -47,6 +47,26 @@ check "the tools' install alone installs the modprobe.d example too" \
 	test -f "$dest/etc/modprobe.d/engram_rdma.conf"
 check "an install into DESTDIR adds no group to the machine" \
 	test "$(getent group engram)" = "$group_before"
+unit=$dest/usr/lib/systemd/system/engram-rdma-tables.service
+check "engram-rdma-tables.service installed, naming the installed engramctl" \
+	grep -q '^ExecStart=/usr/sbin/engramctl table sync --config /etc/engram-rdma/tables.conf$' "$unit"
+check "bash completion installed where bash-completion loads it" \
+	test -f "$dest/usr/share/bash-completion/completions/engramctl"
+check "its man page and the tables.conf example installed" \
+	test -f "$dest/usr/share/man/man5/engram-rdma-tables.conf.5" -a \
+	-f "$dest/etc/engram-rdma/tables.conf.example"
+if command -v systemd-analyze >/dev/null; then
+	# With engramctl where this machine has it (not installed here).
+	mkdir -p "$dest/verify"
+	sed "s|/usr/sbin/engramctl|$root/tools/engramctl/engramctl|" "$unit" \
+		>"$dest/verify/engram-rdma-tables.service"
+	out=$(systemd-analyze verify --man=no "$dest/verify/engram-rdma-tables.service" 2>&1)
+	check "systemd-analyze verify finds nothing wrong with the unit${out:+ ($out)}" test -z "$out"
+fi
+check "the example file parses: engramctl sync --dry-run reads it before anything else" \
+	sh -c 'out=$(tools/engramctl/engramctl table sync --dry-run --config "$1" 2>&1);
+		case "$out" in *"module not loaded"*) exit 0;; esac
+		echo "# $out"; exit 1' _ "$dest/etc/engram-rdma/tables.conf.example"
 py=$dest/usr/lib/python3/dist-packages/engram_rdma
 check "the Python package installed where Debian's python3 looks (PREFIX=/usr)" \
 	test -f "$py/__init__.py" -a -f "$py/py.typed"
@@ -59,6 +79,14 @@ echo "options engram_rdma listen=rdma://192.0.2.10:18515" >"$dest/etc/modprobe.d
 make -s install KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >/dev/null 2>&1
 check "a second install keeps the admin's modprobe.d file" \
 	grep -q "^options engram_rdma listen=rdma://192.0.2.10:18515$" "$dest/etc/modprobe.d/engram_rdma.conf"
+make -s uninstall KDIR="$kdir" DESTDIR="$dest" PREFIX=/usr >"$dest.log" 2>&1
+check "make uninstall succeeds" test $? -eq 0
+left=$(cd "$dest" && find . -type f ! -path './etc/*' ! -path './verify/*' \
+	! -name 'modules.*' | sort | tr '\n' ' ')
+check "and leaves nothing but the admin's /etc and depmod's indexes${left:+ ($left)}" \
+	test -z "$left"
+check "the admin's files under /etc stay" \
+	test -f "$dest/etc/modprobe.d/engram_rdma.conf" -a -f "$dest/etc/security/limits.d/engram-rdma.conf"
 rm -f "$dest.log"
 echo "1..$n"
 [ $failed -eq 0 ]

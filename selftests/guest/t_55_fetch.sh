@@ -182,6 +182,41 @@ with er.Engram() as e:
     else:
         print("# torch not installed: its cases not run")
 PY
+# The same counters in Prometheus' text format, read by prometheus_client.
+check "stats --prometheus parses, and agrees with -j (lookups, fetches, histogram count and sum)" \
+	/usr/bin/python3 - "$ENGRAMCTL" <<'PY'
+import json, subprocess, sys
+from prometheus_client.parser import text_string_to_metric_families
+ctl = sys.argv[1]
+text = subprocess.run([ctl, "stats", "--prometheus"], check=True, capture_output=True,
+                      text=True).stdout
+j = json.loads(subprocess.run([ctl, "-j", "stats"], check=True, capture_output=True,
+                              text=True).stdout)
+fams = {f.name: f for f in text_string_to_metric_families(text)}
+def val(fam, name, **labels):
+    for s in fams[fam].samples:
+        if s.name == name and s.labels == labels:
+            return s.value
+    raise KeyError((name, labels))
+t = next(t for t in j["tables"] if t["name"] == "fetch")
+l = next(l for l in j["links"] if l.get("fetches"))
+want = [
+    (val("engram_rdma_table_lookups", "engram_rdma_table_lookups_total", table="fetch"),
+     t["lookups"]),
+    (val("engram_rdma_link_fetches", "engram_rdma_link_fetches_total", link=str(l["id"])),
+     l["fetches"]),
+    (val("engram_rdma_link_latency_seconds", "engram_rdma_link_latency_seconds_count",
+         link=str(l["id"])), l["latency"]["count"]),
+    (val("engram_rdma_link_latency_seconds", "engram_rdma_link_latency_seconds_sum",
+         link=str(l["id"])) * 1e9, l["latency"]["sum_ns"]),
+    (val("engram_rdma_link_up", "engram_rdma_link_up", link=str(l["id"])), 1),
+]
+print("# lookups %d, fetches %d, fetch time %.3f s in all" % (t["lookups"], l["fetches"],
+                                                             l["latency"]["sum_ns"] / 1e9))
+bad = [(a, b) for a, b in want if abs(a - b) > max(1, abs(b) * 1e-9)]
+# Counters moved between the two reads only if something fetched: nothing does here.
+sys.exit(1 if bad or not l["latency"]["sum_ns"] or not t["lookups"] else 0)
+PY
 check "the Python example runs and its rows are exact" \
 	/usr/bin/python3 "$TOP/tools/python/example.py" --table fetch --file "$F" \
 	--weight-offset "$WOFF" --scale-offset "$SOFF" --count 2000

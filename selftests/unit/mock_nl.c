@@ -90,6 +90,11 @@ static struct mock_table *mock_find(const char *name)
 	return NULL;
 }
 
+struct mock_table *mock_find_table(const char *name)
+{
+	return mock_find(name);
+}
+
 int mock_find_name_ok(const char *name)
 {
 	return !!mock_find(name);
@@ -190,6 +195,7 @@ static int reply_stats(const char *name, uint64_t gen, uint64_t base, enl_reply_
 	if (!name) {
 		nla_put_u64(r, ENGRAM_STAT_TABLES, 2);
 		nla_put_u64(r, ENGRAM_STAT_LOADS_STARTED, 3);
+		nla_put_u64(r, ENGRAM_STAT_LOAD_NS, 1500000007);
 	}
 	nla_put_u64(r, ENGRAM_STAT_LOOKUPS, base + 10);
 	nla_put_u64(r, ENGRAM_STAT_BYTES, (base + 10) * 264);
@@ -209,6 +215,7 @@ static int reply_stats(const char *name, uint64_t gen, uint64_t base, enl_reply_
 		nla_put_u64(r, ENGRAM_LAT_BUCKETS, 1);
 		nla_put_u64(r, ENGRAM_LAT_BUCKETS + 1, 99);	/* newer kernel */
 		nla_nest_end(r, nest);
+		nla_put_u64(r, ENGRAM_A_LATENCY_SUM_NS, 8400123456ULL);
 	}
 	ret = cb(r, arg);
 	nlmsg_free(r);
@@ -229,6 +236,7 @@ static void put_link_stats(struct nl_msg *r, const struct mock_link *k)
 	for (i = 0; i < ENGRAM_LAT_BUCKETS; i++)
 		nla_put_u64(r, i + 1, k->lat[i]);
 	nla_nest_end(r, nest);
+	nla_put_u64(r, ENGRAM_A_LATENCY_SUM_NS, 1000000);
 }
 
 /* A link as LINK_GET reports it (@full) or as STATS_GET does. */
@@ -508,6 +516,9 @@ static int do_load(struct enl *nl, struct nlattr **tb, enl_reply_cb cb, void *ar
 	}
 	t = mock_add(nla_get_string(tb[ENGRAM_A_TABLE_NAME]), ENGRAM_TABLE_LOADING, mock.rows);
 	snprintf(t->path, sizeof(t->path), "%s", mock.path);
+	/* A load with a digest ends only if the file has it: the table then does. */
+	if (mock.has_sha)
+		memcpy(t->sha256, nla_data(tb[ENGRAM_A_TABLE_SHA256]), ENGRAM_SHA256_LEN);
 	t->woff = mock.woff;
 	t->soff = mock.soff;
 	t->file_bytes = sb.st_size;

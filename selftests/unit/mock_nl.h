@@ -75,6 +75,7 @@ extern struct mock mock;
 void mock_reset(void);
 struct mock_table *mock_add(const char *name, uint8_t state, uint64_t rows);
 int mock_find_name_ok(const char *name);
+struct mock_table *mock_find_table(const char *name);
 struct mock_listen *mock_add_listen(const char *url, uint8_t state);
 struct mock_link *mock_add_link(const char *url, uint8_t state);
 

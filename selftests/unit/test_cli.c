@@ -110,6 +110,7 @@ static int make_file(void)
 
 static void test_load(void)
 {
+	char line[64];
 	json_t *j;
 	int rc;
 
@@ -124,7 +125,8 @@ static void test_load(void)
 	tap_ok(mock.fd_ok, "load: fd is O_RDONLY|O_CLOEXEC on the file");
 	tap_ok(!strcmp(mock.path, real), "load: path is the realpath");
 	tap_contains(out, "b: loaded, generation 1, 3 rows, ", "load: summary line");
-	tap_contains(out, "  sha256 5a5a5a5a", "load: digest line");
+	snprintf(line, sizeof(line), "  sha256 %.16s", sha_hex);
+	tap_contains(out, line, "load: digest line");
 	tap_ok(!err[0], "load --no-progress: nothing on stderr");
 
 	mock_reset();
@@ -198,6 +200,124 @@ static void test_load_errors(void)
 	rc = run("load", "--tensor", "a", NULL);
 	tap_ok(rc == 2, "load without FILE: usage error");
 	tap_contains(err, "FILE missing", "  ...says FILE missing");
+}
+
+/* Writes @text to a fresh file named in @path (PATH_MAX bytes). */
+static int write_conf(char *path, const char *text)
+{
+	const char *dir = getenv("TMPDIR");
+	FILE *f;
+	int fd;
+
+	snprintf(path, PATH_MAX, "%s/engram-conf-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	if (fd < 0)
+		return -1;
+	f = fdopen(fd, "w");
+	if (!f || fputs(text, f) < 0 || fclose(f))
+		return -1;
+	return 0;
+}
+
+static void test_sync(void)
+{
+	char conf[PATH_MAX], conf2[PATH_MAX], bad[PATH_MAX], text[12288];
+	struct mock_table *t;
+	json_t *j;
+	int rc;
+
+	snprintf(text, sizeof(text),
+		 "# tables of this host\n\n"
+		 "t1  %s  a  -   # trailing comment\n"
+		 "t2\t%s\tb\t%s\r\n", real, real, sha_hex);
+	if (!tap_ok(write_conf(conf, text) == 0, "sync: config written"))
+		return;
+	mock_reset();
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 0 && mock_find_name_ok("t1") && mock_find_name_ok("t2"),
+	       "sync: both listed tables loaded, exit 0") || (show_output(), 0);
+	tap_ok(!strncmp(mock.log, "DUMP LOAD ", 10), "sync: the tables dumped first, then loaded");
+	tap_contains(out, "t1: loaded\nt2: loaded\n", "sync: one line per table");
+	tap_ok(mock.has_sha && mock.soff == plan.scale_offset[1], "sync: t2 sent its digest and b's geometry");
+
+	mock.log[0] = '\0';
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "DUMP "), "sync again: nothing but the dump sent");
+	tap_contains(out, "t1: unchanged\nt2: unchanged\n", "sync again: both unchanged");
+
+	mock_add("x", ENGRAM_TABLE_READY, 10);
+	t = mock_find_table("t2");
+	t->state = ENGRAM_TABLE_FAILED;
+	mock.log[0] = '\0';
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 0 && mock_find_name_ok("x"), "sync: an unlisted table stays without --prune");
+	tap_contains(out, "t2: replaced (it failed)", "sync: a failed table is loaded again");
+	tap_ok(strstr(mock.log, "UNLOAD LOAD ") != NULL, "  ...unloaded, then loaded");
+
+	mock.log[0] = '\0';
+	rc = run("table", "sync", "--config", conf, "--prune", "--dry-run", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "DUMP ") && mock_find_name_ok("x"),
+	       "sync --dry-run: nothing changed");
+	tap_contains(out, "x: to unload (not listed)", "  ...but says what --prune would unload");
+	mock.log[0] = '\0';
+	rc = run("table", "sync", "--config", conf, "--prune", NULL);
+	tap_ok(rc == 0 && !mock_find_name_ok("x") && !strncmp(mock.log, "DUMP UNLOAD ", 12),
+	       "sync --prune: the unlisted table unloaded, before anything else");
+	tap_contains(out, "x: unloaded (not listed)", "  ...and said so");
+
+	snprintf(text, sizeof(text), "t1 %s b -\nt2 %s b %064d\n", real, real, 0);
+	write_conf(conf2, text);
+	rc = run("table", "sync", "--config", conf2, "--no-progress", NULL);
+	tap_contains(out, "t1: replaced (another tensor or geometry)",
+		     "sync: another tensor is a reload");
+	tap_contains(out, "t2: replaced (another SHA-256)", "sync: another digest is a reload");
+
+	mock.log[0] = '\0';
+	rc = run("-j", "table", "sync", "--config", conf2, NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_is_array(j) && json_array_size(j) == 2 &&
+	       !strcmp(json_string_value(json_object_get(json_array_get(j, 1), "action")),
+		       "unchanged"), "sync -j: an array of {name, action}");
+	json_decref(j);
+
+	snprintf(text, sizeof(text), "t1 %s a -\nt1 %s b -\n", real, real);
+	write_conf(bad, text);
+	mock.log[0] = '\0';
+	rc = run("table", "sync", "--config", bad, NULL);
+	tap_ok(rc == 1 && !mock.log[0], "sync: a malformed file is refused before anything is sent");
+	tap_contains(err, ":2: table 't1' is listed already on line 1", "  ...naming its line");
+	unlink(bad);
+	rc = run("table", "sync", "--config", "/nonexistent/tables.conf", NULL);
+	tap_ok(rc == 1, "sync: a missing file: exit 1");
+	tap_contains(err, "/nonexistent/tables.conf: No such file or directory", "  ...says so");
+	rc = run("table", "sync", "--config", conf, "extra", NULL);
+	tap_ok(rc == 2, "sync: an extra argument is a usage error");
+
+	mock_reset();
+	mock.fail_load = 1;
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 1, "sync: failed loads: exit 1");
+	tap_contains(out, "t1: failed\nt2: failed\n", "  ...every table tried, each reported");
+
+	mock_reset();
+	mock.interrupt_at_get = 1;
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 130 && !mock_find_name_ok("t1") && !strstr(mock.log, "LOAD GET UNLOAD LOAD"),
+	       "sync: SIGTERM/SIGINT during a load cancels it and stops, exit 130");
+
+	mock_reset();
+	run("table", "sync", "--config", conf, "--no-progress", NULL);
+	rc = run("table", "unload", "--config", conf, NULL);
+	tap_ok(rc == 0 && !mock_find_name_ok("t1") && !mock_find_name_ok("t2"),
+	       "unload --config: every listed table unloaded");
+	tap_contains(out, "t1: unloaded\nt2: unloaded\n", "  ...one line each");
+	rc = run("table", "unload", "--config", conf, NULL);
+	tap_ok(rc == 0, "unload --config again: exit 0");
+	tap_contains(out, "t1: not loaded\n", "  ...says not loaded");
+	rc = run("table", "unload", "t1", "--config", conf, NULL);
+	tap_ok(rc == 2, "unload NAME --config: usage error");
+	unlink(conf);
+	unlink(conf2);
 }
 
 static void test_list_show(void)
@@ -296,6 +416,80 @@ static void test_stats(void)
 	tap_ok(rc == 1 && strstr(err, "no table named 'zz'"), "stats unknown NAME: exit 1");
 }
 
+/*
+ * stats --prometheus, read back by prometheus_client's own parser (Debian's
+ * python3-prometheus-client), which checks the format; then the values.
+ */
+static void test_prometheus(void)
+{
+	static const char check[] =
+		"import sys\n"
+		"from prometheus_client.parser import text_string_to_metric_families as parse\n"
+		"fams = {f.name: f for f in parse(open(sys.argv[1]).read())}\n"
+		"def v(fam, name, **labels):\n"
+		"    for s in fams[fam].samples:\n"
+		"        if s.name == name and s.labels == labels:\n"
+		"            return s.value\n"
+		"    raise KeyError((name, labels))\n"
+		"assert fams['engram_rdma_lookups'].type == 'counter'\n"
+		"assert v('engram_rdma_table_lookups', 'engram_rdma_table_lookups_total', table='a') == 10\n"
+		"assert v('engram_rdma_table_refused', 'engram_rdma_table_refused_total', table='a',"
+		" reason='row_out_of_range') == 2\n"
+		"assert v('engram_rdma_link_refused', 'engram_rdma_link_refused_total', link='1',"
+		" reason='busy') == 3\n"
+		"h = 'engram_rdma_table_latency_seconds'\n"
+		"assert fams[h].type == 'histogram'\n"
+		"assert v(h, h + '_bucket', table='a', le='0.000002') == 2\n"
+		"assert v(h, h + '_bucket', table='a', le='0.000016') == 9\n"
+		"assert v(h, h + '_bucket', table='a', le='+Inf') == 10\n"
+		"assert v(h, h + '_count', table='a') == 10\n"
+		"assert abs(v(h, h + '_sum', table='a') - 8.400123456) < 1e-9\n"
+		"assert v('engram_rdma_link_up', 'engram_rdma_link_up', link='1') == 1\n"
+		"assert v('engram_rdma_link_up', 'engram_rdma_link_up', link='2') == 0\n"
+		"assert v('engram_rdma_link_info', 'engram_rdma_link_info', link='1',"
+		" url='rdma://192.0.2.1:18515@192.0.2.9', transport='rdma') == 1\n"
+		"assert v('engram_rdma_link_info', 'engram_rdma_link_info', link='2',"
+		" url='tcp://192.0.2.2:18515@192.0.2.9', transport='tcp') == 1\n"
+		"assert fams['engram_rdma_tables'].type == 'gauge'\n"
+		"print('ok', len(fams))\n";
+	char path[PATH_MAX], cmd[PATH_MAX + 64], got[256] = "";
+	const char *dir = getenv("TMPDIR");
+	FILE *f, *pp;
+	int rc, fd;
+
+	rc = run("stats", "--prometheus", NULL);
+	tap_ok(rc == 0 && strstr(out, "# TYPE engram_rdma_table_latency_seconds histogram\n"),
+	       "stats --prometheus: exit 0, families with TYPE lines") || (show_output(), 0);
+	tap_contains(out, "engram_rdma_table_refused_total{table=\"a\",reason=\"busy\"} 0\n",
+		     "  ...refusals as one family with a reason label");
+	tap_contains(out, "engram_rdma_load_seconds_total 1.500000007\n",
+		     "  ...nanoseconds as seconds");
+	snprintf(path, sizeof(path), "%s/engram-prom-XXXXXX", dir && *dir ? dir : "/tmp");
+	fd = mkstemp(path);
+	f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (f) {
+		fputs(out, f);
+		fclose(f);
+	}
+	snprintf(cmd, sizeof(cmd), "/usr/bin/python3 -c \"$CHECK\" '%s' 2>&1 | tail -n 1", path);
+	setenv("CHECK", check, 1);
+	pp = popen(cmd, "r");
+	if (pp) {
+		if (!fgets(got, sizeof(got), pp))
+			got[0] = '\0';
+		got[strcspn(got, "\n")] = '\0';
+		pclose(pp);
+	}
+	if (strstr(got, "No module named 'prometheus_client'"))
+		tap_ok(1, "stats --prometheus parses # SKIP python3-prometheus-client missing");
+	else
+		tap_ok(!strncmp(got, "ok ", 3),
+		       "stats --prometheus: prometheus_client parses it, values as -j (%s)", got);
+	unlink(path);
+	rc = run("-j", "stats", "--prometheus", NULL);
+	tap_ok(rc == 2, "stats -j --prometheus: usage error");
+}
+
 static void test_stats_links(void)
 {
 	json_t *j, *k, *lat, *b;
@@ -364,7 +558,11 @@ static void test_stats_links(void)
 	tap_ok(rc == 0 && json_array_size(json_object_get(j, "links")) == 0 &&
 	       json_array_size(json_object_get(j, "tables")) == 1,
 	       "stats NAME -j: that table, no links");
+	tap_ok(json_integer_value(json_object_get(json_object_get(json_array_get(
+		json_object_get(j, "tables"), 0), "latency"), "sum_ns")) == 8400123456LL,
+	       "stats -j: the histogram's sum_ns");
 	json_decref(j);
+	test_prometheus();
 }
 
 static void test_listen(void)
@@ -687,6 +885,7 @@ int main(void)
 		return tap_done();
 	test_load();
 	test_load_errors();
+	test_sync();
 	test_list_show();
 	test_verify_unload();
 	test_stats();

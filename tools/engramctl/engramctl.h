@@ -74,10 +74,17 @@ int cmd_mktable(int argc, char **argv);
 int cmd_listen(int argc, char **argv);
 int cmd_link(int argc, char **argv);
 int cmd_listen_allow(int argc, char **argv);
+struct link_info;
+/* Every link as LINK_GET reports it, into *@v (to be freed); 0 or a negative errno. */
+int link_dump(struct enl *nl, struct link_info **v, size_t *n);
 /* "allow: ..." for listen show (allow.c); 0 or a negative errno, explained. */
 int allow_print_line(struct enl *nl, FILE *f);
 
 void usage_table(FILE *f);
+void usage_sync(FILE *f);
+/* engramctl table sync, and table unload --config FILE (sync.c). */
+int table_sync(int argc, char **argv);
+int table_unload_config(const char *path);
 void usage_stats(FILE *f);
 void usage_mktable(FILE *f);
 void usage_listen(FILE *f);

@@ -315,6 +315,22 @@ static int link_del(int argc, char **argv)
 	return ret ? EXIT_FAIL : EXIT_OK;
 }
 
+int link_dump(struct enl *nl, struct link_info **v, size_t *n)
+{
+	struct link_list l = { 0 };
+	int ret;
+
+	ret = enl_dump(nl, ENGRAM_CMD_LINK_GET, reply_link, &l);
+	if (ret) {
+		free(l.v);
+		l.v = NULL;
+		l.n = 0;
+	}
+	*v = l.v;
+	*n = l.n;
+	return ret;
+}
+
 static int link_show(int argc, char **argv, int detail)
 {
 	const char *cmd = detail ? "link show" : "link list";

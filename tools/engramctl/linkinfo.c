@@ -175,6 +175,9 @@ int link_info_from_attrs(struct link_info *li, struct nlattr **tb)
 		case ENGRAM_A_LATENCY:
 			lat_info_from_nest(&li->lat, nla);
 			break;
+		case ENGRAM_A_LATENCY_SUM_NS:
+			lat_info_sum_from_attr(&li->lat, nla);
+			break;
 		default:
 			li->present &= ~(1ULL << a);
 			break;

@@ -17,6 +17,7 @@
 #include "fmt.h"
 #include "jsonout.h"
 #include "linkinfo.h"
+#include "prom.h"
 #include "statsinfo.h"
 
 struct table_stats {
@@ -37,7 +38,7 @@ struct stats_list {
 
 void usage_stats(FILE *f)
 {
-	fputs("Usage: engramctl [-j] stats [show] [NAME]\n"
+	fputs("Usage: engramctl [-j] stats [show] [NAME] [--prometheus]\n"
 	      "\n"
 	      "Module-wide counters, then each table's and each link's counters and latency\n"
 	      "histogram; with NAME only that table's.\n"
@@ -45,7 +46,9 @@ void usage_stats(FILE *f)
 	      "transport errors, fallbacks to a local copy, latency.\n"
 	      "JSON: {\"global\": {...}, \"tables\": [{\"name\": ..., \"generation\": ..., ...,\n"
 	      "       \"latency\": {...}}], \"links\": [{\"id\": ..., \"url\": ..., ..., \"latency\": {...},\n"
-	      "       \"tables\": [{\"name\": ..., \"fetches\": ..., \"fallbacks\": ..., ...}]}]}\n",
+	      "       \"tables\": [{\"name\": ..., \"fetches\": ..., \"fallbacks\": ..., ...}]}]}\n"
+	      "--prometheus: the same in Prometheus' text format, for node_exporter's textfile\n"
+	      "collector (engram_rdma_* families; labels table, link, reason).\n",
 	      f);
 }
 
@@ -102,6 +105,7 @@ static int reply_table(struct nl_msg *msg, void *arg)
 	}
 	stats_info_from_nest(&ts->si, tb[ENGRAM_A_STATS]);
 	lat_info_from_nest(&ts->lat, tb[ENGRAM_A_LATENCY]);
+	lat_info_sum_from_attr(&ts->lat, tb[ENGRAM_A_LATENCY_SUM_NS]);
 	return 0;
 }
 
@@ -269,9 +273,71 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 	}
 }
 
+/* The Prometheus families of every scope; NAME keeps one table's (served and per link). */
+static int print_prometheus(const struct stats_info *global, const struct stats_list *l,
+			    const char *only, const struct link_info *st, size_t nst)
+{
+	size_t n = l->n + l->nlinks + 1, i, k, nt = 0, nl = 0, nlt = 0;
+	struct prom_sample *t = calloc(n, sizeof(*t)), *lk = calloc(n, sizeof(*lk));
+	struct prom_sample *lt = calloc(n, sizeof(*lt));
+	char (*lab)[2 * ENGRAM_NAME_MAX + 160] = calloc(n, sizeof(*lab));
+	char e1[2 * ENGRAM_NAME_MAX + 8], e2[2 * 128 + 8];
+	struct prom_sample g = { "", global, NULL };
+	int rc = EXIT_FAIL;
+
+	if (!t || !lk || !lt || !lab) {
+		err_msg("out of memory");
+		goto out;
+	}
+	k = 0;
+	for (i = 0; i < l->n; i++) {
+		if (only && strcmp(only, l->v[i].name))
+			continue;
+		prom_escape(e1, sizeof(e1), l->v[i].name);
+		if (l->v[i].link_id) {
+			snprintf(lab[k], sizeof(lab[k]), "link=\"%u\",table=\"%s\"", l->v[i].link_id, e1);
+			lt[nlt++] = (struct prom_sample){ lab[k++], &l->v[i].si, &l->v[i].lat };
+		} else {
+			snprintf(lab[k], sizeof(lab[k]), "table=\"%s\"", e1);
+			t[nt++] = (struct prom_sample){ lab[k++], &l->v[i].si, &l->v[i].lat };
+		}
+	}
+	for (i = 0; !only && i < l->nlinks; i++) {
+		snprintf(lab[k], sizeof(lab[k]), "link=\"%u\"", l->links[i].id);
+		lk[nl++] = (struct prom_sample){ lab[k++], &l->links[i].si, &l->links[i].lat };
+	}
+	if (!only)
+		prom_print_scope(stdout, "", &g, 1);
+	prom_print_scope(stdout, "table_", t, nt);
+	/* State and transport come from LINK_GET (@st), counters from STATS_GET. */
+	if (!only && nst) {
+		printf("# HELP engram_rdma_link_info A link: its URL and transport.\n"
+		       "# TYPE engram_rdma_link_info gauge\n");
+		for (i = 0; i < nst; i++)
+			printf("engram_rdma_link_info{link=\"%u\",url=\"%s\",transport=\"%s\"} 1\n",
+			       st[i].id, prom_escape(e2, sizeof(e2), st[i].url),
+			       !strncmp(st[i].url, "tcp://", 6) ? "tcp" : "rdma");
+		printf("# HELP engram_rdma_link_up 1 while the link is connected.\n"
+		       "# TYPE engram_rdma_link_up gauge\n");
+		for (i = 0; i < nst; i++)
+			printf("engram_rdma_link_up{link=\"%u\"} %d\n", st[i].id,
+			       st[i].state == ENGRAM_LINK_UP);
+	}
+	prom_print_scope(stdout, "link_", lk, nl);
+	prom_print_scope(stdout, "link_table_", lt, nlt);
+	rc = fflush(stdout) || ferror(stdout) ? EXIT_FAIL : EXIT_OK;
+out:
+	free(t);
+	free(lk);
+	free(lt);
+	free(lab);
+	return rc;
+}
+
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option longopts[] = {
+		{ "prometheus", no_argument, NULL, 'P' },
 		COMMON_LONGOPTS_JSON,
 		COMMON_LONGOPTS_PRETTY,
 		COMMON_LONGOPTS_HELP,
@@ -282,7 +348,7 @@ int cmd_stats(int argc, char **argv)
 	const char *only = NULL;
 	struct nl_msg *msg;
 	struct enl nl;
-	int c, ret, rc = EXIT_USAGE;
+	int c, ret, rc = EXIT_USAGE, prometheus = 0;
 	size_t i;
 
 	/* "stats show ..." and "stats ..." are the same; so is "stats help". */
@@ -295,9 +361,17 @@ int cmd_stats(int argc, char **argv)
 	}
 	optind = 0;
 	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
-		if (common_opt(c, argv, "stats", usage_stats, &rc) < 0)
+		switch (common_opt(c, argv, "stats", usage_stats, &rc)) {
+		case 1:
+			continue;
+		case -1:
 			return rc;
+		}
+		if (c == 'P')
+			prometheus = 1;
 	}
+	if (prometheus && opts.json)
+		return usage_error("stats", "-j or --prometheus, not both");
 	if (argc - optind > 1)
 		return usage_error("stats", "unexpected argument '%s'", argv[argc - 1]);
 	if (optind < argc)
@@ -328,7 +402,19 @@ int cmd_stats(int argc, char **argv)
 			goto out;
 		}
 	}
-	if (opts.json) {
+	if (prometheus) {
+		struct link_info *st = NULL;
+		size_t nst = 0;
+
+		ret = only ? 0 : link_dump(&nl, &st, &nst);
+		if (ret) {
+			enl_perror(&nl, ret, "list links");
+			goto out;
+		}
+		qsort(st, nst, sizeof(*st), cmp_link);
+		rc = print_prometheus(&global, &l, only, st, nst);
+		free(st);
+	} else if (opts.json) {
 		rc = print_json(&global, &l, only);
 	} else {
 		print_text(&global, &l, only);

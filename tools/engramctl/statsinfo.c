@@ -174,7 +174,8 @@ void lat_info_from_nest(struct lat_info *li, struct nlattr *nest)
 	struct nlattr *nla;
 	int rem;
 
-	memset(li, 0, sizeof(*li));
+	li->present = 0;
+	memset(li->b, 0, sizeof(li->b));
 	if (!nest)
 		return;
 	li->present = 1;
@@ -186,6 +187,14 @@ void lat_info_from_nest(struct lat_info *li, struct nlattr *nest)
 			continue;
 		li->b[b - 1] = nla_get_u64(nla);
 	}
+}
+
+void lat_info_sum_from_attr(struct lat_info *li, struct nlattr *nla)
+{
+	if (!nla || nla_len(nla) != sizeof(uint64_t))
+		return;
+	li->has_sum = 1;
+	li->sum_ns = nla_get_u64(nla);
 }
 
 uint64_t lat_info_count(const struct lat_info *li)
@@ -246,6 +255,7 @@ json_t *lat_info_json(const struct lat_info *li)
 		ret = json_set(o, "count", json_u64(n)) ||
 		      (n && json_set(o, "p50_us", json_u64(lat_info_percentile(li, 0.50)))) ||
 		      (n && json_set(o, "p99_us", json_u64(lat_info_percentile(li, 0.99)))) ||
+		      (li->has_sum && json_set(o, "sum_ns", json_u64(li->sum_ns))) ||
 		      json_set(o, "buckets", json_incref(arr));
 	json_decref(arr);
 	if (ret) {

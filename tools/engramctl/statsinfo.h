@@ -35,9 +35,14 @@ void stats_info_print(FILE *f, const struct stats_info *si, const char *indent);
 struct lat_info {
 	int present;
 	uint64_t b[ENGRAM_LAT_BUCKETS];
+	int has_sum;		/* ENGRAM_A_LATENCY_SUM_NS came (kernels since 0.1.0's) */
+	uint64_t sum_ns;
 };
 
+/* The buckets; leaves the sum, which comes in an attribute of its own. */
 void lat_info_from_nest(struct lat_info *li, struct nlattr *nest);
+/* ENGRAM_A_LATENCY_SUM_NS; a malformed one is skipped. */
+void lat_info_sum_from_attr(struct lat_info *li, struct nlattr *nla);
 uint64_t lat_info_count(const struct lat_info *li);
 /*
  * Estimated @q quantile (0.5, 0.99) in microseconds, rounded up: samples are

@@ -26,6 +26,7 @@
 #include "jsonout.h"
 #include "progress.h"
 #include "safetensors.h"
+#include "table.h"
 #include "tableinfo.h"
 
 #define POLL_MS		200
@@ -59,10 +60,11 @@ void usage_table(FILE *f)
 {
 	fputs("Usage: engramctl [-j] table load FILE --tensor PREFIX [--name NAME] [--sha256 HEX]\n"
 	      "                                [--no-progress]\n"
-	      "       engramctl [-j] table unload NAME\n"
+	      "       engramctl [-j] table unload NAME | --config FILE\n"
 	      "       engramctl [-j] table list\n"
 	      "       engramctl [-j] table show [NAME]\n"
 	      "       engramctl [-j] table verify NAME [--no-progress]\n"
+	      "       engramctl [-j] table sync [--config FILE] [--prune] [--dry-run] [--no-progress]\n"
 	      "\n"
 	      "load     pin PREFIX.weight [N,256] F8_E4M3 and PREFIX.scale [N,8] F8_E8M0 of the\n"
 	      "         safetensors FILE in the page cache and serve them as table NAME\n"
@@ -70,7 +72,9 @@ void usage_table(FILE *f)
 	      "unload   cancel a load or verify in progress and release the table\n"
 	      "list     one line per table\n"
 	      "show     every attribute of one table (all tables without NAME)\n"
-	      "verify   re-hash the pinned pages and compare with the load-time digest\n", f);
+	      "verify   re-hash the pinned pages and compare with the load-time digest\n"
+	      "sync     load what the tables file lists and is missing, leave what is loaded\n"
+	      "         and identical alone (engram-rdma-tables.conf(5); see --help of sync)\n", f);
 }
 
 static int reply_table(struct nl_msg *msg, void *arg)
@@ -82,7 +86,7 @@ static int reply_table(struct nl_msg *msg, void *arg)
 	return table_info_from_attrs(arg, tb);
 }
 
-static int table_get(struct enl *nl, const char *name, struct table_info *ti)
+int table_get(struct enl *nl, const char *name, struct table_info *ti)
 {
 	int ret;
 
@@ -94,13 +98,13 @@ static int table_get(struct enl *nl, const char *name, struct table_info *ti)
 }
 
 /* UNLOAD and VERIFY: a name in, nothing we need back. */
-static int table_cmd_name(struct enl *nl, uint8_t cmd, const char *name)
+int table_cmd_name(struct enl *nl, uint8_t cmd, const char *name)
 {
 	return enl_request_str(nl, cmd, ENGRAM_A_TABLE_NAME, name, NULL, NULL);
 }
 
 /* Follows a job until the table leaves state @busy; -EINTR when interrupted. */
-static int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *pg,
+int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *pg,
 		      struct table_info *ti)
 {
 	int ret;
@@ -222,7 +226,7 @@ static void print_loaded(const struct table_info *ti)
 		printf("  sha256 %s\n", fmt_hex(hex, ti->sha256, ENGRAM_SHA256_LEN));
 }
 
-static void print_table_error(const struct table_info *ti, const char *what)
+void print_table_error(const struct table_info *ti, const char *what)
 {
 	fprintf(stderr, "engramctl: %s: %s", ti->name, what);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_ERROR))
@@ -232,7 +236,7 @@ static void print_table_error(const struct table_info *ti, const char *what)
 	fputc('\n', stderr);
 }
 
-static int print_json_table(const struct table_info *ti)
+int print_json_table(const struct table_info *ti)
 {
 	return json_print(table_info_json(ti), opts.pretty) ? EXIT_FAIL : EXIT_OK;
 }
@@ -244,6 +248,130 @@ static void cleanup_unload(struct enl *nl, const char *name)
 
 	if (ret && ret != -ENOENT)
 		enl_perror(nl, ret, "%s: unload after failed load", name);
+}
+
+/*
+ * Loads @file's table @prefix as @name and follows the load to its end;
+ * @sha (or NULL) is the digest the whole file must have.  Errors and a
+ * cancel (Ctrl-C, SIGTERM) are explained on stderr and leave no table
+ * behind; with @report the loaded table is printed (text or -j).  @ti, if
+ * not NULL, gets the table as it ended.  Returns an EXIT_* code.
+ */
+int table_load_file(struct enl *nl, const char *file, const char *prefix, const char *name,
+		    const uint8_t *sha, int show_progress, int report, struct table_info *out)
+{
+	char path[PATH_MAX];
+	struct table_info ti;
+	struct st_engram eg;
+	struct progress pg;
+	int fd, ret, rc = EXIT_FAIL;
+	struct nl_msg *msg;
+
+	memset(&ti, 0, sizeof(ti));
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err_msg("%s: %s", file, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (read_geometry(file, fd, prefix, &eg))
+		goto out_fd;
+	if (!realpath(file, path)) {
+		err_msg("%s: realpath: %s", file, strerror(errno));
+		goto out_fd;
+	}
+	if (strlen(path) >= ENGRAM_PATH_MAX) {
+		err_msg("%s: path longer than %d bytes", file, ENGRAM_PATH_MAX - 1);
+		goto out_fd;
+	}
+
+	msg = enl_msg(nl, ENGRAM_CMD_TABLE_LOAD, 0);
+	if (!msg ||
+	    nla_put_string(msg, ENGRAM_A_TABLE_NAME, name) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_FD, fd) ||
+	    nla_put_string(msg, ENGRAM_A_TABLE_PATH, path) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_ROWS, eg.rows) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_WEIGHT_OFFSET, eg.weight_offset) ||
+	    nla_put_u64(msg, ENGRAM_A_TABLE_SCALE_OFFSET, eg.scale_offset) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES) ||
+	    nla_put_u32(msg, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES) ||
+	    (sha && nla_put(msg, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, sha))) {
+		nlmsg_free(msg);
+		err_msg("out of memory");
+		goto out_fd;
+	}
+
+	catch_signals();
+	ret = enl_request(nl, msg, reply_table, &ti);
+	/* The kernel took its own reference to the file during the request. */
+	close(fd);
+	fd = -1;
+	if (ret) {
+		enl_perror(nl, ret, "load %s", name);
+		goto out_fd;
+	}
+
+	progress_init(&pg, "loading", name, show_progress);
+	ret = table_wait(nl, name, ENGRAM_TABLE_LOADING, &pg, &ti);
+	progress_end(&pg);
+	if (ret == -EINTR) {
+		ret = table_cmd_name(nl, ENGRAM_CMD_TABLE_UNLOAD, name);
+		if (ret && ret != -ENOENT)
+			enl_perror(nl, ret, "%s: unload to cancel the load", name);
+		err_msg("%s: load cancelled", name);
+		rc = EXIT_INTR;
+		goto out_fd;
+	}
+	if (ret) {
+		enl_perror(nl, ret, "%s: waiting for the load", name);
+		cleanup_unload(nl, name);
+		goto out_fd;
+	}
+	if (ti.state == ENGRAM_TABLE_FAILED) {
+		print_table_error(&ti, "load failed");
+		cleanup_unload(nl, name);
+		if (opts.json && report)
+			print_json_table(&ti);
+		goto out_fd;
+	}
+	if (ti.state != ENGRAM_TABLE_READY && ti.state != ENGRAM_TABLE_VERIFYING) {
+		/* A verify may already have started on the fresh table; anything else is odd. */
+		err_msg("%s: unexpected table state %u after load", name, ti.state);
+		goto out_fd;
+	}
+	rc = EXIT_OK;
+	if (report)
+		rc = opts.json ? print_json_table(&ti) : (print_loaded(&ti), EXIT_OK);
+out_fd:
+	if (fd >= 0)
+		close(fd);
+	if (out)
+		*out = ti;
+	return rc;
+}
+
+/*
+ * @prefix's geometry in @file, as a load would find it; 0 or a negative
+ * errno, explained on stderr.
+ */
+int table_geometry(const char *file, const char *prefix, struct st_engram *eg)
+{
+	int fd, ret;
+
+	fd = open(file, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		ret = -errno;
+		err_msg("%s: %s", file, strerror(errno));
+		return ret;
+	}
+	ret = read_geometry(file, fd, prefix, eg);
+	close(fd);
+	return ret;
+}
+
+/* True once SIGINT or SIGTERM came during a load or wait of this process. */
+int table_interrupted(void)
+{
+	return interrupted != 0;
 }
 
 static int table_load(int argc, char **argv)
@@ -259,13 +387,9 @@ static int table_load(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *prefix = NULL, *name = NULL, *sha_hex = NULL, *file;
+	int show_progress = 1, c, rc = EXIT_FAIL;
 	uint8_t sha[ENGRAM_SHA256_LEN];
-	char path[PATH_MAX], err[128];
-	struct table_info ti;
-	struct st_engram eg;
-	struct progress pg;
-	int show_progress = 1, fd, c, ret, rc = EXIT_FAIL;
-	struct nl_msg *msg;
+	char err[128];
 	struct enl nl;
 
 	optind = 0;
@@ -305,86 +429,11 @@ static int table_load(int argc, char **argv)
 		err_msg("--sha256: %s", err);
 		return EXIT_USAGE;
 	}
-
-	fd = open(file, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		err_msg("%s: %s", file, strerror(errno));
-		return EXIT_FAIL;
-	}
-	if (read_geometry(file, fd, prefix, &eg))
-		goto out_fd;
-	if (!realpath(file, path)) {
-		err_msg("%s: realpath: %s", file, strerror(errno));
-		goto out_fd;
-	}
-	if (strlen(path) >= ENGRAM_PATH_MAX) {
-		err_msg("%s: path longer than %d bytes", file, ENGRAM_PATH_MAX - 1);
-		goto out_fd;
-	}
 	if (nl_open_or_explain(&nl))
-		goto out_fd;
-
-	msg = enl_msg(&nl, ENGRAM_CMD_TABLE_LOAD, 0);
-	if (!msg ||
-	    nla_put_string(msg, ENGRAM_A_TABLE_NAME, name) ||
-	    nla_put_u32(msg, ENGRAM_A_TABLE_FD, fd) ||
-	    nla_put_string(msg, ENGRAM_A_TABLE_PATH, path) ||
-	    nla_put_u64(msg, ENGRAM_A_TABLE_ROWS, eg.rows) ||
-	    nla_put_u64(msg, ENGRAM_A_TABLE_WEIGHT_OFFSET, eg.weight_offset) ||
-	    nla_put_u64(msg, ENGRAM_A_TABLE_SCALE_OFFSET, eg.scale_offset) ||
-	    nla_put_u32(msg, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES) ||
-	    nla_put_u32(msg, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES) ||
-	    (sha_hex && nla_put(msg, ENGRAM_A_TABLE_SHA256, sizeof(sha), sha))) {
-		nlmsg_free(msg);
-		err_msg("out of memory");
-		goto out_nl;
-	}
-
-	catch_signals();
-	memset(&ti, 0, sizeof(ti));
-	ret = enl_request(&nl, msg, reply_table, &ti);
-	/* The kernel took its own reference to the file during the request. */
-	close(fd);
-	fd = -1;
-	if (ret) {
-		enl_perror(&nl, ret, "load %s", name);
-		goto out_nl;
-	}
-
-	progress_init(&pg, "loading", name, show_progress);
-	ret = table_wait(&nl, name, ENGRAM_TABLE_LOADING, &pg, &ti);
-	progress_end(&pg);
-	if (ret == -EINTR) {
-		ret = table_cmd_name(&nl, ENGRAM_CMD_TABLE_UNLOAD, name);
-		if (ret && ret != -ENOENT)
-			enl_perror(&nl, ret, "%s: unload to cancel the load", name);
-		err_msg("%s: load cancelled", name);
-		rc = EXIT_INTR;
-		goto out_nl;
-	}
-	if (ret) {
-		enl_perror(&nl, ret, "%s: waiting for the load", name);
-		cleanup_unload(&nl, name);
-		goto out_nl;
-	}
-	if (ti.state == ENGRAM_TABLE_FAILED) {
-		print_table_error(&ti, "load failed");
-		cleanup_unload(&nl, name);
-		if (opts.json)
-			print_json_table(&ti);
-		goto out_nl;
-	}
-	if (ti.state != ENGRAM_TABLE_READY && ti.state != ENGRAM_TABLE_VERIFYING) {
-		/* A verify may already have started on the fresh table; anything else is odd. */
-		err_msg("%s: unexpected table state %u after load", name, ti.state);
-		goto out_nl;
-	}
-	rc = opts.json ? print_json_table(&ti) : (print_loaded(&ti), EXIT_OK);
-out_nl:
+		return EXIT_FAIL;
+	rc = table_load_file(&nl, file, prefix, name, sha_hex ? sha : NULL, show_progress, 1,
+			     NULL);
 	enl_close(&nl);
-out_fd:
-	if (fd >= 0)
-		close(fd);
 	return rc;
 }
 
@@ -422,13 +471,37 @@ static int one_name(int argc, char **argv, const char *cmd, const char **name, i
 
 static int table_unload(int argc, char **argv)
 {
-	const char *name;
+	static const struct option longopts[] = {
+		{ "config", required_argument, NULL, 'c' },
+		COMMON_LONGOPTS_JSON,
+		COMMON_LONGOPTS_PRETTY,
+		COMMON_LONGOPTS_HELP,
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *name, *config = NULL;
+	int c, ret, rc = EXIT_USAGE;
 	struct enl nl;
-	int ret;
 
-	ret = one_name(argc, argv, "table unload", &name, NULL);
-	if (ret >= 0)
-		return ret;
+	optind = 0;
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "c:", longopts, NULL)) != -1) {
+		switch (common_opt(c, argv, "table unload", usage_table, &rc)) {
+		case 1:
+			continue;
+		case -1:
+			return rc;
+		}
+		if (c == 'c')
+			config = optarg;
+	}
+	/* "unload --config FILE": every table the tables file lists (sync.c). */
+	if (config)
+		return optind == argc ? table_unload_config(config) :
+			usage_error("table unload", "NAME or --config FILE, not both");
+	if (optind != argc - 1)
+		return usage_error("table unload", optind >= argc ? "NAME missing" : "one NAME only");
+	name = argv[optind];
+	if (check_name(name, ""))
+		return EXIT_USAGE;
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
 	ret = table_cmd_name(&nl, ENGRAM_CMD_TABLE_UNLOAD, name);
@@ -444,7 +517,7 @@ static int table_verify(int argc, char **argv)
 	int show_progress = 1, ret, rc = EXIT_FAIL;
 	struct table_info ti;
 	struct progress pg;
-	const char *name;
+	const char *name = NULL;
 	struct enl nl;
 
 	ret = one_name(argc, argv, "table verify", &name, &show_progress);
@@ -519,6 +592,35 @@ static int cmp_name(const void *a, const void *b)
 	return strcmp(((const struct table_info *)a)->name, ((const struct table_info *)b)->name);
 }
 
+/*
+ * Every table, sorted by name, into *@v (to be freed) and *@n; 0 or a
+ * negative errno, explained on stderr.
+ */
+int table_dump(struct enl *nl, struct table_info **v, size_t *n)
+{
+	struct table_list l = { 0 };
+	struct nl_msg *msg;
+	int ret;
+
+	*v = NULL;
+	*n = 0;
+	msg = enl_msg(nl, ENGRAM_CMD_TABLE_GET, NLM_F_DUMP);
+	if (!msg) {
+		err_msg("out of memory");
+		return -ENOMEM;
+	}
+	ret = enl_request(nl, msg, reply_list, &l);
+	if (ret) {
+		enl_perror(nl, ret, "list tables");
+		free(l.v);
+		return ret;
+	}
+	qsort(l.v, l.n, sizeof(*l.v), cmp_name);
+	*v = l.v;
+	*n = l.n;
+	return 0;
+}
+
 static int print_tables(const struct table_info *v, size_t n, int detail)
 {
 	json_t *arr;
@@ -557,7 +659,6 @@ static int table_list(int argc, char **argv, int show)
 	const char *cmd = show ? "table show" : "table list";
 	struct table_list l = { 0 };
 	struct table_info ti;
-	struct nl_msg *msg;
 	struct enl nl;
 	int c, ret = 0, rc = EXIT_USAGE;
 
@@ -581,18 +682,9 @@ static int table_list(int argc, char **argv, int show)
 			rc = print_tables(&ti, 1, 1);
 		goto out;
 	}
-	msg = enl_msg(&nl, ENGRAM_CMD_TABLE_GET, NLM_F_DUMP);
-	if (!msg) {
-		ret = -ENOMEM;
-		err_msg("out of memory");
+	ret = table_dump(&nl, &l.v, &l.n);
+	if (ret)
 		goto out;
-	}
-	ret = enl_request(&nl, msg, reply_list, &l);
-	if (ret) {
-		enl_perror(&nl, ret, "list tables");
-		goto out;
-	}
-	qsort(l.v, l.n, sizeof(*l.v), cmp_name);
 	rc = print_tables(l.v, l.n, show);
 out:
 	if (ret)
@@ -619,6 +711,7 @@ static const struct cli_cmd table_cmds[] = {
 	{ "load", table_load },
 	{ "unload", table_unload },
 	{ "verify", table_verify },
+	{ "sync", table_sync },
 	{ "mktable", cmd_mktable },
 	{ "help", NULL },
 	{ NULL, NULL },

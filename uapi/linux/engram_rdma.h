@@ -221,6 +221,7 @@ enum engram_attr {
 	ENGRAM_A_LINK_QUEUES,		/* u32, queue pairs the connection uses */
 	/* nest of u64, attribute i: fetches done on queue i - 1; type 0 pads */
 	ENGRAM_A_LINK_QUEUE_FETCHES,
+	ENGRAM_A_LATENCY_SUM_NS,	/* u64, sum of the times ENGRAM_A_LATENCY counts */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1

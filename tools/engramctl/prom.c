@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Prometheus text exposition of the module's counters.  Names follow the
+ * Prometheus conventions: one prefix (engram_rdma_), base units (seconds,
+ * bytes), _total on counters, one family per quantity with the scope in
+ * its name (module-wide, table_, link_, link_table_) so that summing over
+ * a label never adds a scope to another.
+ */
+#include <inttypes.h>
+#include <string.h>
+
+#include "prom.h"
+
+enum prom_kind { PROM_COUNTER, PROM_GAUGE };
+
+static const struct {
+	const char *help;
+	enum prom_kind kind;
+} prom[ENGRAM_STAT_MAX + 1] = {
+	[ENGRAM_STAT_TABLES] = { "Tables present.", PROM_GAUGE },
+	[ENGRAM_STAT_PINNED_BYTES] = { "Bytes of page cache pinned by tables.", PROM_GAUGE },
+	[ENGRAM_STAT_LOADS_STARTED] = { "Table loads started.", PROM_COUNTER },
+	[ENGRAM_STAT_LOADS_DONE] = { "Table loads that ended ready.", PROM_COUNTER },
+	[ENGRAM_STAT_LOADS_FAILED] = { "Table loads that failed.", PROM_COUNTER },
+	[ENGRAM_STAT_LOADS_CANCELLED] = { "Table loads cancelled.", PROM_COUNTER },
+	[ENGRAM_STAT_DIGEST_MISMATCHES] = { "Loads whose file did not have the SHA-256 given.",
+					    PROM_COUNTER },
+	[ENGRAM_STAT_REQUESTS_REFUSED] = { "Netlink requests refused.", PROM_COUNTER },
+	[ENGRAM_STAT_LOOKUPS] = { "Row requests served.", PROM_COUNTER },
+	[ENGRAM_STAT_ROWS] = { "Rows served.", PROM_COUNTER },
+	[ENGRAM_STAT_BYTES] = { "Bytes of rows served.", PROM_COUNTER },
+	[ENGRAM_STAT_LOAD_BYTES] = { "Bytes read and hashed by loads.", PROM_COUNTER },
+	[ENGRAM_STAT_LOAD_NS] = { "Time spent loading tables.", PROM_COUNTER },
+	[ENGRAM_STAT_VERIFY_RUNS] = { "Verifies run.", PROM_COUNTER },
+	[ENGRAM_STAT_VERIFY_FAILURES] = { "Verifies that found another digest or failed.",
+					  PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTIONS] = { "Server connections open.", PROM_GAUGE },
+	[ENGRAM_STAT_CONNECTS_ACCEPTED] = { "Server connections accepted.", PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTS_REJECTED] = { "Server connections rejected (bad hello, resources).",
+					    PROM_COUNTER },
+	[ENGRAM_STAT_TRANSPORT_ERRORS] = { "Failed work completions and broken connections.",
+					   PROM_COUNTER },
+	[ENGRAM_STAT_RDMA_WRITES] = { "RDMA WRITE work requests posted for rows.", PROM_COUNTER },
+	[ENGRAM_STAT_FETCHES] = { "Fetches completed with rows.", PROM_COUNTER },
+	[ENGRAM_STAT_FETCH_ROWS] = { "Rows fetched.", PROM_COUNTER },
+	[ENGRAM_STAT_FETCH_BYTES] = { "Bytes of rows fetched.", PROM_COUNTER },
+	[ENGRAM_STAT_FETCH_ERRORS] = { "Fetches that failed, for any reason.", PROM_COUNTER },
+	[ENGRAM_STAT_FETCH_TIMEOUTS] = { "Fetches that missed their deadline.", PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTS_DENIED] = { "Connections from peers not on the allow-list.",
+					  PROM_COUNTER },
+	[ENGRAM_STAT_PEER_TIMEOUTS] = { "TCP peers dropped for stalling.", PROM_COUNTER },
+	[ENGRAM_STAT_FAULTS_INJECTED] = { "Faults injected by the fault_* knobs (testing).",
+					  PROM_COUNTER },
+	[ENGRAM_STAT_FALLBACKS] = { "Fetches libengram served from its local copy.",
+				    PROM_COUNTER },
+	[ENGRAM_STAT_FALLBACK_ROWS] = { "Rows libengram read from its local copy.", PROM_COUNTER },
+	[ENGRAM_STAT_RECONNECTS] = { "Link connection attempts after a loss.", PROM_COUNTER },
+	[ENGRAM_STAT_HEARTBEATS_MISSED] = { "Links marked down by the heartbeat.", PROM_COUNTER },
+	[ENGRAM_STAT_TCP_HELLO_TIMEOUTS] = { "TCP peers without a whole HELLO in time.",
+					     PROM_COUNTER },
+	[ENGRAM_STAT_TCP_FRAME_TIMEOUTS] = { "TCP frames not whole in time.", PROM_COUNTER },
+	[ENGRAM_STAT_TCP_IDLE_CLOSES] = { "TCP connections closed for silence.", PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTS_OVER_LISTENER] = { "RDMA connections refused by rdma_max_conns.",
+						 PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTS_OVER_PEER] = { "RDMA connections refused by rdma_max_conns_per_peer.",
+					     PROM_COUNTER },
+	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "RDMA connections refused by rdma_max_conns_total.",
+					      PROM_COUNTER },
+	[ENGRAM_STAT_IDLE_CLOSES] = { "RDMA connections closed for silence.", PROM_COUNTER },
+	[ENGRAM_STAT_REMOTE_INVALIDATIONS] = { "Fetches whose RESPONSE invalidated their key.",
+					       PROM_COUNTER },
+	[ENGRAM_STAT_SERVED_RDMA_ROWS] = { "Rows served over RDMA.", PROM_COUNTER },
+	[ENGRAM_STAT_SERVED_RDMA_CPU_NS] = { "CPU time serving rows over RDMA.", PROM_COUNTER },
+	[ENGRAM_STAT_SERVED_TCP_ROWS] = { "Rows served over TCP.", PROM_COUNTER },
+	[ENGRAM_STAT_SERVED_TCP_CPU_NS] = { "CPU time serving rows over TCP.", PROM_COUNTER },
+};
+
+static int refusal(int id)
+{
+	return id >= ENGRAM_STAT_REFUSED_BAD_VERSION && id <= ENGRAM_STAT_REFUSED_INTERNAL;
+}
+
+static int has(const struct stats_info *si, int id)
+{
+	return !!(si->present & (1ULL << id));
+}
+
+const char *prom_escape(char *buf, size_t len, const char *s)
+{
+	size_t o = 0;
+
+	for (; *s; s++) {
+		const char *e = *s == '\\' ? "\\\\" : *s == '"' ? "\\\"" : *s == '\n' ? "\\n" : NULL;
+		size_t k = e ? 2 : 1;
+
+		if (o + k >= len)
+			return "";
+		if (e)
+			memcpy(buf + o, e, 2);
+		else
+			buf[o] = *s;
+		o += k;
+	}
+	buf[o] = '\0';
+	return buf;
+}
+
+/* name{labels[,extra]} value: the braces only when there is a label. */
+static void sample(FILE *f, const char *name, const char *labels, const char *extra,
+		   const char *value)
+{
+	int l = labels && *labels, x = extra && *extra;
+
+	fprintf(f, "%s%s%s%s%s%s %s\n", name, l || x ? "{" : "", l ? labels : "",
+		l && x ? "," : "", x ? extra : "", l || x ? "}" : "", value);
+}
+
+static void u64_text(char *buf, size_t len, uint64_t v, int ns)
+{
+	if (ns)
+		snprintf(buf, len, "%" PRIu64 ".%09" PRIu64, v / 1000000000, v % 1000000000);
+	else
+		snprintf(buf, len, "%" PRIu64, v);
+}
+
+static void print_counter(FILE *f, const char *scope, int id, const struct prom_sample *s,
+			  size_t n)
+{
+	const char *base = stat_name(id);
+	char name[128], value[32];
+	size_t i, bl;
+	int ns, any = 0;
+
+	for (i = 0; i < n; i++)
+		any |= has(s[i].si, id);
+	/* Counters this tool has no help for are a newer kernel's: left out. */
+	if (!any || !base || !prom[id].help)
+		return;
+	bl = strlen(base);
+	ns = bl > 3 && !strcmp(base + bl - 3, "_ns");
+	/* load_ns -> load_seconds_total; rows -> rows_total; tables stays a gauge. */
+	snprintf(name, sizeof(name), "engram_rdma_%s%.*s%s%s", scope, (int)(ns ? bl - 3 : bl), base,
+		 ns ? "_seconds" : "", prom[id].kind == PROM_COUNTER ? "_total" : "");
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, prom[id].help, name,
+		prom[id].kind == PROM_COUNTER ? "counter" : "gauge");
+	for (i = 0; i < n; i++) {
+		if (!has(s[i].si, id))
+			continue;
+		u64_text(value, sizeof(value), s[i].si->v[id], ns);
+		sample(f, name, s[i].labels, NULL, value);
+	}
+}
+
+static void print_refusals(FILE *f, const char *scope, const struct prom_sample *s, size_t n)
+{
+	char name[96], reason[64], value[32];
+	int id, any = 0;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
+			any |= has(s[i].si, id);
+	if (!any)
+		return;
+	snprintf(name, sizeof(name), "engram_rdma_%srefused_total", scope);
+	fprintf(f, "# HELP %s Row requests refused, by the status sent.\n# TYPE %s counter\n",
+		name, name);
+	for (i = 0; i < n; i++) {
+		for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++) {
+			if (!has(s[i].si, id))
+				continue;
+			snprintf(reason, sizeof(reason), "reason=\"%s\"",
+				 stat_name(id) + strlen("refused_"));
+			u64_text(value, sizeof(value), s[i].si->v[id], 0);
+			sample(f, name, s[i].labels, reason, value);
+		}
+	}
+}
+
+/* Bucket b holds [2^b, 2^(b+1)) us, bucket 0 under 2 us, the last is open. */
+static void print_latency(FILE *f, const char *scope, const struct prom_sample *s, size_t n)
+{
+	char name[96], bucket[112], le[32], value[32];
+	uint64_t cum;
+	size_t i, any = 0;
+	int b;
+
+	for (i = 0; i < n; i++)
+		any += s[i].lat && s[i].lat->present;
+	if (!any)
+		return;
+	snprintf(name, sizeof(name), "engram_rdma_%slatency_seconds", scope);
+	snprintf(bucket, sizeof(bucket), "%s_bucket", name);
+	fprintf(f, "# HELP %s Time from submit to completion.\n# TYPE %s histogram\n", name, name);
+	for (i = 0; i < n; i++) {
+		if (!s[i].lat || !s[i].lat->present)
+			continue;
+		cum = 0;
+		for (b = 0; b < ENGRAM_LAT_BUCKETS; b++) {
+			cum += s[i].lat->b[b];
+			if (b == ENGRAM_LAT_BUCKETS - 1)
+				snprintf(le, sizeof(le), "le=\"+Inf\"");
+			else
+				snprintf(le, sizeof(le), "le=\"%.6f\"", (double)(2ULL << b) / 1e6);
+			u64_text(value, sizeof(value), cum, 0);
+			sample(f, bucket, s[i].labels, le, value);
+		}
+		snprintf(bucket, sizeof(bucket), "%s_sum", name);
+		u64_text(value, sizeof(value), s[i].lat->sum_ns, 1);
+		if (s[i].lat->has_sum)
+			sample(f, bucket, s[i].labels, NULL, value);
+		snprintf(bucket, sizeof(bucket), "%s_count", name);
+		u64_text(value, sizeof(value), cum, 0);
+		sample(f, bucket, s[i].labels, NULL, value);
+		snprintf(bucket, sizeof(bucket), "%s_bucket", name);
+	}
+}
+
+void prom_print_scope(FILE *f, const char *scope, const struct prom_sample *s, size_t n)
+{
+	int id;
+
+	for (id = 1; id <= ENGRAM_STAT_MAX; id++)
+		if (!refusal(id))
+			print_counter(f, scope, id, s, n);
+	print_refusals(f, scope, s, n);
+	print_latency(f, scope, s, n);
+}
