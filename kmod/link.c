@@ -943,7 +943,7 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		f->ticket = ++l->next_ticket;
 		f->conn_gen = l->conn_gen;
 		trace_engram_fetch_submit(l->id, f->ticket, f->nr_rows,
-					  ktime_to_ns(ktime_sub(f->deadline, f->start)));
+					  ktime_to_ns(ktime_sub(f->deadline, ktime_get())));
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (!ret) {

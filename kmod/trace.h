@@ -26,17 +26,17 @@ TRACE_DEFINE_ENUM(ENGRAM_LINK_UP);
 TRACE_DEFINE_ENUM(ENGRAM_LINK_DOWN);
 
 TRACE_EVENT(engram_fetch_submit,
-	    TP_PROTO(u32 link, u64 ticket, u32 rows, u64 timeout_ns),
+	    TP_PROTO(u32 link, u64 ticket, u32 rows, s64 timeout_ns),
 	    TP_ARGS(link, ticket, rows, timeout_ns),
 	    TP_STRUCT__entry(__field(u32, link)
 			     __field(u32, rows)
 			     __field(u64, ticket)
-			     __field(u64, timeout_ns)),
+			     __field(s64, timeout_ns)),
 	    TP_fast_assign(__entry->link = link;
 			   __entry->rows = rows;
 			   __entry->ticket = ticket;
 			   __entry->timeout_ns = timeout_ns;),
-	    TP_printk("link %u ticket %llu rows %u timeout_ns %llu", __entry->link,
+	    TP_printk("link %u ticket %llu rows %u timeout_ns %lld", __entry->link,
 		      __entry->ticket, __entry->rows, __entry->timeout_ns)
 );
 
@@ -57,18 +57,22 @@ TRACE_EVENT(engram_fetch_done,
 		      __entry->ticket, __entry->rows, __entry->error, __entry->rtt_ns)
 );
 
+/*
+ * late_ns is negative when a closing fd ended the fetch before its
+ * deadline: it is failed and its connection broken the same way.
+ */
 TRACE_EVENT(engram_fetch_timeout,
-	    TP_PROTO(u32 link, u64 ticket, u32 rows, u64 late_ns),
+	    TP_PROTO(u32 link, u64 ticket, u32 rows, s64 late_ns),
 	    TP_ARGS(link, ticket, rows, late_ns),
 	    TP_STRUCT__entry(__field(u32, link)
 			     __field(u32, rows)
 			     __field(u64, ticket)
-			     __field(u64, late_ns)),
+			     __field(s64, late_ns)),
 	    TP_fast_assign(__entry->link = link;
 			   __entry->rows = rows;
 			   __entry->ticket = ticket;
 			   __entry->late_ns = late_ns;),
-	    TP_printk("link %u ticket %llu rows %u late_ns %llu: breaking the connection",
+	    TP_printk("link %u ticket %llu rows %u late_ns %lld: breaking the connection",
 		      __entry->link, __entry->ticket, __entry->rows, __entry->late_ns)
 );
 

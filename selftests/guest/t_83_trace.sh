@@ -19,8 +19,10 @@ P=/sys/module/engram_rdma/parameters
 T=/sys/kernel/tracing
 
 make_table "$F" $ROWS --seed 83 || bail "mktable"
-[ -d $T/events ] || mount -t tracefs tracefs $T 2>/dev/null ||
-	mount -t debugfs debugfs /sys/kernel/debug && T=/sys/kernel/debug/tracing
+if [ ! -d $T/events ] && ! mount -t tracefs tracefs $T 2>/dev/null; then
+	mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+	T=/sys/kernel/debug/tracing
+fi
 [ -d $T/events ] || bail "no tracefs"
 module_unload || bail "rmmod"
 module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
@@ -68,6 +70,10 @@ check "20 or more submits of 288 rows, each done without error ($n_sub, $n_done)
 tickets() { grep -oE "engram_fetch_$1: link $ID ticket [0-9]+ rows 288" "$SCRATCH/trace.txt" |
 	awk '{print $5}' | sort; }
 check "every such ticket was submitted and done" test "$(tickets submit)" = "$(tickets done)"
+to=$(grep -oE "engram_fetch_submit: link $ID ticket [0-9]+ rows 288 timeout_ns [0-9]+" \
+	"$SCRATCH/trace.txt" | awk '{print $9}' | head -n1)
+check "a submit's timeout_ns is the deadline from then: under 20 s, over 19 ($to)" \
+	test "${to:-0}" -le 20000000000 -a "${to:-0}" -gt 19000000000
 check "the host traced requests of 288 rows admitted (status 0)" \
 	test "$(tr_lines 'engram_serve_request: ticket [0-9]+ generation [0-9]+ rows 288 status 0' | wc -l)" -ge 20
 check "the refused request: status 5 (row_out_of_range) as a request" \

@@ -570,6 +570,8 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 	case ENGRAM_CMD_TABLE_GET:
 		if (dump) {
 			mock_log("DUMP");
+			if (mock.interrupt_at_dump)
+				raise(SIGINT);
 			for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
 				if (mock.t[i].used)
 					ret = reply_table(&mock.t[i], cb, arg);

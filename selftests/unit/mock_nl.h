@@ -48,6 +48,7 @@ struct mock {
 	int fail_load;		/* load ends FAILED with EIO */
 	int eperm;		/* admin commands answer EPERM */
 	int interrupt_at_get;	/* raise SIGINT during the Nth TABLE_GET (1-based) */
+	int interrupt_at_dump;	/* raise SIGINT during a TABLE_GET dump */
 	uint8_t verify_outcome;	/* ENGRAM_VERIFY_* a verify ends with */
 	/* what the "kernel" saw */
 	char log[512];		/* "LOAD GET GET UNLOAD " */

@@ -306,6 +306,24 @@ static void test_sync(void)
 	       "sync: SIGTERM/SIGINT during a load cancels it and stops, exit 130");
 
 	mock_reset();
+	mock.interrupt_at_dump = 1;
+	rc = run("table", "sync", "--config", conf, "--no-progress", NULL);
+	tap_ok(rc == 130 && !strstr(mock.log, "LOAD"),
+	       "sync: a signal before the first load is caught too: exit 130, nothing loaded");
+
+	mock_reset();
+	mock_add("t1", ENGRAM_TABLE_READY, 3);
+	snprintf(text, sizeof(text), "t1 /nonexistent/engram/t1.safetensors a -\nt2 %s b -\n", real);
+	write_conf(bad, text);
+	rc = run("table", "sync", "--config", bad, "--no-progress", NULL);
+	tap_ok(rc == 1 && mock_find_name_ok("t1") && !strstr(mock.log, "UNLOAD") &&
+	       mock_find_name_ok("t2"),
+	       "sync: a loaded table whose file cannot be read now is kept, the others done");
+	tap_contains(out, "t1: failed (the file cannot be resolved now; kept loaded)",
+		     "  ...and says so");
+	unlink(bad);
+
+	mock_reset();
 	run("table", "sync", "--config", conf, "--no-progress", NULL);
 	rc = run("table", "unload", "--config", conf, NULL);
 	tap_ok(rc == 0 && !mock_find_name_ok("t1") && !mock_find_name_ok("t2"),

@@ -48,7 +48,7 @@ _engramctl()
 	done
 	# "engramctl load ..." is "engramctl table load ...".
 	case $obj in
-	load | unload | list | show | verify | sync)
+	load | unload | list | show | verify)
 		[ -z "$cmd" ] || nargs=$((nargs + 1))
 		cmd=$obj
 		obj=table
@@ -68,7 +68,7 @@ _engramctl()
 
 	if [ -z "$obj" ]; then
 		COMPREPLY=($(compgen -W "table stats link listen mktable load unload list show
-			verify sync help -j --json -p --pretty -h --help -V --version" -- "$cur"))
+			verify help -j --json -p --pretty -h --help -V --version" -- "$cur"))
 		return
 	fi
 	case $obj in

@@ -191,7 +191,10 @@ static void print_latency(FILE *f, const char *scope, const struct prom_sample *
 		return;
 	snprintf(name, sizeof(name), "engram_rdma_%slatency_seconds", scope);
 	snprintf(bucket, sizeof(bucket), "%s_bucket", name);
-	fprintf(f, "# HELP %s Time from submit to completion.\n# TYPE %s histogram\n", name, name);
+	/* A table's is the host's, a link's the GPU node's (netlink.rst). */
+	fprintf(f, "# HELP %s %s\n# TYPE %s histogram\n", name,
+		!strcmp(scope, "table_") ? "Time the host took to serve a request." :
+		"Time from a fetch's submit to its completion.", name);
 	for (i = 0; i < n; i++) {
 		if (!s[i].lat || !s[i].lat->present)
 			continue;

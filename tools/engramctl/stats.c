@@ -293,12 +293,14 @@ static int print_prometheus(const struct stats_info *global, const struct stats_
 	for (i = 0; i < l->n; i++) {
 		if (only && strcmp(only, l->v[i].name))
 			continue;
-		prom_escape(e1, sizeof(e1), l->v[i].name);
+		const char *esc = prom_escape(e1, sizeof(e1), l->v[i].name);
+
 		if (l->v[i].link_id) {
-			snprintf(lab[k], sizeof(lab[k]), "link=\"%u\",table=\"%s\"", l->v[i].link_id, e1);
+			snprintf(lab[k], sizeof(lab[k]), "link=\"%u\",table=\"%s\"", l->v[i].link_id,
+				 esc);
 			lt[nlt++] = (struct prom_sample){ lab[k++], &l->v[i].si, &l->v[i].lat };
 		} else {
-			snprintf(lab[k], sizeof(lab[k]), "table=\"%s\"", e1);
+			snprintf(lab[k], sizeof(lab[k]), "table=\"%s\"", esc);
 			t[nt++] = (struct prom_sample){ lab[k++], &l->v[i].si, &l->v[i].lat };
 		}
 	}

@@ -86,26 +86,37 @@ static void report(struct sync_ctx *c, const char *name, const char *action, con
 }
 
 /*
- * Why the loaded @ti is not what @e lists, or NULL when it is.  A file
- * that cannot be read now is a reason too: loading it again will say why.
+ * Why the loaded @ti is not what @e lists, or NULL when it is.  *@keep is
+ * set when the answer cannot be known now (the file cannot be read, say
+ * an NFS mount is away, or the module shows no paths to this user): a
+ * table that serves from its pinned pages is then not given up for a
+ * load that would fail.
  */
-static const char *differs(const struct tconf_entry *e, const struct table_info *ti)
+static const char *differs(const struct tconf_entry *e, const struct table_info *ti,
+			   int *keep)
 {
 	char real[PATH_MAX];
 	struct st_engram eg;
 
+	*keep = 0;
 	if (ti->state == ENGRAM_TABLE_FAILED)
 		return "it failed";
+	*keep = 1;
+	if (!TI_HAS(ti, ENGRAM_A_TABLE_PATH) || !ti->path[0])
+		return "the module shows its file only to CAP_NET_ADMIN; kept loaded";
 	if (!realpath(e->file, real))
-		return "the file cannot be resolved";
+		return "the file cannot be resolved now; kept loaded";
+	*keep = 0;
 	if (strcmp(real, ti->path))
 		return "loaded from another file";
 	if (e->has_sha256 &&
 	    (!TI_HAS(ti, ENGRAM_A_TABLE_SHA256) ||
 	     memcmp(e->sha256, ti->sha256, sizeof(e->sha256))))
 		return "another SHA-256";
+	*keep = 1;
 	if (table_geometry(e->file, e->tensor, &eg))
-		return "the tensor cannot be read";
+		return "the tensor cannot be read now; kept loaded";
+	*keep = 0;
 	if (eg.rows != ti->rows || eg.weight_offset != ti->weight_offset ||
 	    eg.scale_offset != ti->scale_offset)
 		return "another tensor or geometry";
@@ -129,7 +140,7 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 	const char *why = NULL;
 	struct table_info ti;
 	struct progress pg;
-	int rc;
+	int rc, keep = 0;
 
 	if (loaded) {
 		ti = *loaded;
@@ -150,9 +161,13 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 		}
 	}
 	if (loaded) {
-		why = differs(e, &ti);
+		why = differs(e, &ti, &keep);
 		if (!why) {
 			report(c, e->name, "unchanged", NULL);
+			return 0;
+		}
+		if (keep) {
+			report(c, e->name, "failed", why);
 			return 0;
 		}
 	}
@@ -179,6 +194,7 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 
 static int finish(struct sync_ctx *c, int rc)
 {
+	table_signals_disarm();
 	if (c->out) {
 		if (json_print(c->out, opts.pretty) && rc == EXIT_OK)
 			rc = EXIT_FAIL;
@@ -243,13 +259,15 @@ int table_sync(int argc, char **argv)
 	}
 	if (opts.json)
 		c.out = json_array();
+	/* Once for the whole run: a stop between two loads is not lost. */
+	table_signals_arm();
 	ret = table_dump(&c.nl, &v, &n);
 	if (ret) {
 		rc = EXIT_FAIL;
 		goto out;
 	}
 	rc = EXIT_OK;
-	for (i = 0; prune && i < n; i++) {
+	for (i = 0; prune && i < n && !table_interrupted(); i++) {
 		if (tconf_find(&tc, v[i].name))
 			continue;
 		if (c.dry_run)
@@ -259,6 +277,8 @@ int table_sync(int argc, char **argv)
 		else
 			report(&c, v[i].name, "unloaded", "not listed");
 	}
+	if (table_interrupted())
+		rc = EXIT_INTR;
 	for (i = 0; i < tc.n && rc == EXIT_OK; i++) {
 		const struct table_info *loaded = NULL;
 		size_t k;

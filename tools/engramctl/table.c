@@ -32,6 +32,8 @@
 #define POLL_MS		200
 
 static volatile sig_atomic_t interrupted;
+/* Set by a command that loads several tables: each load must not reset it. */
+static int signals_armed;
 
 static void on_signal(int sig)
 {
@@ -47,6 +49,24 @@ static void catch_signals(void)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
+}
+
+/**
+ * table_signals_arm() - catch SIGINT and SIGTERM for a whole command
+ *
+ * For a command that loads several tables (sync): the loads then leave the
+ * handlers and the flag alone, so a signal between two of them still ends
+ * the command.  table_signals_disarm() at its end.
+ */
+void table_signals_arm(void)
+{
+	catch_signals();
+	signals_armed = 1;
+}
+
+void table_signals_disarm(void)
+{
+	signals_armed = 0;
 }
 
 static void sleep_ms(unsigned int ms)
@@ -300,7 +320,8 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 		goto out_fd;
 	}
 
-	catch_signals();
+	if (!signals_armed)
+		catch_signals();
 	ret = enl_request(nl, msg, reply_table, &ti);
 	/* The kernel took its own reference to the file during the request. */
 	close(fd);

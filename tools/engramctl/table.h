@@ -23,6 +23,8 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 		    const uint8_t *sha, int show_progress, int report, struct table_info *out);
 int table_geometry(const char *file, const char *prefix, struct st_engram *eg);
 int table_interrupted(void);
+void table_signals_arm(void);
+void table_signals_disarm(void);
 /* "engramctl: NAME: WHAT: error: message" from a table's error attributes. */
 void print_table_error(const struct table_info *ti, const char *what);
 /* The table as JSON on stdout; an EXIT_* code. */
