@@ -4,7 +4,7 @@
 # `make matrix`: the module built with W=1 and checked by sparse (C=2) for
 # every kernel and architecture it supports, as TAP, one line per tree:
 #
-#   6.1, 6.12         the test kernels' build trees (deps.sh)
+#   6.1, 6.12         the guests' kernels (deps.sh: kheaders.sh --only)
 #   x86-5.10          bullseye's 5.10            (selftests/vm/kheaders.sh:
 #   x86-6.12-rt       bookworm-backports' RT      Debian's header packages
 #   x86-7.2           sid's 7.2                   unpacked into the cache,

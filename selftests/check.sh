@@ -163,7 +163,11 @@ run_tap() {
 echo "# engram-rdma check: $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(uname -r), logs in $logs"
 
 # --- dependencies ----------------------------------------------------------------
+# deps.sh may add bookworm's build tools, nothing else: a record of the
+# machine before it, compared after (selftests/deps-check.sh).
+selftests/deps-check.sh snapshot "$logs/machine-before-deps.txt"
 run_build deps "deps: build and test dependencies installed" selftests/vm/deps.sh
+run_tap deps-check "[deps]" selftests/deps-check.sh compare "$logs/machine-before-deps.txt"
 # The other kernels' headers (the build matrix) and images (5.10 and 7.2,
 # make check-kernels), unpacked into the cache: seconds when present.
 run_build kheaders "deps: other kernels' headers and images in ${CACHE:-/var/cache/engram-rdma}/kheaders" \

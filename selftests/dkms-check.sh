@@ -2,12 +2,15 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # DKMS packaging check (TAP): add, build and install engram-rdma through
-# dkms for the 6.1 test kernel from a staged copy of the tree (Kbuild, kmod,
-# uapi, dkms.conf, LICENSE), check the installed module, then remove it and
-# everything the check created.  The machine is left as found: a left-over
-# DKMS copy under /lib/modules/<rel>/updates would shadow the tree's build
-# inside the test guests.  Refuses to run when engram-rdma is already known
-# to dkms.
+# dkms for a test kernel (6.1 by default) from a staged copy of the tree
+# (Kbuild, kmod, uapi, dkms.conf, LICENSE), check the installed module, then
+# remove it.  The test kernels live in the cache, not in the machine
+# (kheaders.sh), so dkms works on trees of its own under a scratch
+# directory: --dkmstree, --sourcetree and --installtree there,
+# --kernelsourcedir the cached headers, and depmod -b over the scratch
+# lib/modules (dkms's own depmod would look in the machine's /lib/modules).
+# Nothing of the machine's dkms state, /usr/src or /lib/modules is touched;
+# the check fails if any of it changes.
 #
 # Usage: dkms-check.sh [KVER]   (default 6.1)
 set -uo pipefail
@@ -30,8 +33,10 @@ else
 	notok "dkms.conf names engram-rdma and a version (got '$name' '$ver')"
 	exit 1
 fi
-if ! command -v dkms >/dev/null || [ -z "$rel" ] || [ ! -d "/lib/modules/$rel/build" ]; then
-	notok "dkms and the $KVER kernel headers are installed (run 'make deps')"
+kdir=$("$root/selftests/vm/kernels.sh" builddir "$KVER")
+modroot=$("$root/selftests/vm/kernels.sh" modroot "$KVER")
+if ! command -v dkms >/dev/null || [ -z "$rel" ] || [ -z "$kdir" ] || [ -z "$modroot" ]; then
+	notok "dkms and the $KVER kernel (headers and modules) are there (run 'make deps')"
 	exit 1
 fi
 if [ "$(id -u)" -ne 0 ]; then
@@ -39,30 +44,41 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 0
 fi
 
-# --- preconditions: nothing of ours there yet ---------------------------------
-src=/usr/src/$name-$ver
-if [ -n "$(dkms status "$name" 2>/dev/null)" ] || [ -e "$src" ] || [ -e "/var/lib/dkms/$name" ]; then
-	notok "no engram-rdma known to dkms before the check (found: $(dkms status "$name" 2>/dev/null | head -n1) $([ -e "$src" ] && echo "$src")); not touching it"
-	exit 1
-fi
-ok "no engram-rdma known to dkms before the check"
+# What of the machine the check must leave alone.
+machine_state() {
+	ls -lA --time-style=+%s /var/lib/dkms /usr/src /lib/modules 2>&1
+	dkms status 2>&1
+}
+before=$(machine_state)
 
-# dkms signs modules and creates a MOK key pair when none exists: remove it
-# afterwards if this check created it.
+# dkms signs modules with /var/lib/dkms/mok.key, creating the pair when
+# there is none: remove it afterwards if this check created it.
 mok_existed=0
 [ -e /var/lib/dkms/mok.key ] || [ -e /var/lib/dkms/mok.pub ] && mok_existed=1
+dkms_existed=0
+[ -d /var/lib/dkms ] && dkms_existed=1
 stage=$(mktemp -d /tmp/engram-dkms.XXXXXX)
+drop_mok() {
+	[ $mok_existed -eq 1 ] || rm -f /var/lib/dkms/mok.key /var/lib/dkms/mok.pub
+	[ $dkms_existed -eq 1 ] || rmdir /var/lib/dkms 2>/dev/null
+}
 cleanup() {
-	timeout 120 dkms remove "$name/$ver" --all >/dev/null 2>&1
-	rm -rf "$src" "/var/lib/dkms/$name" "$stage"
-	if [ $mok_existed -eq 0 ]; then
-		rm -f /var/lib/dkms/mok.key /var/lib/dkms/mok.pub
-	fi
-	rm -f "/lib/modules/$rel/updates/dkms/engram_rdma.ko"*
-	rmdir "/lib/modules/$rel/updates/dkms" "/lib/modules/$rel/updates" 2>/dev/null
-	depmod "$rel" 2>/dev/null
+	drop_mok
+	rm -rf "$stage"
 }
 trap cleanup EXIT
+
+# The scratch system: lib/modules/<rel> of the cached kernel (its modules by
+# a symlink, its module lists copied for depmod), and dkms's own trees.
+sysroot=$stage/root
+imods=$sysroot/lib/modules
+mkdir -p "$imods/$rel" "$stage/src" "$stage/dkms"
+ln -s "$modroot/kernel" "$imods/$rel/kernel"
+for f in modules.order modules.builtin modules.builtin.modinfo; do
+	[ -e "$modroot/$f" ] && cp "$modroot/$f" "$imods/$rel/"
+done
+D=(dkms --dkmstree "$stage/dkms" --sourcetree "$stage/src" --installtree "$imods")
+K=(-k "$rel" --kernelsourcedir "$kdir")
 
 tree=$stage/$name-$ver
 mkdir -p "$tree"
@@ -88,21 +104,22 @@ step() {
 	else
 		notok "$d (exit $rc)"
 		tail -n 25 <<<"$out" | diag
-		for f in /var/lib/dkms/"$name"/"$ver"/build/make.log; do
+		for f in "$stage/dkms/$name/$ver/build/make.log"; do
 			[ -f "$f" ] && tail -n 25 "$f" | diag
 		done
 	fi
 	return $rc
 }
 
-step "dkms add $name/$ver" dkms add "$tree" || exit 1
-step "dkms build -k $rel" dkms build "$name/$ver" -k "$rel" || exit 1
-step "dkms install -k $rel" dkms install "$name/$ver" -k "$rel" || exit 1
+step "dkms add $name/$ver" "${D[@]}" add "$tree" || exit 1
+step "dkms build -k $rel" "${D[@]}" build "$name/$ver" "${K[@]}" || exit 1
+step "dkms install -k $rel" "${D[@]}" install "$name/$ver" "${K[@]}" --no-depmod || exit 1
+step "depmod -b over the scratch lib/modules" depmod -b "$sysroot" "$rel" || exit 1
 
 # A kernel outside BUILD_EXCLUSIVE_KERNEL is refused up front, saying why,
 # and leaves what is installed alone.
 for k in 4.19.0-27-amd64 8.0.0-1-amd64; do
-	out=$(timeout 120 dkms build "$name/$ver" -k "$k" 2>&1)
+	out=$(timeout 120 "${D[@]}" build "$name/$ver" -k "$k" --kernelsourcedir "$kdir" 2>&1)
 	rc=$?
 	if [ $rc -ne 0 ] && grep -q 'BUILD_EXCLUSIVE' <<<"$out"; then
 		ok "dkms build -k $k refused: BUILD_EXCLUSIVE_KERNEL (exit $rc)"
@@ -112,14 +129,14 @@ for k in 4.19.0-27-amd64 8.0.0-1-amd64; do
 	fi
 done
 
-ko=$(ls /lib/modules/"$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null | head -n1)
+ko=$(ls "$imods/$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null | head -n1)
 if [ -n "$ko" ]; then
-	ok "module installed under /lib/modules/$rel/updates/dkms ($(basename "$ko"))"
+	ok "module installed under lib/modules/$rel/updates/dkms ($(basename "$ko"))"
 else
-	notok "module installed under /lib/modules/$rel/updates/dkms"
-	ls -lR "/lib/modules/$rel/updates" 2>&1 | diag
+	notok "module installed under lib/modules/$rel/updates/dkms"
+	ls -lR "$imods/$rel/updates" 2>&1 | diag
 fi
-fn=$(modinfo -k "$rel" -F filename engram_rdma 2>/dev/null)
+fn=$(modinfo -b "$sysroot" -k "$rel" -F filename engram_rdma 2>/dev/null)
 if [ -n "$ko" ] && [ "$fn" = "$ko" ]; then
 	ok "modinfo -k $rel resolves engram_rdma to the dkms copy"
 else
@@ -130,23 +147,36 @@ if [ -n "$ko" ] && [ "$(modinfo -F vermagic "$ko" | cut -d' ' -f1)" = "$rel" ]; 
 else
 	notok "installed module's vermagic is $rel (got '$(modinfo -F vermagic "$ko" 2>/dev/null)')"
 fi
-if dkms status "$name/$ver" -k "$rel" 2>/dev/null | grep -q installed; then
+# What it needs (ib_core, rdma_cm) resolves among the kernel's own modules.
+deps=$(modinfo -F depends "$ko" 2>/dev/null)
+miss=""
+for m in ${deps//,/ }; do
+	modinfo -b "$sysroot" -k "$rel" -F filename "$m" >/dev/null 2>&1 || miss="$miss $m"
+done
+if [ -n "$deps" ] && [ -z "$miss" ]; then
+	ok "its dependencies ($deps) are modules of $rel"
+else
+	notok "its dependencies ($deps) are modules of $rel (missing:$miss)"
+fi
+if "${D[@]}" status "$name/$ver" -k "$rel" 2>/dev/null | grep -q installed; then
 	ok "dkms status reports installed"
 else
 	notok "dkms status reports installed"
 fi
 
-step "dkms remove $name/$ver --all" dkms remove "$name/$ver" --all
-rm -rf "$src"
-if [ -z "$(ls /lib/modules/"$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null)" ] &&
-   [ -z "$(dkms status "$name" 2>/dev/null)" ] && [ ! -e "$src" ]; then
-	ok "nothing of engram-rdma left in dkms, /usr/src or /lib/modules/$rel/updates"
+step "dkms remove $name/$ver --all" "${D[@]}" remove "$name/$ver" --all --no-depmod
+if [ -z "$(ls "$imods/$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null)" ] &&
+   [ -z "$("${D[@]}" status "$name" 2>/dev/null)" ]; then
+	ok "dkms remove took the module and its dkms entry away"
 else
-	notok "nothing of engram-rdma left in dkms, /usr/src or /lib/modules/$rel/updates"
+	notok "dkms remove took the module and its dkms entry away"
 fi
-if [ -z "$(modinfo -k "$rel" -F filename engram_rdma 2>/dev/null)" ]; then
-	ok "modinfo -k $rel no longer finds engram_rdma"
+drop_mok
+after=$(machine_state)
+if [ "$before" = "$after" ]; then
+	ok "the machine's /var/lib/dkms, /usr/src, /lib/modules and dkms status unchanged"
 else
-	notok "modinfo -k $rel no longer finds engram_rdma"
+	notok "the machine's /var/lib/dkms, /usr/src, /lib/modules and dkms status unchanged"
+	diff <(echo "$before") <(echo "$after") | head -n 20 | diag
 fi
 exit $failed

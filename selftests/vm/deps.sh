@@ -3,15 +3,24 @@
 #
 # Install everything engram-rdma's build and tests need, from Debian's
 # registry only.  Idempotent; when everything is already present it returns
-# in well under a second without touching the network.
+# in about a second without touching the network.
 #
 # All apt operations go through a private sources list under $CACHE/apt
 # (bookworm, -updates, -security, -backports), so the machine's own apt
 # configuration is neither used (it may name other registries) nor changed.
 # Downloaded .debs stay in $CACHE/apt/archives, outside the work tree.
 #
+# What the machine gets is build tools from bookworm itself (BASE_PKGS and
+# what they depend on): never a kernel, kernel headers, or a newer
+# linux-libc-dev or linux-perf than bookworm's.  The guests' kernels
+# (bookworm's 6.1, bookworm-backports' 6.12: image, modules, headers) are
+# unpacked into $CACHE/kheaders by kheaders.sh --only, and checkpatch comes
+# out of the linux-source-6.1 package without installing it: the machine's
+# /boot, /lib/modules and /usr/src are left as they were
+# (selftests/deps-check.sh proves it in make check).
+#
 # Results:
-#   $CACHE/kernels.env          KREL_6_1=... KREL_6_12=...  (test kernels)
+#   $CACHE/kheaders/x86-6.1{,-image}, x86-6.12{,-image}   (kernels.sh)
 #   $CACHE/checkpatch/          checkpatch.pl, spelling.txt,
 #                               const_structs.checkpatch (from linux-source-6.1)
 #
@@ -22,7 +31,6 @@ set -euo pipefail
 
 CACHE=${CACHE:-/var/cache/engram-rdma}
 APTDIR=$CACHE/apt
-KENV=$CACHE/kernels.env
 CPDIR=$CACHE/checkpatch
 REFRESH=0
 DOWNLOAD=""
@@ -33,7 +41,7 @@ BASE_PKGS=(
 	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev libssl-dev
 	rdma-core ibverbs-utils rdmacm-utils perftest python3-pyverbs libibverbs-dev librdmacm-dev
 	qemu-system-x86 qemu-system-arm busybox-static kmod cpio xz-utils rsync dkms sparse
-	linux-source-6.1 clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch
+	clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch
 	python3-prometheus-client bash-completion
 	e2fsprogs iproute2 util-linux coreutils dmsetup
 	flex bison bc libelf-dev lcov
@@ -63,23 +71,16 @@ checkpatch_ok() {
 		[ -s "$CPDIR/const_structs.checkpatch" ]
 }
 
-kernel_pkgs() {
-	# $1 = release
-	echo "linux-image-$1 linux-headers-$1"
-}
+# The guests' kernels, in the cache.
+GUEST_TREES=x86-6.1,x86-6.12
+KH=$(dirname "$0")/kheaders.sh
 
 # ---- fast path: nothing to do ---------------------------------------------
-if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && [ -s "$KENV" ]; then
-	# shellcheck disable=SC1090
-	. "$KENV"
-	if [ -n "${KREL_6_1:-}" ] && [ -n "${KREL_6_12:-}" ] &&
-	   installed "${BASE_PKGS[@]}" $(kernel_pkgs "$KREL_6_1") $(kernel_pkgs "$KREL_6_12") &&
-	   [ -e "/boot/vmlinuz-$KREL_6_1" ] && [ -e "/boot/vmlinuz-$KREL_6_12" ] &&
-	   [ -d "/lib/modules/$KREL_6_1/build" ] && [ -d "/lib/modules/$KREL_6_12/build" ] &&
-	   checkpatch_ok; then
-		log "everything present (6.1=$KREL_6_1, 6.12=$KREL_6_12)"
-		exit 0
-	fi
+if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && installed "${BASE_PKGS[@]}" && checkpatch_ok &&
+   [ -n "$("$KH" release x86-6.1)" ] && [ -n "$("$KH" release x86-6.12)" ] &&
+   [ -n "$("$KH" kdir x86-6.1)" ] && [ -n "$("$KH" kdir x86-6.12)" ]; then
+	log "everything present (6.1=$("$KH" release x86-6.1), 6.12=$("$KH" release x86-6.12))"
+	exit 0
 fi
 
 [ "$(id -u)" -eq 0 ] || { log "must run as root to install packages"; exit 1; }
@@ -107,9 +108,6 @@ APT_OPTS=(
 	-o "Dpkg::Use-Pty=0"
 )
 export DEBIAN_FRONTEND=noninteractive
-# No initrd for kernel images: initramfs-tools' postinst hook is slow and the
-# test VMs boot with their own tiny initramfs.
-export INITRD=No
 
 apt_get() { timeout 1800 apt-get -q -y "${APT_OPTS[@]}" "$@" </dev/null; }
 apt_cache() { apt-cache "${APT_OPTS[@]}" "$@"; }
@@ -131,49 +129,33 @@ if [ -n "$DOWNLOAD" ]; then
 	exit 0
 fi
 
-# ---- kernel releases, resolved from the meta packages -------------------------
-resolve_krel() {
-	# $@ = extra apt-cache options; prints the release the meta package
-	# linux-image-amd64 points at (e.g. 6.1.0-57-amd64).
-	apt_cache "$@" depends linux-image-amd64 2>/dev/null |
-		sed -n 's/^ *Depends: linux-image-\([0-9][^ ]*-amd64\)$/\1/p' | head -n1
-}
-KREL_6_1=$(resolve_krel)
-KREL_6_12=$(resolve_krel -t bookworm-backports)
-case "$KREL_6_1" in 6.1.*) ;; *) log "cannot resolve the 6.1 release (got '$KREL_6_1')"; exit 1;; esac
-case "$KREL_6_12" in 6.12.*) ;; *) log "cannot resolve the 6.12 release (got '$KREL_6_12')"; exit 1;; esac
-# The headers meta package must agree with the image.
-for t in "" "-t bookworm-backports"; do
-	# shellcheck disable=SC2086
-	h=$(apt_cache $t depends linux-headers-amd64 2>/dev/null |
-		sed -n 's/^ *Depends: linux-headers-\([0-9][^ ]*-amd64\)$/\1/p' | head -n1)
-	case "$h" in "$KREL_6_1"|"$KREL_6_12") ;;
-	*) log "linux-headers-amd64 ($t) points at '$h', not the image's release"; exit 1;; esac
-done
-log "test kernels: 6.1=$KREL_6_1 6.12=$KREL_6_12"
-
 # ---- packages -----------------------------------------------------------------
-want=($(missing "${BASE_PKGS[@]}" $(kernel_pkgs "$KREL_6_1")))
+# From bookworm only: -t bookworm-backports would also upgrade what the
+# packages depend on (linux-libc-dev) past the machine's own.
+want=($(missing "${BASE_PKGS[@]}"))
 if [ ${#want[@]} -gt 0 ]; then
 	log "installing: ${want[*]}"
 	apt_get install --no-install-recommends "${want[@]}"
 fi
-want=($(missing $(kernel_pkgs "$KREL_6_12")))
-if [ ${#want[@]} -gt 0 ]; then
-	log "installing from bookworm-backports: ${want[*]}"
-	apt_get -t bookworm-backports install --no-install-recommends "${want[@]}"
-fi
-for r in "$KREL_6_1" "$KREL_6_12"; do
-	[ -e "/boot/vmlinuz-$r" ] || { log "/boot/vmlinuz-$r missing after install"; exit 1; }
-	[ -d "/lib/modules/$r/build" ] || { log "/lib/modules/$r/build missing after install"; exit 1; }
+
+# ---- the guests' kernels, unpacked into the cache --------------------------------
+"$KH" $([ $REFRESH -eq 1 ] && echo --refresh) --only "$GUEST_TREES" >&2 ||
+	{ log "the guests' kernels could not be unpacked (kheaders.sh --only $GUEST_TREES)"; exit 1; }
+for t in x86-6.1 x86-6.12; do
+	[ -n "$("$KH" release "$t")" ] || { log "$t: no kernel image in the cache"; exit 1; }
 done
 
 # ---- checkpatch -------------------------------------------------------------------
+# From linux-source-6.1's .deb (its tarball inside), without installing it.
 if ! checkpatch_ok; then
-	log "extracting checkpatch.pl from /usr/src/linux-source-6.1.tar.xz"
+	(cd "$APTDIR/archives" && apt_get download linux-source-6.1)
+	deb=$(ls -t "$APTDIR"/archives/linux-source-6.1_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || { log "linux-source-6.1 did not download"; exit 1; }
+	log "extracting checkpatch.pl from $(basename "$deb")"
 	tmp=$(mktemp -d)
 	trap 'rm -rf "$tmp"' EXIT
-	tar -xJf /usr/src/linux-source-6.1.tar.xz -C "$tmp" --wildcards --no-anchored \
+	dpkg-deb --fsys-tarfile "$deb" | tar -x -C "$tmp" --wildcards './usr/src/linux-source-6.1.tar.*'
+	tar -xf "$tmp"/usr/src/linux-source-6.1.tar.* -C "$tmp" --wildcards --no-anchored \
 		'scripts/checkpatch.pl' 'scripts/spelling.txt' 'scripts/const_structs.checkpatch'
 	mkdir -p "$CPDIR"
 	for f in checkpatch.pl spelling.txt const_structs.checkpatch; do
@@ -183,10 +165,6 @@ if ! checkpatch_ok; then
 	done
 	chmod 0755 "$CPDIR/checkpatch.pl"
 fi
-
-# ---- record ---------------------------------------------------------------------
-tmpenv=$(mktemp "$CACHE/.kernels.env.XXXXXX")
-printf 'KREL_6_1=%s\nKREL_6_12=%s\n' "$KREL_6_1" "$KREL_6_12" > "$tmpenv"
-chmod 0644 "$tmpenv"
-mv -f "$tmpenv" "$KENV"
-log "done (kernels recorded in $KENV)"
+# Left by deps.sh before the kernels moved into the cache; nothing reads it.
+rm -f "$CACHE/kernels.env"
+log "done"

@@ -1,24 +1,24 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Look up the test kernels recorded by deps.sh.
+# Look up the guests' kernels.  Every one lives in the cache, none in the
+# machine's /boot, /lib/modules or /usr/src.
 #
 #   kernels.sh kdir KVER      build tree of the running kernel if it exists,
-#                             else that of test kernel KVER (6.1, 6.12 or
-#                             debug), else nothing
+#                             else that of test kernel KVER, else nothing
 #   kernels.sh release KVER   e.g. 6.1.0-57-amd64 (nothing if unknown)
-#   kernels.sh vmlinuz KVER   /boot/vmlinuz-<release> (nothing if missing)
-#   kernels.sh builddir KVER  /lib/modules/<release>/build (test kernel only)
-#   kernels.sh modroot KVER   the debug kernel's lib/modules/<release> under
-#                             $CACHE (nothing for Debian's kernels)
+#   kernels.sh vmlinuz KVER   the kernel image (nothing if missing)
+#   kernels.sh builddir KVER  the test kernel's build tree (KDIR)
+#   kernels.sh modroot KVER   its lib/modules/<release> (nothing if missing)
 #
 #   kernels.sh makeflags KVER extra make arguments to build for KVER
 #   kernels.sh arch KVER      x86_64, or arm64 for "arm64-16k"
 #
+# KVER "6.1" and "6.12" are Debian's bookworm and bookworm-backports
+# kernels, "5.10" and "7.2" bullseye's and sid's: headers and image
+# unpacked into the cache by kheaders.sh (deps.sh asks it for 6.1 and 6.12).
 # KVER "debug" is the kernel selftests/vm/debug-kernel.sh built, recorded in
-# $CACHE/debug-kernel.env; it lives in the cache, not under /boot.  KVER
-# "5.10" and "7.2" are Debian's bullseye and sid kernels that kheaders.sh
-# unpacked into the cache (headers and image); they too stay out of /boot.
+# $CACHE/debug-kernel.env.
 # KVER "arm64-16k" is bookworm-backports' 6.12 for arm64 with 16 KiB pages,
 # also from the cache: the GPU node of the arm64 pair (run-arm64-pair.sh).
 #
@@ -31,7 +31,7 @@ KH=$(dirname "$0")/kheaders.sh
 # cached KVER: the kheaders.sh tree of a kernel kept in the cache.
 cached() {
 	case "${1:-}" in
-	5.10 | 7.2) echo "x86-$1" ;;
+	6.1 | 6.12 | 5.10 | 7.2) echo "x86-$1" ;;
 	arm64-16k) echo arm64-6.12-16k ;;
 	*) return 1 ;;
 	esac
@@ -43,37 +43,23 @@ debug() {
 }
 
 release() {
-	local var t
+	local t
 	if t=$(cached "${1:-}"); then
 		"$KH" release "$t" 2>/dev/null
 		return 0
 	fi
 	case "${1:-}" in
 	debug) debug KREL_DEBUG; return 0 ;;
-	6.1) var=KREL_6_1 ;;
-	6.12) var=KREL_6_12 ;;
-	*) echo "kernels.sh: unknown KVER '${1:-}' (6.1 or 6.12)" >&2; return 2 ;;
+	*) echo "kernels.sh: unknown KVER '${1:-}' (6.1, 6.12, 5.10, 7.2, debug or arm64-16k)" >&2
+	   return 2 ;;
 	esac
-	if [ -r "$CACHE/kernels.env" ]; then
-		# shellcheck disable=SC1090
-		(. "$CACHE/kernels.env"; eval "echo \${$var:-}")
-		return 0
-	fi
-	# Not recorded yet: fall back to what is installed.
-	local d r=""
-	for d in /lib/modules/"$1".*-amd64/build; do
-		[ -d "$d" ] && r=$(basename "$(dirname "$d")")
-	done
-	[ -n "$r" ] && echo "$r"
-	return 0
 }
 
 case "${1:-}" in
 kdir)
 	d=/lib/modules/$(uname -r)/build
 	if [ -d "$d" ]; then echo "$d"; exit 0; fi
-	r=$(release "${2:-}") || exit 2
-	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
+	"$0" builddir "${2:-}"
 	;;
 arch)
 	case "${2:-}" in arm64*) echo arm64 ;; *) echo x86_64 ;; esac
@@ -93,8 +79,7 @@ builddir)
 		if [ -n "$d" ] && [ -d "$d" ]; then echo "$d"; fi
 		exit 0
 	fi
-	r=$(release "${2:-}") || exit 2
-	[ -n "$r" ] && [ -d "/lib/modules/$r/build" ] && echo "/lib/modules/$r/build"
+	release "${2:-}" >/dev/null || exit 2
 	;;
 release)
 	release "${2:-}" || exit 2
@@ -112,8 +97,7 @@ vmlinuz)
 		if [ -n "$v" ] && [ -e "$v" ]; then echo "$v"; fi
 		exit 0
 	fi
-	r=$(release "${2:-}") || exit 2
-	[ -n "$r" ] && [ -e "/boot/vmlinuz-$r" ] && echo "/boot/vmlinuz-$r"
+	release "${2:-}" >/dev/null || exit 2
 	;;
 *)
 	echo "usage: kernels.sh kdir|builddir|release|vmlinuz|modroot|makeflags|arch KVER" >&2

@@ -12,6 +12,8 @@
 # package cache and archives; the machine's apt sources are never used).
 #
 #   name            arch   suite(s)                        headers
+#   x86-6.1         amd64  bookworm, bookworm-security     6.1.0-N-amd64
+#   x86-6.12        amd64  bookworm-backports              6.12.*-amd64
 #   x86-5.10        amd64  bullseye, bullseye-security     5.10.0-N-amd64
 #   x86-6.12-rt     amd64  bookworm-backports              6.12.*-rt-amd64
 #   x86-7.2         amd64  sid                             7.2.*-amd64
@@ -43,9 +45,15 @@
 # with modules.dep made by depmod -b there.  Nothing goes to /boot or
 # /lib/modules of the machine.
 #
-# Usage: kheaders.sh [--refresh]  fetch/unpack what is missing, then print
+# Usage: kheaders.sh [--refresh] [--only NAME,...]
+#                                 fetch/unpack what is missing, then print
 #                                 one line per tree: name release KDIR
-#                                 (--refresh: apt-get update, re-resolve)
+#                                 (--refresh: apt-get update, re-resolve;
+#                                 --only: just those trees and their images,
+#                                 with the package lists of their suites
+#                                 only, under $CACHE/apt-guest: what
+#                                 deps.sh needs for the guests' 6.1 and
+#                                 6.12, without the matrix's downloads)
 #        kheaders.sh list         print the lines for the trees present
 #        kheaders.sh kdir NAME    KDIR of tree NAME (nothing if absent)
 #        kheaders.sh makeflags NAME  extra make arguments for tree NAME
@@ -61,6 +69,8 @@ KHDIR=$CACHE/kheaders
 
 # name|deb arch|suites (comma separated)|headers package regex
 TREES=(
+	"x86-6.1|amd64|bookworm,bookworm-security|^linux-headers-6\.1\.0-[0-9]+-amd64$"
+	"x86-6.12|amd64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-amd64$"
 	"x86-5.10|amd64|bullseye,bullseye-security|^linux-headers-5\.10\.0-[0-9]+-amd64$"
 	"x86-6.12-rt|amd64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-rt-amd64$"
 	"x86-7.2|amd64|sid|^linux-headers-7\.2\.[0-9]+[^-]*-amd64$"
@@ -85,7 +95,7 @@ ROOT_PKGS=(bash dash coreutils libc-bin debianutils gzip hostname busybox-static
 	findutils python3 e2fsprogs libnl-genl-3-200 libjansson4 libssl3 libibverbs1
 	librdmacm1 base-passwd)
 # Trees whose kernel image is unpacked too: the guests boot them.
-IMAGES=(x86-5.10 x86-7.2 arm64-6.12-16k)
+IMAGES=(x86-6.1 x86-6.12 x86-5.10 x86-7.2 arm64-6.12-16k)
 # Where the newer libc6 for host tools built against one comes from.
 LIBC_SUITE=sid
 
@@ -206,21 +216,44 @@ list)
 	done
 	exit 0
 	;;
---refresh | "") ;;
-*) die "usage: kheaders.sh [--refresh] | list | kdir NAME | makeflags NAME" ;;
+--refresh | --only | "") ;;
+*) die "usage: kheaders.sh [--refresh] [--only NAME,...] | list | kdir NAME | makeflags NAME" ;;
 esac
-REFRESH=0
-[ "${1:-}" = "--refresh" ] && REFRESH=1
+REFRESH=0 ONLY=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--refresh) REFRESH=1; shift ;;
+	--only) ONLY=${2:?usage: kheaders.sh --only NAME,...}; shift 2 ;;
+	*) die "unknown argument '$1'" ;;
+	esac
+done
+# The matrix's other pieces (sid's sparse, the arm64 sysroot and root).
+EXTRAS=1
+if [ -n "$ONLY" ]; then
+	keep=() keepi=()
+	IFS=, read -r -a only <<<"$ONLY"
+	for n in "${only[@]}"; do
+		tree_field "$n" 1 >/dev/null || die "unknown tree '$n'"
+		for t in "${TREES[@]}"; do [ "${t%%|*}" = "$n" ] && keep+=("$t"); done
+		for t in "${IMAGES[@]}"; do [ "$t" = "$n" ] && keepi+=("$t"); done
+	done
+	TREES=("${keep[@]}")
+	IMAGES=("${keepi[@]}")
+	EXTRAS=0
+	APTDIR=$CACHE/apt-guest
+fi
 
 # ---- fast path: every tree unpacked -------------------------------------------
 if [ $REFRESH -eq 0 ]; then
 	all=1
 	for t in "${TREES[@]}"; do tree_ok "${t%%|*}" || { all=0; break; }; done
 	for t in "${IMAGES[@]}"; do image_ok "$t" || { all=0; break; }; done
-	[ -x "$KHDIR/sparse-sid/sparse" ] || all=0
-	grep -qs '^LAYOUT=merged-usr$' "$KHDIR/arm64-sysroot/.kheaders" || all=0
-	[ "$(sed -n 's/^WANT=//p' "$KHDIR/arm64-root/.kheaders" 2>/dev/null)" = \
-	  "$(printf '%s\n' "${ROOT_PKGS[@]}")" ] || all=0
+	if [ $EXTRAS -eq 1 ]; then
+		[ -x "$KHDIR/sparse-sid/sparse" ] || all=0
+		grep -qs '^LAYOUT=merged-usr$' "$KHDIR/arm64-sysroot/.kheaders" || all=0
+		[ "$(sed -n 's/^WANT=//p' "$KHDIR/arm64-root/.kheaders" 2>/dev/null)" = \
+		  "$(printf '%s\n' "${ROOT_PKGS[@]}")" ] || all=0
+	fi
 	if [ $all -eq 1 ]; then
 		for t in "${TREES[@]}"; do print_line "${t%%|*}"; done
 		exit 0
@@ -240,12 +273,20 @@ if id _apt >/dev/null 2>&1; then
 	chown _apt:root "$APTDIR/archives" "$APTDIR/archives/partial" 2>/dev/null || true
 fi
 SUITES=(bookworm bookworm-security bullseye bullseye-security bookworm-backports sid experimental)
+ARCHS=(amd64 arm64)
+if [ -n "$ONLY" ]; then
+	# The suites and architectures of the trees asked for, nothing more.
+	mapfile -t SUITES < <(for t in "${TREES[@]}"; do cut -d'|' -f3 <<<"$t" | tr , '\n'; done | sort -u)
+	mapfile -t ARCHS < <(for t in "${TREES[@]}"; do cut -d'|' -f2 <<<"$t"; done | sort -u)
+	[[ " ${ARCHS[*]} " == *" amd64 "* ]] || ARCHS+=(amd64)
+fi
 kr=/usr/share/keyrings/debian-archive-keyring.gpg
+archs=$(IFS=,; echo "${ARCHS[*]}")
 tmp=$(mktemp "$APTDIR/.sources.XXXXXX")
 for s in "${SUITES[@]}"; do
 	case "$s" in
-	*-security) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian-security $s main" ;;
-	*) echo "deb [signed-by=$kr arch=amd64,arm64] http://deb.debian.org/debian $s main" ;;
+	*-security) echo "deb [signed-by=$kr arch=$archs] http://deb.debian.org/debian-security $s main" ;;
+	*) echo "deb [signed-by=$kr arch=$archs] http://deb.debian.org/debian $s main" ;;
 	esac
 done > "$tmp"
 # Rewritten when the suites change (a suite without lists then updates).
@@ -285,7 +326,7 @@ list_file() {
 lists_fresh() {
 	local s a f
 	for s in "${SUITES[@]}"; do
-		for a in amd64 arm64; do
+		for a in "${ARCHS[@]}"; do
 			f=$(list_file "$s" "$a") || return 1
 			[ -n "$(find "$f" -mmin -1440)" ] || return 1
 		done
@@ -304,7 +345,7 @@ INDEX=$(mktemp)
 WORK=""
 trap 'rm -f "$INDEX"; [ -z "$WORK" ] || rm -rf "$WORK"' EXIT
 for s in "${SUITES[@]}"; do
-	for a in amd64 arm64; do
+	for a in "${ARCHS[@]}"; do
 		f=$(list_file "$s" "$a") || { log "no $s/$a package list"; continue; }
 		/usr/lib/apt/apt-helper cat-file "$f" | awk -v s="$s" -v a="$a" '
 			/^Package: / { p = $2 }
@@ -748,9 +789,11 @@ root_tree() {
 }
 
 rc=0
-sparse_tool || rc=1
-sysroot_tree || rc=1
-root_tree || rc=1
+if [ $EXTRAS -eq 1 ]; then
+	sparse_tool || rc=1
+	sysroot_tree || rc=1
+	root_tree || rc=1
+fi
 for t in "${TREES[@]}"; do
 	IFS='|' read -r n a s r <<<"$t"
 	build_tree "$n" "$a" "$s" "$r" || rc=1
