@@ -23,6 +23,7 @@
 #include <linux/scatterlist.h>
 #include <linux/socket.h>
 #include <linux/swap.h>
+#include <net/genetlink.h>
 #include <net/netlink.h>
 #include <rdma/ib_verbs.h>
 
@@ -44,6 +45,15 @@ static inline u32 get_random_u32_below(u32 ceil)
 {
 	return prandom_u32_max(ceil);
 }
+#endif
+
+/*
+ * Before 6.7 (and the stable kernels that took the same fix, such as
+ * Debian's 6.1) a multicast group cannot require a capability to join:
+ * there the events group is open to every user.
+ */
+#ifndef GENL_MCAST_CAP_NET_ADMIN
+#define GENL_MCAST_CAP_NET_ADMIN 0
 #endif
 
 /* Before 6.0 an extack cannot name a missing attribute; the message stays. */

@@ -22,6 +22,7 @@
 #include <linux/xarray.h>
 
 #include "compat.h"
+#include "event.h"
 #include "inject.h"
 #include "link.h"
 #include "trace.h"
@@ -63,6 +64,7 @@ static void engram_link_set_state(struct engram_link *l, u8 state, int error)
 	spin_lock_irqsave(&l->lock, flags);
 	if (l->state != state) {
 		trace_engram_link_state(l->id, l->state, state, error);
+		engram_event_link(ENGRAM_EVENT_LINK_STATE, l->id, l->url.text, state, error);
 		l->since = ktime_get();
 	}
 	l->state = state;
@@ -577,6 +579,7 @@ int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len)
 	l->nr_catalog = cat.nr_entries;
 	if (l->state == ENGRAM_LINK_CONNECTING && l->live) {
 		trace_engram_link_state(l->id, l->state, ENGRAM_LINK_UP, 0);
+		engram_event_link(ENGRAM_EVENT_LINK_STATE, l->id, l->url.text, ENGRAM_LINK_UP, 0);
 		l->state = ENGRAM_LINK_UP;
 		l->since = ktime_get();
 		l->backoff_ms = 0;

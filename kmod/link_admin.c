@@ -14,6 +14,7 @@
 #include <linux/netlink.h>
 #include <linux/string.h>
 
+#include "event.h"
 #include "link.h"
 
 static LIST_HEAD(engram_links);
@@ -161,6 +162,8 @@ int engram_link_admin_add(const struct engram_url *u, u32 *id, struct netlink_ex
 	}
 	list_add_tail(&l->node, &engram_links);
 	*id = l->id;
+	/* Before it starts, so that its state changes come after. */
+	engram_event_link(ENGRAM_EVENT_LINK_ADDED, l->id, l->url.text, ENGRAM_LINK_CONNECTING, 0);
 	engram_link_start(l);
 	mutex_unlock(&engram_links_mutex);
 	pr_info("link %u: %s added\n", l->id, u->text);
@@ -203,6 +206,8 @@ int engram_link_admin_del(u32 id, struct netlink_ext_ack *extack)
 	list_del(&found->node);
 	mutex_unlock(&engram_links_mutex);
 	pr_info("link %u: %s deleted\n", found->id, found->url.text);
+	engram_event_link(ENGRAM_EVENT_LINK_DELETED, found->id, found->url.text,
+			  ENGRAM_LINK_UNSPEC, 0);
 	engram_link_put(found);
 	return 0;
 }

@@ -14,6 +14,7 @@
 
 #include "compat.h"
 #include "engram.h"
+#include "event.h"
 #include "prefix.h"
 #include "link_table.h"
 #include "netlink.h"
@@ -973,6 +974,11 @@ static const struct genl_ops engram_ops[] = {
 	},
 };
 
+/* Events name peers and files: for administrators (where the kernel can tell). */
+static const struct genl_multicast_group engram_mcgrps[] = {
+	{ .name = ENGRAM_MCGRP_EVENTS, .flags = GENL_MCAST_CAP_NET_ADMIN },
+};
+
 static struct genl_family engram_family __ro_after_init = {
 	.name		= ENGRAM_GENL_NAME,
 	.version	= ENGRAM_GENL_VERSION,
@@ -981,7 +987,32 @@ static struct genl_family engram_family __ro_after_init = {
 	.module		= THIS_MODULE,
 	.ops		= engram_ops,
 	.n_ops		= ARRAY_SIZE(engram_ops),
+	.mcgrps		= engram_mcgrps,
+	.n_mcgrps	= ARRAY_SIZE(engram_mcgrps),
 };
+
+static bool engram_netlink_event_wanted(void)
+{
+	return genl_has_listeners(&engram_family, &init_net, 0) > 0;
+}
+
+static void engram_netlink_event_send(const struct engram_event_rec *ev)
+{
+	struct sk_buff *msg;
+	void *hdr;
+
+	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
+	if (!msg)
+		return;
+	hdr = genlmsg_put(msg, 0, 0, &engram_family, 0, ENGRAM_CMD_EVENT);
+	if (!hdr || engram_netlink_put_event(msg, ev)) {
+		nlmsg_free(msg);
+		return;
+	}
+	genlmsg_end(msg, hdr);
+	/* ESRCH: the last monitor left meanwhile. */
+	genlmsg_multicast(&engram_family, msg, 0, 0, GFP_KERNEL);
+}
 
 /**
  * engram_netlink_init() - register the generic netlink family
@@ -990,7 +1021,11 @@ static struct genl_family engram_family __ro_after_init = {
  */
 int engram_netlink_init(void)
 {
-	return genl_register_family(&engram_family);
+	int ret = genl_register_family(&engram_family);
+
+	if (!ret)
+		engram_event_register(engram_netlink_event_wanted, engram_netlink_event_send);
+	return ret;
 }
 
 /**
@@ -998,5 +1033,6 @@ int engram_netlink_init(void)
  */
 void engram_netlink_exit(void)
 {
+	engram_event_register(NULL, NULL);
 	genl_unregister_family(&engram_family);
 }

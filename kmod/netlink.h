@@ -12,6 +12,7 @@ struct engram_table_info;
 struct engram_link_info;
 struct engram_link_table_info;
 struct engram_listen_info;
+struct engram_event_rec;
 
 int engram_netlink_put_table(struct sk_buff *skb, const struct engram_table_info *ti);
 int engram_netlink_put_table_stats(struct sk_buff *skb, const struct engram_table_info *ti);
@@ -20,5 +21,6 @@ int engram_netlink_put_link_table_stats(struct sk_buff *skb,
 					const struct engram_link_table_info *lt);
 int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *li);
 int engram_netlink_put_listen(struct sk_buff *skb, const struct engram_listen_info *li);
+int engram_netlink_put_event(struct sk_buff *skb, const struct engram_event_rec *ev);
 
 #endif /* _ENGRAM_NETLINK_H */

@@ -8,6 +8,7 @@
 #include <net/netlink.h>
 
 #include "engram.h"
+#include "event.h"
 #include "link_table.h"
 #include "netlink.h"
 
@@ -229,4 +230,43 @@ int engram_netlink_put_listen(struct sk_buff *skb, const struct engram_listen_in
 	    nla_put_u32(skb, ENGRAM_A_LINK_ERROR, engram_netlink_put_errno(li->error)))
 		return -EMSGSIZE;
 	return 0;
+}
+
+/**
+ * engram_netlink_put_event() - one event's attributes (ENGRAM_CMD_EVENT)
+ * @skb: message being built
+ * @ev: the event
+ *
+ * Return: 0, or -EMSGSIZE when @skb is full.
+ */
+int engram_netlink_put_event(struct sk_buff *skb, const struct engram_event_rec *ev)
+{
+	int ret = 0;
+
+	if (nla_put_u8(skb, ENGRAM_A_EVENT, ev->event) ||
+	    (ev->lost && nla_put_u32(skb, ENGRAM_A_EVENTS_LOST, ev->lost)))
+		return -EMSGSIZE;
+	switch (ev->event) {
+	case ENGRAM_EVENT_TABLE_STATE:
+	case ENGRAM_EVENT_TABLE_UNLOADED:
+		ret = nla_put_string(skb, ENGRAM_A_TABLE_NAME, ev->name) ||
+		      nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ev->state) ||
+		      (ev->verify && nla_put_u8(skb, ENGRAM_A_TABLE_VERIFY_RESULT, ev->verify)) ||
+		      (ev->error && nla_put_u32(skb, ENGRAM_A_TABLE_ERROR, ev->error));
+		break;
+	case ENGRAM_EVENT_LINK_ADDED:
+	case ENGRAM_EVENT_LINK_STATE:
+	case ENGRAM_EVENT_LINK_DELETED:
+		ret = nla_put_u32(skb, ENGRAM_A_LINK_ID, ev->id) ||
+		      nla_put_string(skb, ENGRAM_A_URL, ev->name) ||
+		      nla_put_u8(skb, ENGRAM_A_LINK_STATE, ev->state) ||
+		      (ev->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, ev->error));
+		break;
+	default:
+		ret = nla_put_string(skb, ENGRAM_A_URL, ev->name) ||
+		      nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, ev->state) ||
+		      (ev->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, ev->error));
+		break;
+	}
+	return ret ? -EMSGSIZE : 0;
 }

@@ -30,6 +30,7 @@
 
 #include "cover.h"
 #include "engram.h"
+#include "event.h"
 #include "inject.h"
 #include "serve.h"
 #include "serve_listen.h"
@@ -83,9 +84,12 @@ static void engram_serve_listen_wait(struct engram_listener *l, int error)
 	l->error = error;
 	l->device[0] = '\0';
 	spin_unlock(&l->lock);
-	if (changed)
+	if (changed) {
 		pr_info("listen %s: waiting (%d), retrying every second\n",
 			l->url.text, error);
+		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
+				    error);
+	}
 }
 
 /*
@@ -130,6 +134,8 @@ static int engram_serve_listen_start(struct engram_listener *l)
 		l->device[0] = '\0';
 		spin_unlock(&l->lock);
 		pr_info("listen %s: active\n", l->url.text);
+		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text,
+				    ENGRAM_LISTEN_ACTIVE, 0);
 		engram_serve_listen_note_allow(l);
 		return 0;
 	}
@@ -174,6 +180,7 @@ static int engram_serve_listen_start(struct engram_listener *l)
 		return ret;
 	}
 	pr_info("listen %s: active on %s\n", l->url.text, l->device);
+	engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_ACTIVE, 0);
 	engram_serve_listen_note_allow(l);
 	return 0;
 }
@@ -197,6 +204,10 @@ static void engram_serve_listen_stop(struct engram_listener *l, int why)
 	l->error = why;
 	l->device[0] = '\0';
 	spin_unlock(&l->lock);
+	/* Without a reason it is being deleted, which has its own event. */
+	if (why)
+		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
+				    why);
 }
 
 static void engram_serve_listen_kick(unsigned long delay)
@@ -258,6 +269,8 @@ static int engram_serve_listen_event(struct engram_listener *l, struct rdma_cm_i
 		l->device[0] = '\0';
 		spin_unlock(&l->lock);
 		pr_info("listen %s: %s, waiting\n", l->url.text, rdma_event_msg(ev->event));
+		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
+				    -ENODEV);
 		/*
 		 * Not engram_serve_listen_kick(): it needs the mutex, which may be held
 		 * by someone destroying this very id and waiting for us.
@@ -324,6 +337,7 @@ static int engram_serve_listen_add_locked(const struct engram_url *u,
 	atomic_set(&l->nconns, 0);
 	l->state = ENGRAM_LISTEN_UNSPEC;
 	list_add_tail(&l->node, &engram_listeners);
+	engram_event_listen(ENGRAM_EVENT_LISTEN_ADDED, l->url.text, ENGRAM_LISTEN_UNSPEC, 0);
 	/* Not being able to listen yet is not a failure: it is retried. */
 	if (engram_serve_listen_start(l))
 		engram_serve_listen_kick(ENGRAM_LISTEN_RETRY);
@@ -386,6 +400,7 @@ int engram_serve_listen_del(const struct engram_url *u, struct netlink_ext_ack *
 	engram_serve_rdma_conn_close_sync(l, NULL);
 	engram_serve_tcp_conns_close_sync(l);
 	pr_info("listen %s: removed\n", l->url.text);
+	engram_event_listen(ENGRAM_EVENT_LISTEN_DELETED, l->url.text, ENGRAM_LISTEN_UNSPEC, 0);
 	kfree(l);
 	return 0;
 }

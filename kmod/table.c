@@ -40,6 +40,7 @@
 
 #include "compat.h"
 #include "engram.h"
+#include "event.h"
 #include "table.h"
 #include "wire.h"
 
@@ -169,6 +170,8 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 	ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
 	t->job_ns = ns;
 	spin_unlock(&t->lock);
+	engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, state, READ_ONCE(t->verify_result),
+			   error);
 	return ns;
 }
 
@@ -628,6 +631,8 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	list_add_tail_rcu(&t->node, &engram_tables);
 	engram_ntables++;
 	engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_STARTED);
+	/* Before the work is queued: its result must come after this. */
+	engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, ENGRAM_TABLE_LOADING, 0, 0);
 	queue_work(engram_wq, &t->work);
 	mutex_unlock(&engram_tables_mutex);
 
@@ -673,6 +678,7 @@ int engram_table_unload(const char *name, struct netlink_ext_ack *extack)
 	engram_table_changed();
 	engram_table_destroy(t);
 	pr_info("table %s unloaded\n", name);
+	engram_event_table(ENGRAM_EVENT_TABLE_UNLOADED, name, ENGRAM_TABLE_UNSPEC, 0, 0);
 	return 0;
 }
 
@@ -705,6 +711,7 @@ int engram_table_verify(const char *name, struct netlink_ext_ack *extack)
 		t->job_ns = 0;
 		spin_unlock(&t->lock);
 		atomic64_set(&t->done_bytes, 0);
+		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, ENGRAM_TABLE_VERIFYING, 0, 0);
 		queue_work(engram_wq, &t->work);
 	}
 	mutex_unlock(&engram_tables_mutex);

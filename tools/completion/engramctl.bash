@@ -61,13 +61,13 @@ _engramctl()
 		return
 		;;
 	--tensor | -t | --name | -n | --sha256 | -s | --rows | --seed | --prefix | \
-	--pad-before | --pad-after | --meta)
+	--pad-before | --pad-after | --meta | --count)
 		return
 		;;
 	esac
 
 	if [ -z "$obj" ]; then
-		COMPREPLY=($(compgen -W "table stats link listen mktable load unload list show
+		COMPREPLY=($(compgen -W "table stats link listen mktable monitor load unload list show
 			verify help -j --json -p --pretty -h --help -V --version" -- "$cur"))
 		return
 	fi
@@ -142,6 +142,13 @@ _engramctl()
 			COMPREPLY=($(compgen -W "rdma:// tcp://" -- "$cur"))
 		elif [ "$cmd" = del ] && [ $nargs -eq 0 ]; then
 			COMPREPLY=($(compgen -W "$(_engramctl_names listen)" -- "$cur"))
+		fi
+		;;
+	monitor)
+		if [[ $cur == -* ]]; then
+			COMPREPLY=($(compgen -W "--count $common" -- "$cur"))
+		else
+			COMPREPLY=($(compgen -W "all table link listen" -- "$cur"))
 		fi
 		;;
 	mktable)

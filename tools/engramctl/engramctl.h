@@ -71,6 +71,7 @@ int cmd_table(int argc, char **argv);
 int cmd_table_sub(int argc, char **argv);
 int cmd_stats(int argc, char **argv);
 int cmd_mktable(int argc, char **argv);
+int cmd_monitor(int argc, char **argv);
 int cmd_listen(int argc, char **argv);
 int cmd_link(int argc, char **argv);
 int cmd_listen_allow(int argc, char **argv);

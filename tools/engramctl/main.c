@@ -28,6 +28,7 @@ static void usage(FILE *f)
 	      "  link add URL | link del ID | link list | link show [ID]\n"
 	      "  mktable FILE --rows N [--seed S] [--prefix P]... [--pad-before BYTES]\n"
 	      "          [--pad-after BYTES] [--meta KEY=VALUE]...\n"
+	      "  monitor [all | table | link | listen]... [--count N]\n"
 	      "\n"
 	      "Shortcuts: load, unload, list, show and verify stand for \"table COMMAND\".\n"
 	      "Any word may be shortened to a prefix; the first object or command that\n"
@@ -51,6 +52,7 @@ static const struct cli_cmd objects[] = {
 	{ "link", cmd_link },
 	{ "listen", cmd_listen },
 	{ "mktable", cmd_mktable },
+	{ "monitor", cmd_monitor },
 	{ "list", cmd_table_sub },
 	{ "show", cmd_table_sub },
 	{ "load", cmd_table_sub },

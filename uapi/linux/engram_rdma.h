@@ -112,6 +112,19 @@
  *	One message per allow-list entry: ALLOW and ALLOW_MODE; with no
  *	entry, one message with ALLOW_MODE alone.
  *
+ * ENGRAM_CMD_EVENT (notification only)
+ *	Sent to the multicast group ENGRAM_MCGRP_EVENTS ("events"; joining it
+ *	takes CAP_NET_ADMIN where the kernel can require it) when a table, a
+ *	link or a listener changes: EVENT (enum engram_event) says what
+ *	happened.  A table's events carry TABLE_NAME and TABLE_STATE, with
+ *	TABLE_VERIFY_RESULT after a verification and TABLE_ERROR when it
+ *	failed; a link's LINK_ID, URL and LINK_STATE, with LINK_ERROR when it
+ *	went down; a listener's URL and LISTEN_STATE, with LINK_ERROR while it
+ *	waits for a reason.  Events are queued in a ring of 256 and sent in
+ *	order; when a monitor falls that far behind, new ones are dropped and
+ *	the next one sent carries EVENTS_LOST, the number dropped.  Nothing is
+ *	queued while nobody has joined the group.
+ *
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
  * LINK_GET and STATS_GET dumps an optional LINK_ID.
  *
@@ -139,6 +152,7 @@
 
 #define ENGRAM_GENL_NAME	"engram_rdma"
 #define ENGRAM_GENL_VERSION	1
+#define ENGRAM_MCGRP_EVENTS	"events"
 
 /* Port used when a URL names none. */
 #define ENGRAM_DEFAULT_PORT	18515
@@ -171,6 +185,7 @@ enum engram_cmd {
 	ENGRAM_CMD_ALLOW_ADD,
 	ENGRAM_CMD_ALLOW_DEL,
 	ENGRAM_CMD_ALLOW_GET,
+	ENGRAM_CMD_EVENT,
 
 	__ENGRAM_CMD_MAX,
 	ENGRAM_CMD_MAX = __ENGRAM_CMD_MAX - 1
@@ -222,6 +237,8 @@ enum engram_attr {
 	/* nest of u64, attribute i: fetches done on queue i - 1; type 0 pads */
 	ENGRAM_A_LINK_QUEUE_FETCHES,
 	ENGRAM_A_LATENCY_SUM_NS,	/* u64, sum of the times ENGRAM_A_LATENCY counts */
+	ENGRAM_A_EVENT,			/* u8, enum engram_event */
+	ENGRAM_A_EVENTS_LOST,		/* u32, events dropped before this one */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -252,6 +269,19 @@ enum engram_transport {
 	ENGRAM_TRANSPORT_UNSPEC,
 	ENGRAM_TRANSPORT_RDMA,
 	ENGRAM_TRANSPORT_TCP
+};
+
+/* What an ENGRAM_CMD_EVENT reports. */
+enum engram_event {
+	ENGRAM_EVENT_UNSPEC,
+	ENGRAM_EVENT_TABLE_STATE,	/* loading, ready, verifying or failed */
+	ENGRAM_EVENT_TABLE_UNLOADED,
+	ENGRAM_EVENT_LINK_ADDED,
+	ENGRAM_EVENT_LINK_STATE,	/* connecting, up or down */
+	ENGRAM_EVENT_LINK_DELETED,
+	ENGRAM_EVENT_LISTEN_ADDED,
+	ENGRAM_EVENT_LISTEN_STATE,	/* active or waiting */
+	ENGRAM_EVENT_LISTEN_DELETED
 };
 
 /* Whom the listeners accept (the allow-list is host-wide). */
