@@ -36,6 +36,8 @@ check "depmod ran for the installed module" \
 	grep -q "updates/engram_rdma.ko" "$dest/lib/modules/$krel/modules.dep"
 check "engramctl installed in PREFIX/sbin" test -x "$dest/usr/sbin/engramctl"
 check "man page installed" test -f "$dest/usr/share/man/man8/engramctl.8"
+check "libengram(3) and engram_rdma(4) installed" \
+	test -f "$dest/usr/share/man/man3/libengram.3" -a -f "$dest/usr/share/man/man4/engram_rdma.4"
 check "modprobe.d example installed" test -f "$dest/etc/modprobe.d/engram_rdma.conf"
 check "the udev rule installed where packages put them (PREFIX=/usr)" \
 	grep -q 'GROUP="engram", MODE="0660"' "$dest/usr/lib/udev/rules.d/60-engram-rdma.rules"

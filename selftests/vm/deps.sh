@@ -42,7 +42,7 @@ BASE_PKGS=(
 	rdma-core ibverbs-utils rdmacm-utils perftest python3-pyverbs libibverbs-dev librdmacm-dev
 	qemu-system-x86 qemu-system-arm busybox-static kmod cpio xz-utils rsync dkms sparse
 	clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch
-	python3-prometheus-client bash-completion
+	python3-prometheus-client bash-completion man-db
 	e2fsprogs iproute2 util-linux coreutils dmsetup
 	flex bison bc libelf-dev lcov
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross pahole
