@@ -48,12 +48,15 @@ static inline u32 get_random_u32_below(u32 ceil)
 #endif
 
 /*
+ * A generic netlink multicast group that only CAP_NET_ADMIN may join.
  * Before 6.7 (and the stable kernels that took the same fix, such as
- * Debian's 6.1) a multicast group cannot require a capability to join:
- * there the events group is open to every user.
+ * Debian's 6.1) a group cannot require a capability: there it is open to
+ * every user.
  */
-#ifndef GENL_MCAST_CAP_NET_ADMIN
-#define GENL_MCAST_CAP_NET_ADMIN 0
+#ifdef ENGRAM_HAVE_GENL_MCAST_CAP
+#define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n), .flags = GENL_MCAST_CAP_NET_ADMIN }
+#else
+#define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n) }
 #endif
 
 /* Before 6.0 an extack cannot name a missing attribute; the message stays. */

@@ -16,6 +16,8 @@
 
 static struct engram_event_rec engram_event_ring[ENGRAM_EVENT_RING];
 static unsigned int engram_event_head, engram_event_count, engram_event_lost;
+/* Set, under the lock, before the work is cancelled for the last time. */
+static bool engram_event_closed = true;
 static DEFINE_SPINLOCK(engram_event_lock);
 static bool (*engram_event_wanted)(void);
 static void (*engram_event_send)(const struct engram_event_rec *ev);
@@ -33,7 +35,7 @@ static void engram_event_work_fn(struct work_struct *work)
 	/* At most a ring's worth per run, so other work gets the CPU. */
 	for (i = 0; i < ENGRAM_EVENT_RING; i++) {
 		spin_lock_irqsave(&engram_event_lock, flags);
-		if (!engram_event_count) {
+		if (!engram_event_count || engram_event_closed) {
 			spin_unlock_irqrestore(&engram_event_lock, flags);
 			return;
 		}
@@ -57,6 +59,10 @@ static void engram_event_raise(u8 event, u32 id, const char *name, u8 state, u8 
 	if (!wanted || !wanted())
 		return;
 	spin_lock_irqsave(&engram_event_lock, flags);
+	if (engram_event_closed) {
+		spin_unlock_irqrestore(&engram_event_lock, flags);
+		return;
+	}
 	if (engram_event_count == ENGRAM_EVENT_RING) {
 		engram_event_lost++;
 		spin_unlock_irqrestore(&engram_event_lock, flags);
@@ -72,8 +78,12 @@ static void engram_event_raise(u8 event, u32 id, const char *name, u8 state, u8 
 	ev->lost = engram_event_lost;
 	engram_event_lost = 0;
 	strscpy(ev->name, name ? name : "", sizeof(ev->name));
-	spin_unlock_irqrestore(&engram_event_lock, flags);
+	/*
+	 * Under the lock: once engram_event_register() has closed the ring,
+	 * nobody can queue the work behind its cancel_work_sync().
+	 */
 	schedule_work(&engram_event_work);
+	spin_unlock_irqrestore(&engram_event_lock, flags);
 }
 
 /**
@@ -81,23 +91,24 @@ static void engram_event_raise(u8 event, u32 id, const char *name, u8 state, u8 
  * @wanted: whether anyone listens now; called in any context
  * @send: delivers one event; called from a work item
  *
- * Clearing waits for a delivery in progress, so the caller may then go
- * away; events raised meanwhile are dropped.
+ * Clearing closes the ring, so that nothing raised afterwards, from any
+ * context, queues the work again, then waits for a delivery in progress:
+ * the sender may go away once it returns.
  */
 void engram_event_register(bool (*wanted)(void), void (*send)(const struct engram_event_rec *ev))
 {
 	unsigned long flags;
 
-	WRITE_ONCE(engram_event_wanted, wanted);
-	WRITE_ONCE(engram_event_send, send);
-	if (send)
-		return;
-	cancel_work_sync(&engram_event_work);
 	spin_lock_irqsave(&engram_event_lock, flags);
 	engram_event_head = 0;
 	engram_event_count = 0;
 	engram_event_lost = 0;
+	engram_event_closed = !send;
+	WRITE_ONCE(engram_event_wanted, wanted);
+	WRITE_ONCE(engram_event_send, send);
 	spin_unlock_irqrestore(&engram_event_lock, flags);
+	if (!send)
+		cancel_work_sync(&engram_event_work);
 }
 
 /**

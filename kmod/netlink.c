@@ -976,7 +976,7 @@ static const struct genl_ops engram_ops[] = {
 
 /* Events name peers and files: for administrators (where the kernel can tell). */
 static const struct genl_multicast_group engram_mcgrps[] = {
-	{ .name = ENGRAM_MCGRP_EVENTS, .flags = GENL_MCAST_CAP_NET_ADMIN },
+	ENGRAM_COMPAT_MCGRP_ADMIN(ENGRAM_MCGRP_EVENTS),
 };
 
 static struct genl_family engram_family __ro_after_init = {

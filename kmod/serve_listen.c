@@ -83,13 +83,14 @@ static void engram_serve_listen_wait(struct engram_listener *l, int error)
 	l->state = ENGRAM_LISTEN_WAITING;
 	l->error = error;
 	l->device[0] = '\0';
-	spin_unlock(&l->lock);
-	if (changed) {
-		pr_info("listen %s: waiting (%d), retrying every second\n",
-			l->url.text, error);
+	/* Events are raised where the state is published: they stay in order. */
+	if (changed)
 		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
 				    error);
-	}
+	spin_unlock(&l->lock);
+	if (changed)
+		pr_info("listen %s: waiting (%d), retrying every second\n",
+			l->url.text, error);
 }
 
 /*
@@ -132,10 +133,10 @@ static int engram_serve_listen_start(struct engram_listener *l)
 		l->state = ENGRAM_LISTEN_ACTIVE;
 		l->error = 0;
 		l->device[0] = '\0';
-		spin_unlock(&l->lock);
-		pr_info("listen %s: active\n", l->url.text);
 		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text,
 				    ENGRAM_LISTEN_ACTIVE, 0);
+		spin_unlock(&l->lock);
+		pr_info("listen %s: active\n", l->url.text);
 		engram_serve_listen_note_allow(l);
 		return 0;
 	}
@@ -170,6 +171,8 @@ static int engram_serve_listen_start(struct engram_listener *l)
 		l->state = ENGRAM_LISTEN_ACTIVE;
 		l->error = 0;
 		strscpy(l->device, dev_name(&id->device->dev), sizeof(l->device));
+		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text,
+				    ENGRAM_LISTEN_ACTIVE, 0);
 	}
 	spin_unlock(&l->lock);
 	if (ret) {
@@ -180,7 +183,6 @@ static int engram_serve_listen_start(struct engram_listener *l)
 		return ret;
 	}
 	pr_info("listen %s: active on %s\n", l->url.text, l->device);
-	engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_ACTIVE, 0);
 	engram_serve_listen_note_allow(l);
 	return 0;
 }
@@ -203,11 +205,11 @@ static void engram_serve_listen_stop(struct engram_listener *l, int why)
 	l->state = ENGRAM_LISTEN_WAITING;
 	l->error = why;
 	l->device[0] = '\0';
-	spin_unlock(&l->lock);
 	/* Without a reason it is being deleted, which has its own event. */
 	if (why)
 		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
 				    why);
+	spin_unlock(&l->lock);
 }
 
 static void engram_serve_listen_kick(unsigned long delay)
@@ -245,6 +247,8 @@ out:
 static int engram_serve_listen_event(struct engram_listener *l, struct rdma_cm_id *id,
 				     struct rdma_cm_event *ev)
 {
+	char url[ENGRAM_URL_TEXT_MAX];
+
 	switch (ev->event) {
 	case RDMA_CM_EVENT_CONNECT_REQUEST:
 		return engram_serve_rdma_conn_request(l, id, ev);
@@ -267,10 +271,15 @@ static int engram_serve_listen_event(struct engram_listener *l, struct rdma_cm_i
 		l->state = ENGRAM_LISTEN_WAITING;
 		l->error = -ENODEV;
 		l->device[0] = '\0';
-		spin_unlock(&l->lock);
-		pr_info("listen %s: %s, waiting\n", l->url.text, rdma_event_msg(ev->event));
 		engram_event_listen(ENGRAM_EVENT_LISTEN_STATE, l->url.text, ENGRAM_LISTEN_WAITING,
 				    -ENODEV);
+		/*
+		 * With cm_id cleared, a delete no longer waits for this handler
+		 * and may free @l as soon as the lock is dropped.
+		 */
+		strscpy(url, l->url.text, sizeof(url));
+		spin_unlock(&l->lock);
+		pr_info("listen %s: %s, waiting\n", url, rdma_event_msg(ev->event));
 		/*
 		 * Not engram_serve_listen_kick(): it needs the mutex, which may be held
 		 * by someone destroying this very id and waiting for us.

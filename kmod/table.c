@@ -169,9 +169,15 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 	strscpy(t->errmsg, msg ? msg : "", sizeof(t->errmsg));
 	ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
 	t->job_ns = ns;
+	/*
+	 * Raised under the lock that publishes the state, so that a verify
+	 * started right after READY has its event after this one.  A load
+	 * cancelled by an unload says nothing: the unload's event follows.
+	 */
+	if (error != ECANCELED)
+		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, state, t->verify_result,
+				   error);
 	spin_unlock(&t->lock);
-	engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, state, READ_ONCE(t->verify_result),
-			   error);
 	return ns;
 }
 
@@ -709,9 +715,9 @@ int engram_table_verify(const char *name, struct netlink_ext_ack *extack)
 		t->verify_result = ENGRAM_VERIFY_NONE;
 		t->job_start = ktime_get();
 		t->job_ns = 0;
+		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, ENGRAM_TABLE_VERIFYING, 0, 0);
 		spin_unlock(&t->lock);
 		atomic64_set(&t->done_bytes, 0);
-		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, ENGRAM_TABLE_VERIFYING, 0, 0);
 		queue_work(engram_wq, &t->work);
 	}
 	mutex_unlock(&engram_tables_mutex);

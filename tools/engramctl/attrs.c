@@ -60,6 +60,10 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_LINK_QUEUES]		= "LINK_QUEUES",
 	[ENGRAM_A_LINK_QUEUE_FETCHES]	= "LINK_QUEUE_FETCHES",
 	[ENGRAM_A_TRANSPORT]		= "TRANSPORT",
+	[ENGRAM_A_ALLOW_MODE]		= "ALLOW_MODE",
+	[ENGRAM_A_LATENCY_SUM_NS]	= "LATENCY_SUM_NS",
+	[ENGRAM_A_EVENT]		= "EVENT",
+	[ENGRAM_A_EVENTS_LOST]		= "EVENTS_LOST",
 };
 
 const char *engram_attr_name(int type)
@@ -112,6 +116,10 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_LINK_QUEUES]		= { .type = NLA_U32 },
 	[ENGRAM_A_LINK_QUEUE_FETCHES]	= { .type = NLA_NESTED },
 	[ENGRAM_A_TRANSPORT]		= { .type = NLA_U8 },
+	[ENGRAM_A_ALLOW_MODE]		= { .type = NLA_U8 },
+	[ENGRAM_A_LATENCY_SUM_NS]	= { .type = NLA_U64 },
+	[ENGRAM_A_EVENT]		= { .type = NLA_U8 },
+	[ENGRAM_A_EVENTS_LOST]		= { .type = NLA_U32 },
 };
 
 int enl_parse(struct nl_msg *msg, struct nlattr **tb)

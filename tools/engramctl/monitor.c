@@ -140,8 +140,6 @@ static json_t *monitor_format_json(struct nlattr **tb)
 		bad |= json_set(o, "error", json_string(errno_word(nla_get_u32(err))));
 		bad |= json_set(o, "errno", json_integer(nla_get_u32(err)));
 	}
-	if (tb[ENGRAM_A_EVENTS_LOST])
-		bad |= json_set(o, "lost_before", json_integer(nla_get_u32(tb[ENGRAM_A_EVENTS_LOST])));
 	if (bad) {
 		json_decref(o);
 		return NULL;
@@ -157,8 +155,6 @@ static void monitor_format_text(FILE *f, struct nlattr **tb)
 	struct nlattr *err = tb[ENGRAM_A_TABLE_ERROR] ? tb[ENGRAM_A_TABLE_ERROR] :
 			     tb[ENGRAM_A_LINK_ERROR];
 
-	if (tb[ENGRAM_A_EVENTS_LOST])
-		fprintf(f, "lost %u events\n", nla_get_u32(tb[ENGRAM_A_EVENTS_LOST]));
 	fputs(object_names[obj], f);
 	if (tb[ENGRAM_A_TABLE_NAME])
 		fprintf(f, " %s", nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
@@ -176,6 +172,37 @@ static void monitor_format_text(FILE *f, struct nlattr **tb)
 	fputc('\n', f);
 }
 
+/*
+ * Events that never reached us: @n dropped by the module (its ring was
+ * full), or, with @n 0, an unknown number dropped by our socket (ENOBUFS).
+ * Printed whatever the object filter: the lost ones may have matched it.
+ */
+static void monitor_lost(struct monitor *m, uint32_t n)
+{
+	if (opts.json) {
+		json_t *o = json_object();
+		int bad = !o;
+
+		bad = bad || json_set(o, "object", json_string("monitor")) ||
+		      json_set(o, "event", json_string("lost"));
+		if (!bad && n)
+			bad = json_set(o, "count", json_integer(n));
+		if (bad) {
+			json_decref(o);
+			m->err = -ENOMEM;
+			return;
+		}
+		if (json_print(o, opts.pretty))
+			m->err = -ENOMEM;
+	} else if (n) {
+		printf("lost %u events\n", n);
+	} else {
+		puts("lost events (the socket's buffer overflowed)");
+	}
+	if (fflush(stdout) && !m->err)
+		m->err = -errno;
+}
+
 static int monitor_cb(struct nl_msg *msg, void *arg)
 {
 	struct genlmsghdr *g = nlmsg_data(nlmsg_hdr(msg));
@@ -185,6 +212,8 @@ static int monitor_cb(struct nl_msg *msg, void *arg)
 
 	if (g->cmd != ENGRAM_CMD_EVENT || enl_parse(msg, tb) || !tb[ENGRAM_A_EVENT])
 		return NL_SKIP;
+	if (tb[ENGRAM_A_EVENTS_LOST])
+		monitor_lost(m, nla_get_u32(tb[ENGRAM_A_EVENTS_LOST]));
 	obj = event_object(nla_get_u8(tb[ENGRAM_A_EVENT]));
 	if (!obj || !(m->objects & obj))
 		return NL_SKIP;
@@ -244,6 +273,7 @@ int cmd_monitor(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	struct sigaction sa = { .sa_handler = monitor_on_signal };
+	sigset_t block, orig;
 	struct monitor m = { 0 };
 	struct pollfd pfd;
 	struct enl nl;
@@ -275,19 +305,30 @@ int cmd_monitor(int argc, char **argv)
 		return EXIT_FAIL;
 	}
 	nl_socket_disable_seq_check(nl.sk);
-	/* Room for a burst (every link of a host going down) while we print. */
+	/*
+	 * Room for a burst (every link of a host going down) while we print;
+	 * the kernel caps it at net.core.rmem_max.
+	 */
 	nl_socket_set_buffer_size(nl.sk, 1 << 20, 0);
 	nl_socket_set_nonblocking(nl.sk);
 	nl_socket_modify_cb(nl.sk, NL_CB_VALID, NL_CB_CUSTOM, monitor_cb, &m);
-	/* No SA_RESTART: a signal ends the poll() below. */
+	/*
+	 * SIGINT and SIGTERM are let in only inside ppoll(): one that comes
+	 * while an event is printed is seen at the next ppoll(), never lost
+	 * between the flag's test and the wait.
+	 */
+	monitor_stop = 0;
+	sigemptyset(&block);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGTERM);
+	sigprocmask(SIG_BLOCK, &block, &orig);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
-	monitor_stop = 0;
 	pfd.fd = nl_socket_get_fd(nl.sk);
 	pfd.events = POLLIN;
 	rc = EXIT_OK;
 	while (!monitor_stop && !m.err) {
-		ret = poll(&pfd, 1, -1);
+		ret = ppoll(&pfd, 1, NULL, &orig);
 		if (ret < 0) {
 			if (errno == EINTR)
 				continue;
@@ -297,9 +338,9 @@ int cmd_monitor(int argc, char **argv)
 		}
 		ret = nl_recvmsgs_default(nl.sk);
 		if (ret < 0 && ret != -NLE_AGAIN && ret != -NLE_INTR) {
-			/* ENOBUFS: the socket overflowed; events were lost, go on. */
+			/* ENOBUFS: the socket overflowed; say so in the stream, go on. */
 			if (ret == -NLE_NOMEM) {
-				err_msg("events lost: the socket's buffer overflowed");
+				monitor_lost(&m, 0);
 				continue;
 			}
 			err_msg("receiving events: %s", nl_geterror(ret));
@@ -307,6 +348,7 @@ int cmd_monitor(int argc, char **argv)
 			break;
 		}
 	}
+	sigprocmask(SIG_SETMASK, &orig, NULL);
 	if (m.err) {
 		err_msg("writing events: %s", strerror(-m.err));
 		rc = EXIT_FAIL;

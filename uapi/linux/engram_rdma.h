@@ -121,9 +121,10 @@
  *	failed; a link's LINK_ID, URL and LINK_STATE, with LINK_ERROR when it
  *	went down; a listener's URL and LISTEN_STATE, with LINK_ERROR while it
  *	waits for a reason.  Events are queued in a ring of 256 and sent in
- *	order; when a monitor falls that far behind, new ones are dropped and
- *	the next one sent carries EVENTS_LOST, the number dropped.  Nothing is
- *	queued while nobody has joined the group.
+ *	the order of the changes; when they come faster than they are sent,
+ *	new ones are dropped and the next one sent carries EVENTS_LOST, the
+ *	number dropped.  A member that reads too slowly gets ENOBUFS, as with
+ *	any multicast.  Nothing is queued while nobody has joined the group.
  *
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
  * LINK_GET and STATS_GET dumps an optional LINK_ID.
