@@ -32,8 +32,9 @@
 #include "engram.h"
 #include "prefix.h"
 
+/* Root only: the peers the host trusts are not for every local user. */
 static char *engram_allow_param;
-module_param_named(allow, engram_allow_param, charp, 0444);
+module_param_named(allow, engram_allow_param, charp, 0400);
 MODULE_PARM_DESC(allow,
 		 "comma-separated client addresses or prefixes (IP or IP/LEN, IPv6 without brackets) a server accepts; empty: any peer");
 

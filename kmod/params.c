@@ -19,8 +19,9 @@ module_param_named(listen, engram_listen, charp, 0444);
 MODULE_PARM_DESC(listen,
 		 "comma-separated rdma://IP:PORT or tcp://IP:PORT to serve on (IPv6 in brackets)");
 
+/* Root only: which servers a node fetches from maps the deployment. */
 static char *engram_remote;
-module_param_named(remote, engram_remote, charp, 0444);
+module_param_named(remote, engram_remote, charp, 0400);
 MODULE_PARM_DESC(remote,
 		 "comma-separated rdma://SERVER:PORT@LOCAL or tcp://SERVER:PORT@LOCAL to fetch from");
 

@@ -67,6 +67,12 @@ if module_load "listen=$good_listen" "remote=$good_remote" timeout_ms=250; then
 	ok "loads with valid listen=, remote= and timeout_ms="
 	check "listen= reads back" test "$(cat /sys/module/engram_rdma/parameters/listen)" = "$good_listen"
 	check "remote= reads back" test "$(cat /sys/module/engram_rdma/parameters/remote)" = "$good_remote"
+	check "remote= is root's only (0400): its URLs map the deployment" \
+		test "$(stat -c %a /sys/module/engram_rdma/parameters/remote)" = 400
+	check "a user cannot read it" sh -c '! setpriv --reuid 65534 --regid 65534 --clear-groups \
+		cat /sys/module/engram_rdma/parameters/remote 2>/dev/null'
+	check "listen= stays readable by all (0444)" \
+		test "$(stat -c %a /sys/module/engram_rdma/parameters/listen)" = 444
 	check "timeout_ms reads back" test "$(cat /sys/module/engram_rdma/parameters/timeout_ms)" = 250
 	check "each endpoint is logged" test "$(dmesg_since | grep -cE 'engram_rdma: (listen|remote) [^ ]+$')" = 4
 	check "timeout_ms refuses 0 at run time" sh -c '! echo 0 > /sys/module/engram_rdma/parameters/timeout_ms'

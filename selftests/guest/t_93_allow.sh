@@ -76,6 +76,8 @@ dmesg_mark
 if module_load "allow=$good"; then
 	ok "loads with allow=$good"
 	check "allow= reads back as given" test "$(cat /sys/module/engram_rdma/parameters/allow)" = "$good"
+	check "allow= is root's only (0400), as the allow-list over netlink" \
+		test "$(stat -c %a /sys/module/engram_rdma/parameters/allow)" = 400
 	check "listen allow show: canonical, in order ($(allow_list))" \
 		test "$(allow_list)" = "192.0.2.0/24 2001:db8::5 10.0.0.0/8 0.0.0.0/0"
 	check "each entry is logged" test "$(dmesg_since | grep -cE 'engram_rdma: allow [^ ]+$')" = 4
