@@ -39,6 +39,8 @@ check "man page installed" test -f "$dest/usr/share/man/man8/engramctl.8"
 check "libengram(3) and engram_rdma(4) installed" \
 	test -f "$dest/usr/share/man/man3/libengram.3" -a -f "$dest/usr/share/man/man4/engram_rdma.4"
 check "modprobe.d example installed" test -f "$dest/etc/modprobe.d/engram_rdma.conf"
+check "with no active line: the module loads with no listener or link until the admin says" \
+	test -z "$(grep -v '^[[:space:]]*\(#\|$\)' "$dest/etc/modprobe.d/engram_rdma.conf")"
 check "the udev rule installed where packages put them (PREFIX=/usr)" \
 	grep -q 'GROUP="engram", MODE="0660"' "$dest/usr/lib/udev/rules.d/60-engram-rdma.rules"
 check "the memlock snippet installed in limits.d" \
@@ -73,7 +75,7 @@ py=$dest/usr/lib/python3/dist-packages/engram_rdma
 check "the Python package installed where Debian's python3 looks (PREFIX=/usr)" \
 	test -f "$py/__init__.py" -a -f "$py/py.typed"
 check "and it imports from there, finding the installed libengram" \
-	env -u ENGRAM_LIBENGRAM LD_LIBRARY_PATH="$dest/usr/lib" PYTHONPATH="${py%/engram_rdma}" \
+	env -u ENGRAM_LIBENGRAM LD_LIBRARY_PATH="$dest/usr/lib/$(cc -print-multiarch)" PYTHONPATH="${py%/engram_rdma}" \
 	/usr/bin/python3 -c 'import engram_rdma, sys
 assert engram_rdma.__file__.startswith(sys.argv[1]), engram_rdma.__file__
 engram_rdma.load_library()' "$dest"

@@ -39,6 +39,10 @@ check "soname is libengram.so.0" \
 check "symbols carry the version LIBENGRAM_0" \
 	sh -c "nm -D --defined-only '$LIB/libengram.so.0' | grep -q 'engram_fetch@@LIBENGRAM_0'"
 check "libengram.so links to libengram.so.0" test "$(readlink "$LIB/libengram.so")" = libengram.so.0
+ver=$(sed -n 's/^PACKAGE_VERSION="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$LIB/../../dkms.conf")
+check "libengram.so.0 links to the real file libengram.so.$ver" \
+	test "$(readlink "$LIB/libengram.so.0")" = "libengram.so.$ver" -a -f "$LIB/libengram.so.$ver" \
+	-a ! -L "$LIB/libengram.so.$ver"
 
 d=$(mktemp -d)
 trap 'rm -rf "$d"' EXIT
@@ -49,17 +53,25 @@ else
 	sed 's/^/#   /' "$d/log"
 fi
 check "header in PREFIX/include" test -f "$d/usr/include/libengram.h"
-check "libengram.so.0, libengram.so and libengram.a in PREFIX/lib" \
-	test -f "$d/usr/lib/libengram.so.0" -a -L "$d/usr/lib/libengram.so" -a -f "$d/usr/lib/libengram.a"
-check "libengram.pc names PREFIX" grep -q '^prefix=/usr$' "$d/usr/lib/pkgconfig/libengram.pc"
+# Debian's multiarch directory, as for its own libraries.
+ma=$($CC -print-multiarch)
+L=$d/usr/lib/$ma
+check "libengram.so.$ver, its links .so.0 and .so, and libengram.a in PREFIX/lib/$ma" \
+	test -f "$L/libengram.so.$ver" -a ! -L "$L/libengram.so.$ver" -a \
+	"$(readlink "$L/libengram.so.0")" = "libengram.so.$ver" -a -L "$L/libengram.so" \
+	-a -f "$L/libengram.a"
+check "the shared library is not executable (0644)" test "$(stat -c %a "$L/libengram.so.$ver")" = 644
+check "libengram.pc names PREFIX" grep -q '^prefix=/usr$' "$L/pkgconfig/libengram.pc"
 # The scratch install first, then the system's .pc files (jansson, libcrypto).
-pcpath=$d/usr/lib/pkgconfig:$(pkg-config --variable pc_path pkg-config)
+pcpath=$L/pkgconfig:$(pkg-config --variable pc_path pkg-config)
+check "pkg-config --modversion libengram is $ver" \
+	test "$(PKG_CONFIG_LIBDIR=$pcpath pkg-config --modversion libengram)" = "$ver"
 flags=$(PKG_CONFIG_SYSROOT_DIR=$d PKG_CONFIG_LIBDIR=$pcpath \
 	pkg-config --cflags --libs libengram 2>&1 | sed 's/ *$//')
 static_libs=$(PKG_CONFIG_LIBDIR=$pcpath pkg-config --static --libs-only-l libengram 2>&1 |
 	sed 's/-lengram//')
 check "pkg-config --cflags --libs libengram: $flags" \
-	test "$flags" = "-I$d/usr/include -L$d/usr/lib -lengram"
+	test "$flags" = "-I$d/usr/include -L$L -lengram"
 cat >"$d/t.c" <<'C'
 #include <errno.h>
 #include <stdio.h>
@@ -77,7 +89,7 @@ int main(void)
 C
 # shellcheck disable=SC2086
 if $CC -Wall -Werror -o "$d/t" "$d/t.c" $flags 2>"$d/log" &&
-   LD_LIBRARY_PATH=$d/usr/lib "$d/t" | grep -Eqx '[0-9]+\.[0-9]+ row_out_of_range'; then
+   LD_LIBRARY_PATH=$L "$d/t" | grep -Eqx "${ver//./\\.} row_out_of_range"; then
 	ok "a program built with pkg-config's flags links libengram.so.0 and runs"
 else
 	nok "a program built with pkg-config's flags links libengram.so.0 and runs"
@@ -86,8 +98,8 @@ fi
 check "the program depends on libengram.so.0" \
 	sh -c "readelf -d '$d/t' | grep -q 'NEEDED.*\[libengram.so.0\]'"
 # shellcheck disable=SC2086
-if $CC -Wall -Werror -o "$d/ts" "$d/t.c" -I"$d/usr/include" "$d/usr/lib/libengram.a" $static_libs -pthread \
-	2>"$d/log" && "$d/ts" | grep -Eqx '[0-9]+\.[0-9]+ row_out_of_range'; then
+if $CC -Wall -Werror -o "$d/ts" "$d/t.c" -I"$d/usr/include" "$L/libengram.a" $static_libs -pthread \
+	2>"$d/log" && "$d/ts" | grep -Eqx "${ver//./\\.} row_out_of_range"; then
 	ok "a program linked with libengram.a runs without the shared library"
 else
 	nok "a program linked with libengram.a runs without the shared library"

@@ -206,7 +206,8 @@ static void test_names(void)
 	tap_contains(engram_strerror(-ESTALE), "generation", "strerror(-ESTALE) names the generation");
 	tap_contains(engram_strerror(-ENOENT), "No such file", "strerror of other errnos is strerror()'s");
 	tap_ok(engram_strerror(-123456) != NULL, "strerror of an unknown errno is not NULL");
-	snprintf(ver, sizeof(ver), "%d.%d", LIBENGRAM_VERSION_MAJOR, LIBENGRAM_VERSION_MINOR);
+	snprintf(ver, sizeof(ver), "%d.%d.%d", LIBENGRAM_VERSION_MAJOR, LIBENGRAM_VERSION_MINOR,
+		 LIBENGRAM_VERSION_PATCH);
 	tap_ok(!strcmp(engram_version(), ver), "engram_version() is the header's version (%s)",
 	       engram_version());
 }

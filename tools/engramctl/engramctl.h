@@ -7,7 +7,8 @@
 
 #include "nl.h"
 
-#define ENGRAMCTL_VERSION	"0.1"
+/* engram-rdma's version: dkms.conf's PACKAGE_VERSION (unit/version_test.sh). */
+#define ENGRAMCTL_VERSION	"0.1.0"
 
 enum {
 	EXIT_OK		= 0,

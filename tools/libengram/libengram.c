@@ -1160,5 +1160,6 @@ PUBLIC const char *engram_strerror(int err)
 
 PUBLIC const char *engram_version(void)
 {
-	return STR(LIBENGRAM_VERSION_MAJOR) "." STR(LIBENGRAM_VERSION_MINOR);
+	return STR(LIBENGRAM_VERSION_MAJOR) "." STR(LIBENGRAM_VERSION_MINOR) "."
+	       STR(LIBENGRAM_VERSION_PATCH);
 }

@@ -35,20 +35,24 @@
  *	-E2BIG		more rows (or ranges) than the link's max_rows allows
  *	-ETIMEDOUT	the deadline passed; the link was reset before returning,
  *			so no late write lands in the buffer afterwards
- *	-EPROTO		the server found the request malformed
+ *	-EPROTO		the server found the request malformed (the library
+ *			checked the arguments first: client and server
+ *			disagree on the protocol)
  *	-EBUSY		too many fetches in flight on the link
  *	-ESHUTDOWN	the server or the table is going away
  *	-EAGAIN		the table is not ready to serve (loading, verifying)
  *	-EIO		server-side failure or transport error
- *	-EINVAL		bad arguments (flags, stride, handle, buffer id, ...)
+ *	-ENOENT		no such table handle or buffer id in this context
+ *	-EINVAL		bad arguments (flags, stride, ranges, ...)
  * engram_result.wire_status has the server's exact status when it answered.
  *
  * Local fallback.  A table may have a local copy of its shard: a
  * safetensors file holding NAME.weight [rows, 256] F8_E4M3 and NAME.scale
  * [rows, 8] F8_E8M0, as the server loaded it.  When a remote fetch fails
- * for a reason the network caused (-ETIMEDOUT, -ENOTCONN, -ESHUTDOWN,
- * -EIO, -ESTALE, -EAGAIN, -EBUSY, -ECONNRESET and the like; never for a
- * bad request such as -ERANGE or -EINVAL), the library reads the same rows
+ * for a reason the network or the server caused (-ETIMEDOUT, -ENOTCONN,
+ * -ESHUTDOWN, -EIO, -ESTALE, -EAGAIN, -EBUSY, -EPROTO, -ENODEV,
+ * -ECONNRESET and the like; never for a bad request such as -ERANGE,
+ * -ENOENT or -EINVAL), the library reads the same rows
  * from the copy with pread() (O_DIRECT where the file system takes it),
  * places them exactly where the server would have (same offset, stride,
  * ranges), reports the fallback to the module (counted as FALLBACKS and
@@ -106,8 +110,10 @@
 extern "C" {
 #endif
 
+/* engram-rdma's version (dkms.conf's PACKAGE_VERSION), the file name's 0.X.Y. */
 #define LIBENGRAM_VERSION_MAJOR	0
 #define LIBENGRAM_VERSION_MINOR	1
+#define LIBENGRAM_VERSION_PATCH	0
 
 /* The device opened by engram_open(NULL, ...). */
 #define LIBENGRAM_DEFAULT_DEV	"/dev/engram_rdma"
@@ -294,8 +300,8 @@ int engram_set_local_check(struct engram *e, uint32_t check);
  * @len: bytes, >= 1
  * @buf_id: set to the buffer's id (>= 1) on success
  *
- * The memory is pinned and charged to RLIMIT_MEMLOCK (-ENOMEM, -EPERM
- * beyond it) until engram_buf_unregister() or engram_close().  Page-aligned
+ * The memory is pinned and charged to RLIMIT_MEMLOCK (-ENOMEM beyond it,
+ * as mlock(2) fails) until engram_buf_unregister() or engram_close().  Page-aligned
  * memory (mmap, posix_memalign) pins fewest pages.
  *
  * Return: 0 or a negative errno.
@@ -311,7 +317,7 @@ int engram_buf_register(struct engram *e, void *addr, size_t len, uint32_t *buf_
  * most), then their connection is broken: once this returns nothing writes
  * the buffer again, and the memory may be reused or freed.
  *
- * Return: 0, or the kernel's negative errno (such as -EINVAL for an id
+ * Return: 0, or the kernel's negative errno (such as -ENOENT for an id
  * that names no buffer of this context).
  */
 int engram_buf_unregister(struct engram *e, uint32_t buf_id);
@@ -397,9 +403,10 @@ int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uint32_t *
  *
  * Return: 0 when the fetch completed with every row in place; the fetch's
  * negative errno when it failed (res->ticket names it); or the wait's own
- * negative errno, with res->ticket 0 (-ETIMEDOUT: nothing completed within
- * @timeout_ns and the fetch stays in flight; -EINVAL for a ticket that is
- * not in flight on this context; -EINTR: a signal, the fetch goes on and
+ * negative errno, with res->ticket 0 (-EAGAIN: nothing completed within
+ * @timeout_ns, which ended before the fetch's own deadline, and the fetch
+ * stays in flight; -ENOENT for a ticket that is not in flight on this
+ * context; -EINTR: a signal, the fetch goes on and
  * may still write its buffer until a later wait reports it).
  */
 int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, uint32_t flags,
@@ -426,7 +433,7 @@ const char *engram_strerror(int err);
 /**
  * engram_version() - the library's version
  *
- * Return: "MAJOR.MINOR".
+ * Return: "MAJOR.MINOR.PATCH", engram-rdma's version.
  */
 const char *engram_version(void);
 

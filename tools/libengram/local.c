@@ -447,9 +447,12 @@ out:
  * @sha256: the table's SHA-256, or NULL when unknown
  * @sha256_out: with LOCAL_CHECK_SHA256, the file's digest; may be NULL
  *
+ * With LOCAL_CHECK_SHA256 and no @sha256 (a table only this copy serves)
+ * the digest is computed for @sha256_out, the table's identity then, and
+ * compared with nothing.
+ *
  * Return: 0; -EBADMSG when the file is not the table (row count or
- * digest differ); -EINVAL for LOCAL_CHECK_SHA256 without a digest to
- * compare with; or a read error.
+ * digest differ); or a read error.
  */
 int local_verify(struct local_copy *lc, enum local_check check, uint64_t rows,
 		 const uint8_t *sha256, uint8_t *sha256_out)
