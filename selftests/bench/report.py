@@ -406,56 +406,85 @@ def rst(md, png_name):
     return "\n".join(out)
 
 
-def plot(d, png, env):
-    """RTT against rows (log-log) and bandwidth against rows, with gnuplot."""
-    series = {
-        "rdma": [(n, get(d, f"fetch_rdma_sleep_{n}", "p50_us"),
-                  bw(d, f"fetch_rdma_sleep_{n}")) for n in SIZES],
-        "rdma_busy": [(n, get(d, f"fetch_rdma_busy_{n}", "p50_us"),
-                       bw(d, f"fetch_rdma_busy_{n}")) for n in SIZES],
-        "tcp": [(n, get(d, f"fetch_tcp_sleep_{n}", "p50_us"),
-                 bw(d, f"fetch_tcp_sleep_{n}")) for n in SIZES],
-        "perftest": [(n, perftest_rtt_us(d, n),
+def plot_series(d):
+    """The plot's points: {series: [(rows, p50 us, p99 us, GB/s)]}; None where not measured."""
+    def fetch(label):
+        return [(n, get(d, f"{label}_{n}", "p50_us"), get(d, f"{label}_{n}", "p99_us"),
+                 bw(d, f"{label}_{n}")) for n in SIZES]
+    return {
+        "rdma": fetch("fetch_rdma_sleep"),
+        "rdma_busy": fetch("fetch_rdma_busy"),
+        "tcp": fetch("fetch_tcp_sleep"),
+        "perftest": [(n, perftest_rtt_us(d, n), None,
                       get(d, f"ib_write_bw_{n * ROW_BYTES}", "gbytes_per_s"))
                      for n in PERF_ROWS],
-        "local": [(n, get(d, f"local_{n}", "p50_us"), bw(d, f"local_{n}")) for n in SIZES],
+        "local": fetch("local"),
     }
+
+
+def plot_missing(series):
+    """Points the plot cannot draw, as "series rows (what)" strings."""
+    what = ("p50", "p99", "GB/s")
+    out = []
+    for name, pts in series.items():
+        for n, *vals in pts:
+            for w, v in zip(what, vals):
+                if name == "perftest" and w == "p99":
+                    continue        # perftest's latency is its t_typical only
+                if v is None or (isinstance(v, float) and math.isnan(v)):
+                    out.append(f"{name} {n} ({w})")
+    return out
+
+
+def plot(d, png, env):
+    """Round trip p50 and p99 against rows (log-log) and bandwidth against rows
+    (log-log), with gnuplot.  A point that was not measured is named on the
+    plot and on stderr rather than silently left out."""
+    series = plot_series(d)
+    missing = plot_missing(series)
+    for m in missing:
+        print(f"report.py: plot: no value for {m}", file=sys.stderr)
     with tempfile.TemporaryDirectory() as tmp:
         for name, pts in series.items():
             with open(os.path.join(tmp, name + ".dat"), "w") as f:
-                for n, lat, gbs in pts:
-                    f.write(f"{n} {'NaN' if lat is None else lat} "
-                            f"{'NaN' if gbs is None else gbs}\n")
+                for n, *vals in pts:
+                    f.write(f"{n} " + " ".join("NaN" if v is None else str(v) for v in vals)
+                            + "\n")
         title = (f"engram-rdma, QEMU TCG + Soft-RoCE (software overhead, not a NIC); "
                  f"kernel {env.get('kernel', '?')}, MTU {env.get('rdma_mtu', '?')}, "
                  f"commit {env.get('commit', '?')}")
         styles = [("rdma", "engram RDMA (sleep)", 1), ("rdma_busy", "engram RDMA (busy-poll)", 2),
                   ("tcp", "engram TCP (sleep)", 3), ("perftest", "perftest (ib\\_write)", 4),
                   ("local", "local pread O\\_DIRECT", 5)]
-        lat_plot = ", ".join(f"'{tmp}/{n}.dat' using 1:2 with linespoints lt {lt} pt {lt} "
-                             f"lw 2 title '{t}'" for n, t, lt in styles)
-        bw_plot = ", ".join(f"'{tmp}/{n}.dat' using 1:3 with linespoints lt {lt} pt {lt} "
+        lat = [f"'{tmp}/{n}.dat' using 1:2 with linespoints lt {lt} pt {lt} lw 2 "
+               f"title '{t} p50'" for n, t, lt in styles]
+        lat += [f"'{tmp}/{n}.dat' using 1:3 with linespoints lt {lt} pt {lt} lw 1 dt 2 "
+                f"title '{t} p99'" for n, t, lt in styles if n != "perftest"]
+        bw_plot = ", ".join(f"'{tmp}/{n}.dat' using 1:4 with linespoints lt {lt} pt {lt} "
                             f"lw 2 title '{t}'" for n, t, lt in styles)
+        if missing:
+            text = ", ".join(missing)
+            title += "\\nNOT MEASURED: " + (text if len(text) < 200 else text[:200] + " ...")
         script = f"""
-set terminal pngcairo size 1400,600 font 'sans,10'
+set terminal pngcairo size 1400,640 font 'sans,10'
 set output '{png}'
 set multiplot layout 1,2 title "{title}"
 set logscale xy
 set grid
 set key top left
 set xlabel 'rows per fetch (264 B each)'
-set ylabel 'round trip p50 (microseconds)'
+set ylabel 'round trip (microseconds; p50 solid, p99 dashed)'
 set title 'Latency (perftest: 2 x ib\\_write\\_lat t\\_typical)'
-plot {lat_plot}
-unset logscale y
-set logscale x
-set ylabel 'GB/s (one caller: bytes / mean round trip)'
+plot {", ".join(lat)}
+set logscale xy
+set ylabel 'GB/s (one caller: bytes / mean round trip), log scale'
 set title 'Bandwidth (perftest: ib\\_write\\_bw average)'
 set key top left
 plot {bw_plot}
 unset multiplot
 """
         subprocess.run(["gnuplot"], input=script.encode(), check=True)
+    return missing
 
 
 def main():

@@ -1,0 +1,62 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# make bench's plot (selftests/bench/report.py --png) on made-up results:
+# a PNG comes out; with every case there nothing is reported missing; with
+# a case left out, that point is named on stderr (and on the plot) rather
+# than dropped silently.  Prints TAP.
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+rep=$here/../bench/report.py
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0 failed=0
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+nok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
+
+# BENCH lines as bench.sh prints them, with made-up figures.
+results() {
+	local skip=${1:-} r us
+	for r in 1 288 4096 16384 49152; do
+		for l in fetch_rdma_sleep fetch_rdma_busy fetch_tcp_sleep local; do
+			[ "${l}_$r" = "$skip" ] && continue
+			us=$((100 + r / 10))
+			printf 'BENCH {"case": "fetch", "label": "%s_%d", "rows": %d, "bytes": %d, "p50_us": %d, "p99_us": %d, "mean_us": %d}\n' \
+				"$l" "$r" "$r" $((r * 264)) "$us" $((us * 2)) "$us"
+		done
+	done
+	for r in 1 288 4096 49152; do
+		printf 'BENCH {"case": "perftest", "label": "ib_write_lat_%d", "t_typical_us": 20}\n' $((r * 264))
+		printf 'BENCH {"case": "perftest", "label": "ib_write_bw_%d", "gbytes_per_s": 0.5}\n' $((r * 264))
+	done
+}
+
+results > "$tmp/all.log"
+/usr/bin/python3 "$rep" --in "$tmp/all.log" --json "$tmp/all.json" --png "$tmp/all.png" \
+	>/dev/null 2>"$tmp/all.err"
+rc=$?
+if [ $rc -eq 0 ] && [ "$(head -c 4 "$tmp/all.png" | od -An -c | tr -d ' ')" = '211PNG' ]; then
+	ok "a PNG is drawn"
+else
+	nok "a PNG is drawn (exit $rc)"
+	sed 's/^/#   /' "$tmp/all.err"
+fi
+if ! grep -q 'no value' "$tmp/all.err"; then
+	ok "with every case there, no point is reported missing"
+else
+	nok "with every case there, no point is reported missing"
+	sed 's/^/#   /' "$tmp/all.err"
+fi
+results fetch_tcp_sleep_49152 > "$tmp/some.log"
+/usr/bin/python3 "$rep" --in "$tmp/some.log" --json "$tmp/some.json" --png "$tmp/some.png" \
+	>/dev/null 2>"$tmp/some.err"
+if grep -q 'no value for tcp 49152 (p50)' "$tmp/some.err" &&
+   grep -q 'no value for tcp 49152 (p99)' "$tmp/some.err" && [ -s "$tmp/some.png" ]; then
+	ok "a case left out is named (p50, p99) and the rest still drawn"
+else
+	nok "a case left out is named (p50, p99) and the rest still drawn"
+	sed 's/^/#   /' "$tmp/some.err"
+fi
+echo "1..$n"
+echo "# $((n - failed)) passed, $failed failed"
+[ $failed -eq 0 ]
