@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # selftests/deps-check.sh's comparison on made-up records of a machine: it
-# passes a machine deps.sh only added bookworm's build tools to, and fails
-# one where a kernel, kernel headers, a backported or upgraded package, or a
-# change under /boot or /lib/modules came in.
+# passes a machine deps.sh only added bookworm's build tools to (and pulled
+# a library to another bookworm version), and fails one where a kernel,
+# kernel headers, linux-libc-dev, a backported package, a removal, or a
+# file added under /boot or /lib/modules came in.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 dc=$here/../deps-check.sh
@@ -44,7 +45,11 @@ expect() {
 
 expect pass "build tools added: passes" "$tmp/good"
 sed 's/^pkg linux-libc-dev .*/pkg linux-libc-dev 6.12.57-1~bpo12+1/' "$tmp/good" > "$tmp/a"
-expect fail "linux-libc-dev upgraded: fails" "$tmp/a" "upgraded"
+expect fail "linux-libc-dev upgraded: fails" "$tmp/a" "linux-libc-dev"
+sed 's/^pkg bash .*/pkg bash 5.2.15-2+b8/' "$tmp/good" > "$tmp/a"
+expect pass "a library pulled to another bookworm version: passes (listed)" "$tmp/a"
+sed 's|^fs /boot/vmlinuz-6.1.0-40-amd64 f 8000000 |fs /boot/vmlinuz-6.1.0-40-amd64 f 8100000 |' "$tmp/good" > "$tmp/a"
+expect pass "a file in /boot rewritten in place (an initrd's trigger): passes" "$tmp/a"
 grep -v '^pkg linux-perf ' "$tmp/good" > "$tmp/a"
 expect fail "a package removed: fails" "$tmp/a" "removed"
 { cat "$tmp/good"; echo "pkg linux-image-6.12.57+deb12-amd64 6.12.57-1~bpo12+1"; } > "$tmp/a"
