@@ -65,7 +65,11 @@ for f in $( (cd tools/libengram && cat ./*.d 2>/dev/null | tr ' \\' '\n\n' |
 	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: .*OR BSD-2-Clause' || lic_bad="$lic_bad $f"
 done
 for f in $(git ls-files 2>/dev/null); do
-	case "$f" in Documentation/bench-latest.inc|*.png|README.md) continue ;; esac
+	# Formats without comments: Debian's changelog, copyright and source format.
+	case "$f" in
+	Documentation/bench-latest.inc | *.png | README.md) continue ;;
+	debian/changelog | debian/copyright | debian/source/format) continue ;;
+	esac
 	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: ' || lic_bad="$lic_bad $f(no SPDX line)"
 done
 if [ "$lic_n" -lt 15 ] || [ -n "$lic_bad" ]; then

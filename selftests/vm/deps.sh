@@ -43,6 +43,7 @@ BASE_PKGS=(
 	qemu-system-x86 qemu-system-arm busybox-static kmod cpio xz-utils rsync dkms sparse
 	clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch
 	python3-prometheus-client bash-completion man-db
+	debhelper dh-dkms dh-python lintian
 	e2fsprogs iproute2 util-linux coreutils dmsetup
 	flex bison bc libelf-dev lcov
 	gcc-aarch64-linux-gnu libc6-dev-arm64-cross pahole

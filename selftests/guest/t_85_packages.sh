@@ -1,0 +1,146 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+# The Debian packages (selftests/deb-check.sh builds them into build/deb)
+# installed in the guest: in a root that is the machine's seen through an
+# overlay (its changes go to the scratch disk), with only this guest's
+# kernel in /lib/modules and its headers as /lib/modules/RELEASE/build,
+# dpkg -i of all five; the DKMS package's postinst builds and installs
+# engram_rdma for the running kernel; modprobe loads that copy; engramctl
+# from the package loads a table and links to it, and a fetch from Python
+# through the installed python3-engram-rdma and libengram0 is exact; the
+# group engram exists; dpkg -r takes the module away again.
+# DKMS's build of the module under TCG alone takes seven to eight minutes
+# (498 s for dpkg -i), more than make check's budget has room for yet: a
+# full run skips it, make check-packages runs it (on 6.12).
+# timeout: 1500
+# kernels: none
+. "$(dirname "$0")/lib.sh"
+
+IP=${ENGRAM_IP:-192.0.2.1}
+PORT=18585
+DEBS=$TOP/build/deb
+S=$ENGRAM_TEST_TMP
+R=$S/root
+REL=$(uname -r)
+VER=$(sed -n 's/^PACKAGE_VERSION="\(.*\)"$/\1/p' "$TOP/dkms.conf")
+KDIR=""
+for k in 6.12 6.1 5.10 7.2 debug; do
+	[ "$("$TOP/selftests/vm/kernels.sh" release $k 2>/dev/null)" = "$REL" ] || continue
+	KDIR=$("$TOP/selftests/vm/kernels.sh" builddir $k)
+	break
+done
+F=$S/pkg.safetensors
+ROWS=20000
+
+ls "$DEBS"/*_"$VER"_*.deb >/dev/null 2>&1 || bail "no packages in $DEBS (selftests/deb-check.sh)"
+[ -n "$KDIR" ] && [ -d "$KDIR" ] || bail "no headers for $REL"
+make_table "$F" $ROWS --seed 85 || bail "mktable"
+
+# --- the root to install into ------------------------------------------------
+mkdir -p "$S/up" "$S/work" "$R"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$S/up,workdir=$S/work" "$R" ||
+	bail "overlay over the root"
+DKMS_LOADED=0
+cleanup() {
+	# Whatever failed: the harness's module back for the tests after this one.
+	if [ $DKMS_LOADED -eq 1 ]; then
+		rmmod engram_rdma 2>/dev/null
+		module_loaded || module_load
+	fi
+	rm -rf /tmp/debs
+	for m in $(awk -v r="$R" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
+		umount -l "$m" 2>/dev/null
+	done
+}
+trap cleanup EXIT
+for d in proc sys dev dev/pts run; do
+	mkdir -p "$R/$d" && mount --bind "/$d" "$R/$d" || bail "bind /$d"
+done
+# With the scratch disk under it, where the table and this test's files are.
+mount --rbind /tmp "$R/tmp" || bail "bind /tmp"
+# man-db's trigger would index every manual page of the machine, for
+# minutes under TCG: not what this test is about.
+rm -f "$R/var/lib/man-db/auto-update"
+# Only the guest's kernel, as on a machine that runs it: dkms builds for it.
+mount -t tmpfs -o mode=0755 tmpfs "$R/lib/modules" || bail "tmpfs on lib/modules"
+mkdir -p "$R/lib/modules/$REL" "$R/mnt/kmods"
+mount --bind "/lib/modules/$REL" "$R/mnt/kmods" || bail "bind the guest's modules"
+ln -s /mnt/kmods/kernel "$R/lib/modules/$REL/kernel"
+for f in modules.order modules.builtin modules.builtin.modinfo; do
+	cp "/lib/modules/$REL/$f" "$R/lib/modules/$REL/" 2>/dev/null
+done
+ln -s "$KDIR" "$R/lib/modules/$REL/build"
+in_root() { chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+in_root depmod "$REL" || bail "depmod"
+
+# --- install ---------------------------------------------------------------------
+PKGS="engram-rdma-dkms engramctl libengram0 libengram-dev python3-engram-rdma"
+mkdir -p "$R/tmp/debs"
+for p in $PKGS; do
+	cp "$DEBS/${p}_${VER}"_*.deb "$R/tmp/debs/" || bail "no $p package"
+done
+t0=$SECONDS
+out=$(in_root sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /tmp/debs/*.deb' 2>&1)
+rc=$?
+echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Building|Installing' | sed 's/^/# dpkg| /'
+check "dpkg -i of the five packages ($((SECONDS - t0)) s)" test $rc -eq 0
+for p in $PKGS; do
+	check "$p $VER installed" \
+		test "$(in_root dpkg-query -W -f '${Status} ${Version}' $p 2>/dev/null)" = "install ok installed $VER"
+done
+check "dkms built and installed engram-rdma/$VER for $REL" \
+	sh -c "chroot '$R' dkms status engram-rdma/$VER -k $REL | grep -q installed"
+ko=$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null | head -n1)
+check "the module is in /lib/modules/$REL/updates/dkms" test -n "$ko"
+check "its vermagic is $REL" test "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$REL"
+check "the group engram exists" in_root getent group engram
+check "the udev rule is installed" test -f "$R/usr/lib/udev/rules.d/60-engram-rdma.rules"
+
+# --- the installed module, tool and library ------------------------------------------
+module_unload || bail "rmmod the harness's module"
+DKMS_LOADED=1
+out=$(in_root modprobe -v engram_rdma 2>&1)
+rc=$?
+diag "modprobe: $out"
+check "modprobe engram_rdma loads the DKMS copy (updates/dkms)" \
+	test $rc -eq 0 -a -n "$(grep "insmod /lib/modules/$REL/updates/dkms/engram_rdma.ko" <<<"$out")"
+check "the loaded module is $VER" test "$(cat /sys/module/engram_rdma/version 2>/dev/null)" = "$VER"
+ctl() { in_root /usr/sbin/engramctl "$@"; }
+check "engramctl $VER from the package" test "$(ctl -V | awk '{ print $2 }')" = "$VER"
+out=$(ctl load "$F" --tensor "$PREFIX" --name pkg --no-progress 2>&1)
+diag "load: $out"
+check "it loads a table" test "$(ctl show pkg | awk '$1 == "state" { print $2 }')" = ready
+ctl listen add "rdma://$IP:$PORT" >/dev/null || nok "listen add"
+ID=$(ctl link add "rdma://$IP:$PORT@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+up() { [ "$(ctl -j link show "$ID" | jget "d[0]['state']")" = up ]; }
+check "the link comes up" wait_for 30 up
+WOFF=$(ctl -j list | jget "[t for t in d if t['name'] == 'pkg'][0]['weight_offset']")
+SOFF=$(ctl -j list | jget "[t for t in d if t['name'] == 'pkg'][0]['scale_offset']")
+# The example, copied out of the tree: it imports the installed package.
+cp "$TOP/tools/python/example.py" "$S/example.py"
+out=$(in_root python3 -c 'import engram_rdma, sys
+lib = engram_rdma.load_library()
+print(engram_rdma.__file__, lib._name, engram_rdma.__version__)' 2>&1)
+diag "python3: $out"
+check "python3 imports the installed package and libengram.so.0" \
+	grep -q "^/usr/lib/python3/dist-packages/engram_rdma/__init__.py .*libengram.so.0 $VER\$" <<<"$out"
+out=$(in_root python3 "$S/example.py" --table pkg --file "$F" \
+	--weight-offset "$WOFF" --scale-offset "$SOFF" --link "$ID" --count 2000 2>&1)
+rc=$?
+echo "$out" | sed 's/^/# example| /'
+check "a fetch from Python through the installed packages is exact" test $rc -eq 0
+ctl link del "$ID" >/dev/null
+ctl listen del "rdma://$IP:$PORT" >/dev/null
+ctl unload pkg >/dev/null
+
+# --- removal ---------------------------------------------------------------------------
+rmmod engram_rdma
+DKMS_LOADED=0
+# The harness's own module back, for the tests after this one.
+module_load || nok "insmod the harness's module again"
+check "dpkg -r of the DKMS package" in_root dpkg -r engram-rdma-dkms
+check "takes the module out of /lib/modules/$REL" \
+	test -z "$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null)"
+check "the kernel log is clean" kmsg_clean
+done_testing
