@@ -33,17 +33,22 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; }
 diag() { sed 's/^/# /'; }
 
+# none_of DESC LIST: ok when LIST is empty, else not ok and its first lines.
+none_of() {
+	if [ -z "$2" ]; then
+		ok "$1"
+	else
+		notok "$1"
+		head -n 20 <<<"$2" | diag
+	fi
+}
+
 compare() {
 	local before=$1 after=$2 gone changed added bad fs
 	gone=$(awk 'NR == FNR { if ($1 == "pkg") v[$2] = $3; next }
 		$1 == "pkg" { a[$2] = 1 }
 		END { for (p in v) if (!(p in a)) print p, v[p] }' "$before" "$after" | sort)
-	if [ -z "$gone" ]; then
-		ok "no package removed"
-	else
-		notok "no package removed"
-		head -n 20 <<<"$gone" | diag
-	fi
+	none_of "no package removed" "$gone"
 	# Packages there before at another version now.  A build tool's -dev
 	# package may pull its runtime library to the matching bookworm version;
 	# what must not move is what the machine boots and builds against.
@@ -57,30 +62,15 @@ compare() {
 	bad=$(grep -E '^(linux-(image|headers|modules|kbuild|source|binary)-|linux-libc-dev |linux-perf )' \
 		<<<"$added
 $changed")
-	if [ -z "$bad" ]; then
-		ok "no kernel, kernel headers, modules, kernel source, linux-libc-dev or linux-perf added or changed"
-	else
-		notok "no kernel, kernel headers, modules, kernel source, linux-libc-dev or linux-perf added or changed"
-		head -n 20 <<<"$bad" | diag
-	fi
+	none_of "no kernel, kernel headers, modules, kernel source, linux-libc-dev or linux-perf added or changed" "$bad"
 	bad=$(awk '$NF ~ /~bpo/' <<<"$added
 $changed")
-	if [ -z "$bad" ]; then
-		ok "nothing installed from bookworm-backports"
-	else
-		notok "nothing installed from bookworm-backports"
-		head -n 20 <<<"$bad" | diag
-	fi
+	none_of "nothing installed from bookworm-backports" "$bad"
 	# /boot by name, type and link target (an initrd a package's trigger
 	# rebuilds for the same kernel changes size, not what boots).
 	fs=$(diff <(grep '^fs ' "$before" | awk '{ print $2, $3, $5 }') \
 		<(grep '^fs ' "$after" | awk '{ print $2, $3, $5 }'))
-	if [ -z "$fs" ]; then
-		ok "/boot, /lib/modules and /usr/src: nothing added, removed or relinked"
-	else
-		notok "/boot, /lib/modules and /usr/src: nothing added, removed or relinked"
-		head -n 20 <<<"$fs" | diag
-	fi
+	none_of "/boot, /lib/modules and /usr/src: nothing added, removed or relinked" "$fs"
 }
 
 case "${1:-}" in
