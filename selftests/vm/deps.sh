@@ -16,8 +16,9 @@
 # (bookworm's 6.1, bookworm-backports' 6.12: image, modules, headers) are
 # unpacked into $CACHE/kheaders by kheaders.sh --only, and checkpatch comes
 # out of the linux-source-6.1 package without installing it: the machine's
-# /boot, /lib/modules and /usr/src are left as they were
-# (selftests/deps-check.sh proves it in make check).
+# /boot, /lib/modules and /usr/src are left as they were, but for an empty
+# /lib/modules on a machine that had none (selftests/deps-check.sh proves
+# it in make check).
 #
 # Results:
 #   $CACHE/kheaders/x86-6.1{,-image}, x86-6.12{,-image}   (kernels.sh)
@@ -75,6 +76,16 @@ checkpatch_ok() {
 # The guests' kernels, in the cache.
 GUEST_TREES=x86-6.1,x86-6.12
 KH=$(dirname "$0")/kheaders.sh
+
+# The guests see the machine's root read-only and show their kernel's
+# modules (from the cache) on its /lib/modules, which must therefore exist.
+# A machine without any kernel package (a container) has no such directory:
+# it gets an empty one, and nothing is ever put in it.
+if [ ! -d /lib/modules ]; then
+	[ "$(id -u)" -eq 0 ] || { log "no /lib/modules: run as root once to create it"; exit 1; }
+	mkdir -p /lib/modules
+	log "created the empty /lib/modules the guests mount their kernel's modules on"
+fi
 
 # ---- fast path: nothing to do ---------------------------------------------
 if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && installed "${BASE_PKGS[@]}" && checkpatch_ok &&
