@@ -19,13 +19,15 @@
 #include "client.h"
 #include "link_table.h"
 #include "pieces.h"
+#include "replica.h"
 
 /* Per fd: bounds, so one process cannot pin the module's memory without end. */
 #define ENGRAM_FILE_MAX_BUFS	1024
 #define ENGRAM_FILE_MAX_FETCHES	1024
 
 struct engram_open_table {
-	struct engram_link *link;
+	struct engram_link *link;	/* NULL: opened on no link, @rg */
+	struct engram_replica *rg;	/* the table's replicas, without @link */
 	struct engram_link_table *lt;	/* its counters, or NULL */
 	struct engram_wire_table e;
 	u32 max_rows;
@@ -48,6 +50,7 @@ static void engram_chardev_fetch_free(struct engram_fetch *f)
 {
 	unsigned int i;
 
+	engram_replica_fetch_free(f);
 	for (i = 0; i < f->nr_pieces; i++)
 		if (f->pieces[i].buf)
 			engram_ubuf_put(f->pieces[i].buf);
@@ -105,12 +108,21 @@ static bool engram_chardev_zero(const void *p, size_t n)
 	return !memchr_inv(p, 0, n);
 }
 
+static void engram_chardev_table_free(struct engram_open_table *ot)
+{
+	engram_link_table_put(ot->lt);
+	if (ot->link)
+		engram_link_put(ot->link);
+	engram_replica_close(ot->rg);
+	kfree(ot);
+}
+
 static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 {
 	struct engram_ioc_open a;
 	struct engram_open_table *ot;
-	struct engram_link *l;
-	u32 usize, handle;
+	struct engram_link *l = NULL;
+	u32 usize, handle, first = 0;
 	int ret;
 
 	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_OPEN_SIZE_VER0, uarg, &usize);
@@ -124,26 +136,37 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 	ot = kzalloc(sizeof(*ot), GFP_KERNEL);
 	if (!ot)
 		return -ENOMEM;
-	l = engram_link_admin_open_table(a.link, a.flags, a.name, a.sha256, &ot->e, &ot->max_rows);
-	if (IS_ERR(l)) {
-		kfree(ot);
-		return PTR_ERR(l);
+	if (a.link) {
+		l = engram_link_admin_open_table(a.link, a.flags, a.name, a.sha256, &ot->e,
+						 &ot->max_rows);
+		if (IS_ERR(l)) {
+			kfree(ot);
+			return PTR_ERR(l);
+		}
+		ot->link = l;
+		ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256);
+		first = engram_link_id(l);
+	} else {
+		/* On no link: every link that serves the table's SHA-256. */
+		ot->rg = engram_replica_open(a.flags, a.name, a.sha256, &ot->e, &ot->max_rows,
+					     &first);
+		if (IS_ERR(ot->rg)) {
+			ret = PTR_ERR(ot->rg);
+			kfree(ot);
+			return ret;
+		}
 	}
-	ot->link = l;
-	ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256);
 	/* Reserved, not published, until the caller has its handle. */
 	mutex_lock(&ef->mutex);
 	ret = xa_alloc_cyclic(&ef->tables, &handle, NULL, XA_LIMIT(1, 4096),
 			      &ef->next_handle, GFP_KERNEL);
 	mutex_unlock(&ef->mutex);
 	if (ret < 0) {
-		engram_link_table_put(ot->lt);
-		engram_link_put(l);
-		kfree(ot);
+		engram_chardev_table_free(ot);
 		return ret == -EBUSY ? -EMFILE : ret;
 	}
 	a.handle = handle;
-	a.link_out = engram_link_id(l);
+	a.link_out = first;
 	a.rows = ot->e.rows;
 	a.generation = ot->e.generation;
 	a.row_bytes = ot->e.row_bytes;
@@ -156,11 +179,8 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 	else
 		xa_store(&ef->tables, handle, ot, GFP_KERNEL);	/* reserved: no allocation */
 	mutex_unlock(&ef->mutex);
-	if (ret) {
-		engram_link_table_put(ot->lt);
-		engram_link_put(l);
-		kfree(ot);
-	}
+	if (ret)
+		engram_chardev_table_free(ot);
 	return ret;
 }
 
@@ -272,13 +292,6 @@ static long engram_chardev_ioc_unreg(struct engram_file *ef, void __user *uarg)
 	engram_ubuf_put(b);
 	return 0;
 }
-
-/* One destination range as the caller gave it, resolved to its buffer. */
-struct engram_dest {
-	struct engram_ubuf *buf;
-	u64 off;
-	u64 len;
-};
 
 /*
  * Cut the destination into pieces that each fit one registration and hold
@@ -418,19 +431,31 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	ret = engram_chardev_fetch_dest(ef, a, d, &nd);
 	if (ret)
 		goto err;
-	engram_link_get(ot->link);
-	f->link = ot->link;
 	memcpy(f->digest, ot->e.sha256, sizeof(f->digest));
-	f->generation = ot->e.generation;
-	f->lt = ot->lt;
-	ret = engram_chardev_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
-				       engram_link_max_ranges(f->link));
-	if (ret)
-		goto err;
-	ret = engram_link_submit(f->link, f);
-	if (ret) {
-		engram_link_table_submit_failed(ot->lt, ret);
-		goto err;
+	if (ot->rg) {
+		/*
+		 * The pieces are the destination as the rows fill it, checked
+		 * here; each replica's parts are cut from them for its limits.
+		 */
+		ret = engram_chardev_fetch_cut(f, d, nd, U32_MAX, ENGRAM_WIRE_MAX_RANGES);
+		if (!ret)
+			ret = engram_replica_submit(ot->rg, f);
+		if (ret)
+			goto err;
+	} else {
+		engram_link_get(ot->link);
+		f->link = ot->link;
+		f->generation = ot->e.generation;
+		f->lt = ot->lt;
+		ret = engram_chardev_fetch_cut(f, d, nd, engram_link_mr_pages(f->link),
+					       engram_link_max_ranges(f->link));
+		if (ret)
+			goto err;
+		ret = engram_link_submit(f->link, f);
+		if (ret) {
+			engram_link_table_submit_failed(ot->lt, ret);
+			goto err;
+		}
 	}
 	f->user_ticket = ++ef->next_ticket;
 	list_add_tail(&f->fd_node, &ef->fetches);
@@ -461,6 +486,11 @@ static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetc
 	mutex_unlock(&ef->mutex);
 	if (!mine)
 		return;
+	if (f->rf) {
+		engram_replica_reap(f);
+		engram_chardev_fetch_put(f);		/* the list's */
+		return;
+	}
 	engram_link_table_fetched(f->lt, f->error, f->wire_status, f->nr_rows, f->rtt_ns);
 	if (!f->error)
 		for (i = 0; i < f->nr_pieces; i++)
@@ -660,7 +690,8 @@ static long engram_chardev_ioc_report(struct engram_file *ef, void __user *uarg)
 	mutex_lock(&ef->mutex);
 	ot = xa_load(&ef->tables, a.handle);
 	if (ot)
-		engram_link_table_report(ot->lt, a.rows);
+		engram_link_table_report(ot->rg ? engram_replica_first_lt(ot->rg) : ot->lt,
+					 a.rows);
 	mutex_unlock(&ef->mutex);
 	return ot ? 0 : -ENOENT;
 }
@@ -749,11 +780,8 @@ static int engram_chardev_release(struct inode *inode, struct file *file)
 	xa_for_each(&ef->bufs, idx, b)
 		engram_ubuf_put(b);
 	xa_destroy(&ef->bufs);
-	xa_for_each(&ef->tables, idx, ot) {
-		engram_link_table_put(ot->lt);
-		engram_link_put(ot->link);
-		kfree(ot);
-	}
+	xa_for_each(&ef->tables, idx, ot)
+		engram_chardev_table_free(ot);
 	xa_destroy(&ef->tables);
 	/* A completion handler may still hold the lock it woke us under. */
 	spin_lock_irq(&ef->wq.lock);

@@ -43,6 +43,13 @@ const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
 void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
 		      bool to_device);
 
+/* One destination range as the caller gave it, resolved to its buffer. */
+struct engram_dest {
+	struct engram_ubuf *buf;
+	u64 off;
+	u64 len;
+};
+
 /* One piece of a fetch's destination: part of a buffer, one MR, one wire range. */
 struct engram_piece {
 	struct engram_ubuf *buf;
@@ -103,6 +110,21 @@ struct engram_fetch {
 	u32 bad_index;
 	bool done;			/* result final, buffers safe to reuse */
 	wait_queue_head_t *wq;		/* the fd's, woken on done */
+
+	/*
+	 * A fetch of a table opened on no link is served by its replicas
+	 * (replica.c): the fd's fetch has no link and owns parts, each an
+	 * ordinary fetch on one link for some of its rows.
+	 */
+	struct engram_replica_fetch *rf;	/* the fd's fetch: its parts */
+	/* the fd's fetch: end it at its deadline (instead of a link break) */
+	void (*expire)(struct engram_fetch *f);
+	/* a part: called once it is done, in any context */
+	void (*part_done)(struct engram_fetch *f);
+	struct engram_fetch *parent;	/* a part: the fd's fetch */
+	struct list_head part_node;	/* a part: on its parent's list */
+	struct list_head retry_node;	/* a part: its rows to be sent again */
+	u32 first;			/* a part: its first row of the parent's */
 };
 
 void engram_chardev_fetch_put(struct engram_fetch *f);
@@ -123,6 +145,20 @@ static inline void engram_fetch_set_done(struct engram_fetch *f)
 
 struct engram_link_table;
 
+/* A link that serves a table, as engram_link_admin_replicas() found it. */
+struct engram_replica_cand {
+	struct engram_link *link;	/* held */
+	u64 generation;			/* the table's there */
+	u32 max_rows;
+	u32 max_ranges;
+	u32 mr_pages;			/* U32_MAX: no limit */
+	unsigned int inflight;		/* fetches on its wire when looked at */
+};
+
+int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
+			       struct engram_replica_cand *c, struct engram_wire_table *e,
+			       unsigned int max);
+
 /* link.c */
 struct engram_link;
 
@@ -134,6 +170,9 @@ void engram_link_put(struct engram_link *l);
 u32 engram_link_id(const struct engram_link *l);
 u32 engram_link_max_ranges(const struct engram_link *l);
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
+void engram_link_break_fetch(struct engram_fetch *f);
+unsigned int engram_link_inflight(const struct engram_link *l);
+void engram_link_count(struct engram_link *l, enum engram_stat stat, u64 n);
 int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);
 u32 engram_link_mr_pages(const struct engram_link *l);

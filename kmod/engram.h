@@ -60,6 +60,7 @@ int engram_params_init(void);
 unsigned int engram_params_timeout_ms(void);
 unsigned int engram_params_heartbeat_ms(void);
 unsigned int engram_params_heartbeat_timeout_ms(void);
+unsigned int engram_params_replica_split_rows(void);
 u16 engram_params_protocol_version(void);
 void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
@@ -304,6 +305,17 @@ struct engram_link_info {
 	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
+/* One table of a link's catalog, for netlink. */
+struct engram_link_catalog_info {
+	u32 link_id;
+	u8 link_state;			/* enum engram_link_state */
+	char name[ENGRAM_NAME_MAX];
+	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 rows;
+	u64 generation;
+	u8 state;			/* enum engram_table_state */
+};
+
 int engram_link_admin_init(void);
 void engram_link_admin_exit(void);
 void engram_link_admin_remove_device(struct ib_device *ibdev);
@@ -311,6 +323,7 @@ int engram_link_admin_add(const struct engram_url *u, u32 *id, struct netlink_ex
 int engram_link_admin_del(u32 id, struct netlink_ext_ack *extack);
 int engram_link_admin_info_nth(unsigned long n, struct engram_link_info *info);
 int engram_link_admin_info_by_id(u32 id, struct engram_link_info *info);
+int engram_link_admin_catalog_nth(unsigned long n, struct engram_link_catalog_info *ci);
 int engram_chardev_init(void);
 void engram_chardev_exit(void);
 

@@ -294,7 +294,8 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 	if (f->finished)
 		return false;
 	f->finished = true;
-	xa_erase(&l->fetches, f->ticket);
+	if (xa_erase(&l->fetches, f->ticket))
+		l->inflight--;
 	if (l->ops->put_fetch)
 		l->ops->put_fetch(l, f);
 	if (f->slot >= 0) {
@@ -340,6 +341,8 @@ static void engram_link_release_never(struct kref *ref)
  */
 static void engram_link_publish(struct engram_fetch *f)
 {
+	/* Read first: a fetch of the fd's own may be freed once it is done. */
+	void (*part_done)(struct engram_fetch *f) = f->part_done;
 	wait_queue_head_t *wq = f->wq;
 	unsigned long flags;
 
@@ -348,6 +351,9 @@ static void engram_link_publish(struct engram_fetch *f)
 	engram_fetch_set_done(f);
 	wake_up_locked(wq);
 	spin_unlock_irqrestore(&wq->lock, flags);
+	/* A part of a replica's fetch lives as long as that fetch: it decides. */
+	if (part_done)
+		part_done(f);
 }
 
 /**
@@ -408,8 +414,10 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f)
 
 	spin_lock_irqsave(&l->lock, flags);
 	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
-	if (!ret)
+	if (!ret) {
+		l->inflight++;
 		engram_link_deadline_arm_locked(l, f->deadline);
+	}
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (ret)
 		return ret;
@@ -963,16 +971,20 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	return ret;
 }
 
-/*
+/**
+ * engram_link_break_fetch() - end a fetch now, breaking its connection
+ * @f: a fetch submitted on a link
+ *
  * @f is past its deadline (or its fd is closing): end it now.  A fetch
  * still waiting for its server is marked timed out and its connection
  * broken, unless a reconnect replaced that connection meanwhile (whose
  * teardown ended @f already).  One whose answer is in, with only its keys
  * left to invalidate, gets a moment for that first; so does one whose
  * invalidation failed, for the teardown its failure asked for.  Returns
- * when @f is done: after that nothing of it can land any more.
+ * when @f is done: after that nothing of it can land any more.  Process
+ * context.
  */
-static void engram_link_break_fetch(struct engram_fetch *f)
+void engram_link_break_fetch(struct engram_fetch *f)
 {
 	struct engram_link *l = f->link;
 	unsigned long flags;
@@ -990,6 +1002,15 @@ static void engram_link_break_fetch(struct engram_fetch *f)
 	mutex_unlock(&l->mutex);
 	/* The break finished every fetch of that connection, this one included. */
 	wait_event(*f->wq, engram_fetch_done(f));
+}
+
+/* Past its deadline: a replica group's fetch ends its parts its own way. */
+static void engram_link_expire(struct engram_fetch *f)
+{
+	if (f->expire)
+		f->expire(f);
+	else
+		engram_link_break_fetch(f);
 }
 
 /**
@@ -1036,7 +1057,7 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 		return 0;
 	if (!own_deadline)
 		return -EAGAIN;
-	engram_link_break_fetch(f);
+	engram_link_expire(f);
 	return 0;
 }
 
@@ -1058,7 +1079,30 @@ void engram_link_fetch_end(struct engram_fetch *f)
 		wait_event_timeout(*f->wq, engram_fetch_done(f), nsecs_to_jiffies(left) + 1);
 	if (engram_fetch_done(f))
 		return;
-	engram_link_break_fetch(f);
+	engram_link_expire(f);
+}
+
+/**
+ * engram_link_inflight() - fetches of a link on the wire now
+ * @l: the link
+ *
+ * Return: the count, read without the link's lock (a hint for choosing
+ * between replicas).
+ */
+unsigned int engram_link_inflight(const struct engram_link *l)
+{
+	return READ_ONCE(l->inflight);
+}
+
+/**
+ * engram_link_count() - add to one of a link's counters
+ * @l: the link
+ * @stat: ENGRAM_STAT_*
+ * @n: how much
+ */
+void engram_link_count(struct engram_link *l, enum engram_stat stat, u64 n)
+{
+	engram_count_add(&l->stats, stat, n);
 }
 
 /**

@@ -122,6 +122,7 @@ struct engram_link {
 	struct engram_wire_table *catalog;
 	u32 nr_catalog;
 	struct xarray fetches;		/* ticket -> fetch on the wire */
+	unsigned int inflight;		/* fetches in it; written under lock */
 	u64 next_ticket;
 
 	struct delayed_work connect_work;

@@ -6,11 +6,14 @@
  * What one link does is link.c's.
  *
  * engram_links_mutex protects the list; under it a link's own mutex may
- * be taken (device removal), never the other way round.
+ * be taken (device removal), never the other way round.  The fetch path
+ * reads the list under RCU (the replicas of a table): a deleted link is
+ * unlisted, and the list's reference dropped only after a grace period.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/mutex.h>
+#include <linux/rculist.h>
 #include <linux/netlink.h>
 #include <linux/string.h>
 
@@ -121,6 +124,72 @@ struct engram_link *engram_link_admin_open_table(u32 link_id, u32 flags, const c
 }
 
 /**
+ * engram_link_admin_replicas() - the links that serve a table now
+ * @flags: ENGRAM_OPEN_BY_NAME and/or ENGRAM_OPEN_BY_SHA256
+ * @name: with BY_NAME
+ * @sha256: with BY_SHA256
+ * @c: filled with up to @max links that are up and whose catalog has the
+ *	table ready, each held, with the entry's generation and the link's
+ *	limits and fetches on the wire
+ * @e: when not NULL, the catalog entry of the first one
+ * @max: room in @c
+ *
+ * Takes no lock but each link's own: it runs for every fetch of a table
+ * opened on no link.
+ *
+ * Return: how many links were put in @c; -ENOTUNIQ when, by name only,
+ * two of them hold different files under that name.
+ */
+int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
+			       struct engram_replica_cand *c, struct engram_wire_table *e,
+			       unsigned int max)
+{
+	struct engram_wire_table *first = e;
+	struct engram_wire_table ent;
+	struct engram_link *l;
+	unsigned long irq;
+	unsigned int n = 0;
+	int ret = 0;
+
+	rcu_read_lock();
+	list_for_each_entry_rcu(l, &engram_links, node) {
+		int r = -ENOTCONN;
+
+		if (n == max)
+			break;
+		spin_lock_irqsave(&l->lock, irq);
+		if (l->state == ENGRAM_LINK_UP && l->live)
+			r = engram_link_admin_find_locked(l, flags, name, sha256, &ent);
+		if (!r) {
+			c[n].link = l;
+			c[n].generation = ent.generation;
+			c[n].max_rows = l->neg.max_rows;
+			c[n].max_ranges = l->neg.max_ranges;
+			c[n].mr_pages = l->mr_pages ? l->mr_pages : U32_MAX;
+			c[n].inflight = l->inflight;
+		}
+		spin_unlock_irqrestore(&l->lock, irq);
+		if (r)
+			continue;
+		if (first && n && memcmp(first->sha256, ent.sha256, ENGRAM_SHA256_LEN)) {
+			ret = -ENOTUNIQ;
+			break;
+		}
+		if (first && !n)
+			*first = ent;
+		engram_link_get(l);
+		n++;
+	}
+	rcu_read_unlock();
+	if (ret) {
+		while (n)
+			engram_link_put(c[--n].link);
+		return ret;
+	}
+	return n;
+}
+
+/**
  * engram_link_admin_add() - add a link and start connecting it
  * @u: a parsed remote URL
  * @id: set to the new link's id
@@ -160,7 +229,7 @@ int engram_link_admin_add(const struct engram_url *u, u32 *id, struct netlink_ex
 		NL_SET_ERR_MSG_MOD(extack, "too many links (16)");
 		return -ENOSPC;
 	}
-	list_add_tail(&l->node, &engram_links);
+	list_add_tail_rcu(&l->node, &engram_links);
 	*id = l->id;
 	/* Before it starts, so that its state changes come after. */
 	engram_event_link(ENGRAM_EVENT_LINK_ADDED, l->id, l->url.text, ENGRAM_LINK_CONNECTING, 0);
@@ -203,8 +272,9 @@ int engram_link_admin_del(u32 id, struct netlink_ext_ack *extack)
 	 */
 	engram_link_stop(found);
 	mutex_lock(&engram_links_mutex);
-	list_del(&found->node);
+	list_del_rcu(&found->node);
 	mutex_unlock(&engram_links_mutex);
+	synchronize_rcu();
 	pr_info("link %u: %s deleted\n", found->id, found->url.text);
 	engram_event_link(ENGRAM_EVENT_LINK_DELETED, found->id, found->url.text,
 			  ENGRAM_LINK_UNSPEC, 0);
@@ -300,6 +370,45 @@ int engram_link_admin_info_by_id(u32 id, struct engram_link_info *info)
 }
 
 /**
+ * engram_link_admin_catalog_nth() - the n-th table over the links' catalogs
+ * @n: position, from 0: the first link's tables, then the next link's
+ * @ci: filled on success
+ *
+ * Return: 0 or -ENOENT past the last one.
+ */
+int engram_link_admin_catalog_nth(unsigned long n, struct engram_link_catalog_info *ci)
+{
+	struct engram_link *l;
+	unsigned long flags;
+	int ret = -ENOENT;
+
+	mutex_lock(&engram_links_mutex);
+	list_for_each_entry(l, &engram_links, node) {
+		spin_lock_irqsave(&l->lock, flags);
+		if (n < l->nr_catalog) {
+			const struct engram_wire_table *e = &l->catalog[n];
+
+			memset(ci, 0, sizeof(*ci));
+			ci->link_id = l->id;
+			ci->link_state = l->state;
+			strscpy(ci->name, e->name, sizeof(ci->name));
+			memcpy(ci->sha256, e->sha256, sizeof(ci->sha256));
+			ci->rows = e->rows;
+			ci->generation = e->generation;
+			ci->state = e->state;
+			ret = 0;
+		} else {
+			n -= l->nr_catalog;
+		}
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (!ret)
+			break;
+	}
+	mutex_unlock(&engram_links_mutex);
+	return ret;
+}
+
+/**
  * engram_link_admin_remove_device() - tear down every link on a departing device
  * @ibdev: the device
  *
@@ -362,8 +471,9 @@ void engram_link_admin_exit(void)
 		/* Netlink is gone, so nothing else removes links now. */
 		engram_link_stop(l);
 		mutex_lock(&engram_links_mutex);
-		list_del(&l->node);
+		list_del_rcu(&l->node);
 		mutex_unlock(&engram_links_mutex);
+		synchronize_rcu();
 		engram_link_put(l);
 	}
 	engram_link_exit();

@@ -176,6 +176,17 @@ void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire
 }
 
 /**
+ * engram_link_table_count() - count one event of a table on a link
+ * @lt: the table's entry, or NULL
+ * @stat: ENGRAM_STAT_*
+ */
+void engram_link_table_count(struct engram_link_table *lt, enum engram_stat stat)
+{
+	if (lt)
+		engram_count(&lt->stats, stat);
+}
+
+/**
  * engram_link_table_submit_failed() - count a fetch the link could not send
  * @lt: the table's entry, or NULL
  * @error: what engram_link_submit() returned

@@ -25,6 +25,7 @@ struct engram_link_table *engram_link_table_get(struct engram_link *l, const cha
 void engram_link_table_put(struct engram_link_table *lt);
 void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire_status,
 			       u32 nr_rows, u64 rtt_ns);
+void engram_link_table_count(struct engram_link_table *lt, enum engram_stat stat);
 void engram_link_table_submit_failed(struct engram_link_table *lt, int error);
 void engram_link_table_report(struct engram_link_table *lt, u32 rows);
 int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *info);

@@ -788,6 +788,44 @@ static int engram_netlink_link_dump(struct sk_buff *skb, struct netlink_callback
 	return engram_netlink_dump_end(skb, ret);
 }
 
+/* What the links' hosts serve, a message per catalog entry. */
+static int engram_netlink_dump_catalog_nth(unsigned long n, void *obj)
+{
+	return engram_link_admin_catalog_nth(n, obj);
+}
+
+static bool engram_netlink_dump_catalog_skip(struct engram_dump *d)
+{
+	const struct nlattr *filter = d->tb[ENGRAM_A_LINK_ID];
+	const struct engram_link_catalog_info *ci = d->obj;
+
+	return filter && ci->link_id != nla_get_u32(filter);
+}
+
+static int engram_netlink_dump_catalog_put(struct engram_dump *d)
+{
+	return engram_netlink_put_link_catalog(d->skb, d->obj);
+}
+
+static int engram_netlink_link_catalog_dump(struct sk_buff *skb, struct netlink_callback *cb)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	unsigned long idx = cb->args[0];
+	struct engram_dump d = {
+		.skb = skb, .cb = cb, .cmd = ENGRAM_CMD_LINK_CATALOG_GET, .tb = tb,
+		.nth = engram_netlink_dump_catalog_nth, .skip = engram_netlink_dump_catalog_skip,
+		.put = engram_netlink_dump_catalog_put,
+	};
+	int ret;
+
+	ret = engram_netlink_dump_parse(cb, tb, engram_link_id_policy);
+	if (ret)
+		return ret;
+	ret = engram_netlink_dump_objects(&d, sizeof(struct engram_link_catalog_info), &idx);
+	cb->args[0] = idx;
+	return engram_netlink_dump_end(skb, ret);
+}
+
 /*
  * The allow-list (allow.c).  As with URLs, the parser's reason quotes user
  * input and an extack message must be static, so the reason goes to the
@@ -951,6 +989,12 @@ static const struct genl_ops engram_ops[] = {
 		.cmd = ENGRAM_CMD_LINK_GET,
 		.doit = engram_netlink_link_get,
 		.dumpit = engram_netlink_link_dump,
+		.policy = engram_link_id_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_LINK_CATALOG_GET,
+		.dumpit = engram_netlink_link_catalog_dump,
 		.policy = engram_link_id_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},

@@ -20,6 +20,8 @@ int engram_netlink_put_link_stats(struct sk_buff *skb, const struct engram_link_
 int engram_netlink_put_link_table_stats(struct sk_buff *skb,
 					const struct engram_link_table_info *lt);
 int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *li);
+int engram_netlink_put_link_catalog(struct sk_buff *skb,
+				    const struct engram_link_catalog_info *ci);
 int engram_netlink_put_listen(struct sk_buff *skb, const struct engram_listen_info *li);
 int engram_netlink_put_event(struct sk_buff *skb, const struct engram_event_rec *ev);
 

@@ -211,6 +211,26 @@ int engram_netlink_put_link(struct sk_buff *skb, const struct engram_link_info *
 }
 
 /**
+ * engram_netlink_put_link_catalog() - one table of a link's catalog
+ * @skb: the message
+ * @ci: its snapshot
+ *
+ * Return: 0 or -EMSGSIZE.
+ */
+int engram_netlink_put_link_catalog(struct sk_buff *skb, const struct engram_link_catalog_info *ci)
+{
+	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, ci->link_id) ||
+	    nla_put_u8(skb, ENGRAM_A_LINK_STATE, ci->link_state) ||
+	    nla_put_string(skb, ENGRAM_A_TABLE_NAME, ci->name) ||
+	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, ci->sha256) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ROWS, ci->rows, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ci->generation, ENGRAM_A_PAD) ||
+	    nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ci->state))
+		return -EMSGSIZE;
+	return 0;
+}
+
+/**
  * engram_netlink_put_listen() - a listener, as LISTEN_DUMP reports it
  * @skb: the message
  * @li: its snapshot

@@ -107,6 +107,19 @@ MODULE_PARM_DESC(reconnect_max_ms,
 		 "longest reconnect delay in milliseconds, before jitter (1-600000, default 5000)");
 
 /*
+ * A fetch of a table opened on no link is split over its replicas when it
+ * has at least twice this many rows (replica.c): each part at least this
+ * many, at most one part per replica that is up.  0: never split.
+ */
+static struct engram_uint_param engram_split_rows = {
+	.val = 16384, .min = 0, .max = ENGRAM_WIRE_MAX_ROWS, .unit = "rows",
+};
+
+module_param_cb(replica_split_rows, &engram_uint_param_ops, &engram_split_rows, 0644);
+MODULE_PARM_DESC(replica_split_rows,
+		 "split a fetch over replicas into parts of at least this many rows (0 never, up to 1048576, default 16384)");
+
+/*
  * The newest wire protocol version offered, by links and listeners alike:
  * lowered to 1, this host speaks only what a version 1 peer does (during
  * a rolling upgrade, or to compare).  Read at each connection.
@@ -148,6 +161,16 @@ void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
 {
 	*min_ms = READ_ONCE(engram_reconnect_min.val);
 	*max_ms = max(READ_ONCE(engram_reconnect_max.val), *min_ms);
+}
+
+/**
+ * engram_params_replica_split_rows() - the smallest part of a split fetch
+ *
+ * Return: rows; 0 when fetches are never split.
+ */
+unsigned int engram_params_replica_split_rows(void)
+{
+	return READ_ONCE(engram_split_rows.val);
 }
 
 struct engram_config engram_config;

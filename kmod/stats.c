@@ -66,6 +66,8 @@ const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_FETCH_ERRORS,
 	ENGRAM_STAT_FETCH_TIMEOUTS,
 	ENGRAM_STAT_REMOTE_INVALIDATIONS,
+	ENGRAM_STAT_FAILOVERS,
+	ENGRAM_STAT_SPLITS,
 	ENGRAM_STAT_RECONNECTS,
 	ENGRAM_STAT_HEARTBEATS_MISSED,
 	ENGRAM_STAT_FALLBACKS,
@@ -93,6 +95,8 @@ const u8 engram_link_stat_ids[] = {
 	ENGRAM_STAT_FETCH_ERRORS,
 	ENGRAM_STAT_FETCH_TIMEOUTS,
 	ENGRAM_STAT_REMOTE_INVALIDATIONS,
+	ENGRAM_STAT_FAILOVERS,
+	ENGRAM_STAT_SPLITS,
 	ENGRAM_STAT_RECONNECTS,
 	ENGRAM_STAT_HEARTBEATS_MISSED,
 	ENGRAM_STAT_TRANSPORT_ERRORS,
@@ -125,6 +129,8 @@ const u8 engram_link_table_stat_ids[] = {
 	ENGRAM_STAT_FETCH_ERRORS,
 	ENGRAM_STAT_FETCH_TIMEOUTS,
 	ENGRAM_STAT_TRANSPORT_ERRORS,
+	ENGRAM_STAT_FAILOVERS,
+	ENGRAM_STAT_SPLITS,
 	ENGRAM_STAT_FALLBACKS,
 	ENGRAM_STAT_FALLBACK_ROWS,
 	ENGRAM_STAT_REFUSED_BAD_VERSION,
@@ -273,13 +279,15 @@ void engram_stats_log_line(const char *name, u32 link_id, const u64 *cur, const 
 	p50 = engram_stats_pct(lat, prev_lat, 50);
 	p99 = engram_stats_pct(lat, prev_lat, 99);
 	if (link_id)
-		pr_info("table %s via link %u: lookups %llu rows %llu p50 %lluus p99 %lluus fallbacks %llu transport_errors %llu\n",
+		pr_info("table %s via link %u: lookups %llu rows %llu p50 %lluus p99 %lluus fallbacks %llu transport_errors %llu failovers %llu splits %llu\n",
 			name, link_id,
 			cur[ENGRAM_STAT_FETCHES] - prev[ENGRAM_STAT_FETCHES],
 			cur[ENGRAM_STAT_FETCH_ROWS] - prev[ENGRAM_STAT_FETCH_ROWS],
 			p50, p99,
 			cur[ENGRAM_STAT_FALLBACKS] - prev[ENGRAM_STAT_FALLBACKS],
-			cur[ENGRAM_STAT_TRANSPORT_ERRORS] - prev[ENGRAM_STAT_TRANSPORT_ERRORS]);
+			cur[ENGRAM_STAT_TRANSPORT_ERRORS] - prev[ENGRAM_STAT_TRANSPORT_ERRORS],
+			cur[ENGRAM_STAT_FAILOVERS] - prev[ENGRAM_STAT_FAILOVERS],
+			cur[ENGRAM_STAT_SPLITS] - prev[ENGRAM_STAT_SPLITS]);
 	else
 		pr_info("table %s: lookups %llu rows %llu p50 %lluus p99 %lluus refused %llu\n",
 			name, cur[ENGRAM_STAT_LOOKUPS] - prev[ENGRAM_STAT_LOOKUPS],

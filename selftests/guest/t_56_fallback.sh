@@ -300,7 +300,7 @@ sleep 3
 dmesg_since >"$ENGRAM_TEST_TMP/g"
 sed 's/^/# (g): /' "$ENGRAM_TEST_TMP/g" | grep -F 'table ' | head -20
 L="engram_rdma: table fb via link $LINK: lookups [0-9]+ rows [0-9]+ p50 [0-9]+us"
-L="$L p99 [0-9]+us fallbacks [0-9]+ transport_errors [0-9]+\$"
+L="$L p99 [0-9]+us fallbacks [0-9]+ transport_errors [0-9]+ failovers [0-9]+ splits [0-9]+\$"
 check "(g) link $LINK table fb logs lookups rows p50 p99 fallbacks transport_errors" \
 	grep -Eq "$L" "$ENGRAM_TEST_TMP/g"
 sumfb=$(grep -E "$L" "$ENGRAM_TEST_TMP/g" | sed 's/.* fallbacks \([0-9]*\) .*/\1/' |

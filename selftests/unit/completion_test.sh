@@ -42,7 +42,7 @@ run_cases() {
 	expect "engramctl mo" "monitor"
 	expect "engramctl monitor " "all table link listen"
 	expect "engramctl monitor --c" "--count"
-	expect "engramctl link " "add del list show help"
+	expect "engramctl link " "add del list show tables help"
 	expect "engramctl link add r" "rdma://"
 	expect "engramctl listen allow " "add del show help"
 	expect "engramctl -j listen " "add del show allow help"

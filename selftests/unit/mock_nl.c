@@ -266,6 +266,25 @@ static int reply_link(const struct mock_link *k, uint8_t cmd, int full, enl_repl
 	return ret;
 }
 
+/* A link that is up serves every table of the mock, as one host would. */
+static int reply_catalog(const struct mock_link *k, const struct mock_table *t,
+			 enl_reply_cb cb, void *arg)
+{
+	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_LINK_CATALOG_GET, 0);
+	int ret;
+
+	nla_put_u32(r, ENGRAM_A_LINK_ID, k->id);
+	nla_put_u8(r, ENGRAM_A_LINK_STATE, k->state);
+	nla_put_string(r, ENGRAM_A_TABLE_NAME, t->name);
+	nla_put(r, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, t->sha256);
+	nla_put_u64(r, ENGRAM_A_TABLE_ROWS, t->rows);
+	nla_put_u64(r, ENGRAM_A_TABLE_GENERATION, t->gen + k->id);
+	nla_put_u8(r, ENGRAM_A_TABLE_STATE, t->state);
+	ret = cb ? cb(r, arg) : 0;
+	nlmsg_free(r);
+	return ret;
+}
+
 static int reply_listen(const struct mock_listen *l, enl_reply_cb cb, void *arg)
 {
 	struct nl_msg *r = enl_msg(NULL, ENGRAM_CMD_LISTEN_GET, 0);
@@ -634,6 +653,22 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 		}
 		for (i = 0; !ret && i < mock.n_allow; i++)
 			ret = reply_allow(i, cb, arg);
+		break;
+	case ENGRAM_CMD_LINK_CATALOG_GET:
+		mock_log("CATALOGDUMP");
+		if (!dump) {
+			ret = -EOPNOTSUPP;
+			break;
+		}
+		for (i = 0; !ret && i < ARRAY_LEN(mock.k); i++) {
+			size_t j;
+
+			if (!mock.k[i].used || mock.k[i].state != ENGRAM_LINK_UP)
+				continue;
+			for (j = 0; !ret && j < ARRAY_LEN(mock.t); j++)
+				if (mock.t[j].used)
+					ret = reply_catalog(&mock.k[i], &mock.t[j], cb, arg);
+		}
 		break;
 	case ENGRAM_CMD_LINK_ADD:
 	case ENGRAM_CMD_LINK_DEL:

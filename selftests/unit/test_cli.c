@@ -723,6 +723,7 @@ static void test_listen_allow(void)
 
 static void test_link(void)
 {
+	struct mock_table *tt;
 	json_t *j;
 	int rc;
 
@@ -771,7 +772,7 @@ static void test_link(void)
 	       "link (list): one line each, by id") || (show_output(), 0);
 	mock.log[0] = '\0';
 	rc = run("link", "show", "2", NULL);
-	tap_ok(rc == 0 && !strcmp(mock.log, "LINKGET ") && mock.last_link_id == 2 &&
+	tap_ok(rc == 0 && !strcmp(mock.log, "LINKGET CATALOGDUMP ") && mock.last_link_id == 2 &&
 	       !strcmp(out, "link 2\n  state           down for 1.5 s\n"
 			    "  url             tcp://[2001:db8::1]:9000@[2001:db8::2]\n"
 			    "  last error      Connection refused (111)\n"
@@ -794,6 +795,41 @@ static void test_link(void)
 	       json_integer_value(json_object_get(json_array_get(j, 1), "error")) == ECONNREFUSED,
 	       "link show -j: array of link objects") || (show_output(), 0);
 	json_decref(j);
+
+	/* Two links up serving one table: its replicas. */
+	mock.k[2].state = ENGRAM_LINK_UP;
+	tt = mock_add("emb", ENGRAM_TABLE_READY, 1000);
+	memset(tt->sha256, 0xab, sizeof(tt->sha256));
+	mock.log[0] = '\0';
+	rc = run("link", "tables", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "CATALOGDUMP ") &&
+	       !strcmp(out, "emb sha256 abababababababab rows 1000: link 1 (up, ready) "
+			    "link 3 (up, ready)\n"),
+	       "link tables: a table and the links that serve it") || (show_output(), 0);
+	rc = run("link", "tables", "3", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "emb sha256 abababababababab rows 1000: link 3 (up, ready)\n"),
+	       "link tables ID: that link's only") || (show_output(), 0);
+	rc = run("-j", "link", "tables", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(j) == 1 &&
+	       json_array_size(json_object_get(json_array_get(j, 0), "links")) == 2 &&
+	       json_integer_value(json_object_get(json_array_get(json_object_get(
+			json_array_get(j, 0), "links"), 1), "link")) == 3 &&
+	       !strncmp(json_string_value(json_object_get(json_array_get(j, 0), "sha256")),
+			"abab", 4),
+	       "link tables -j: the table with an array of its links") || (show_output(), 0);
+	json_decref(j);
+	rc = run("link", "show", "1", NULL);
+	tap_ok(rc == 0 && strstr(out, "  serves          emb (ready)\n"),
+	       "link show: the tables the link's host serves") || (show_output(), 0);
+	rc = run("-j", "link", "show", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(json_object_get(json_array_get(j, 0), "serves")) == 1 &&
+	       json_array_size(json_object_get(json_array_get(j, 1), "serves")) == 0,
+	       "link show -j: serves, per link") || (show_output(), 0);
+	json_decref(j);
+	tt->used = 0;
+	mock.k[2].state = ENGRAM_LINK_CONNECTING;
 
 	rc = run("link", "show", "9", NULL);
 	tap_ok(rc == 1, "link show of an unknown id: exit 1");

@@ -116,13 +116,13 @@ _engramctl()
 		;;
 	link)
 		if [ -z "$cmd" ]; then
-			COMPREPLY=($(compgen -W "add del list show help" -- "$cur"))
+			COMPREPLY=($(compgen -W "add del list show tables help" -- "$cur"))
 		elif [[ $cur == -* ]]; then
 			COMPREPLY=($(compgen -W "$common" -- "$cur"))
 		elif [ "$cmd" = add ] && [ $nargs -eq 0 ]; then
 			compopt -o nospace 2>/dev/null
 			COMPREPLY=($(compgen -W "rdma:// tcp://" -- "$cur"))
-		elif [[ $cmd == del || $cmd == show ]] && [ $nargs -eq 0 ]; then
+		elif [[ $cmd == del || $cmd == show || $cmd == tables ]] && [ $nargs -eq 0 ]; then
 			COMPREPLY=($(compgen -W "$(_engramctl_names link)" -- "$cur"))
 		fi
 		;;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "catalog.h"
 #include "engramctl.h"
 #include "fmt.h"
 #include "jsonout.h"
@@ -39,12 +40,16 @@ void usage_link(FILE *f)
 	      "       engramctl [-j] link del ID\n"
 	      "       engramctl [-j] link list\n"
 	      "       engramctl [-j] link show [ID]\n"
+	      "       engramctl [-j] link tables [ID]\n"
 	      "\n"
 	      "add      connect to a host: rdma://SERVER[:PORT]@LOCAL or tcp://SERVER[:PORT]@LOCAL;\n"
 	      "         prints the new link's id (the link connects in the background)\n"
 	      "del      close link ID and fail the fetches waiting on it\n"
 	      "list     one line per link\n"
-	      "show     every attribute of link ID (all links without ID)\n", f);
+	      "show     every attribute of link ID (all links without ID), and the tables\n"
+	      "         its host serves\n"
+	      "tables   each table the links' hosts serve (told apart by SHA-256) and the\n"
+	      "         links that serve it, its replicas (only link ID's with ID)\n", f);
 }
 
 /* Common options only, then exactly @min..@max positional arguments. */
@@ -231,15 +236,18 @@ static int cmp_id(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static int print_links(const struct link_list *l, int detail)
+/* @cat: the links' catalogs, for show; NULL for list. */
+static int print_links(const struct link_list *l, const struct catalog *cat)
 {
-	json_t *arr;
+	json_t *arr, *o;
 	size_t i;
 
 	if (opts.json) {
 		arr = json_array();
 		for (i = 0; arr && i < l->n; i++) {
-			if (json_array_append_new(arr, link_info_json(&l->v[i], 0))) {
+			o = link_info_json(&l->v[i], 0);
+			if (json_array_append_new(arr, o) ||
+			    (cat && json_set(o, "serves", catalog_link_json(cat, l->v[i].id)))) {
 				json_decref(arr);
 				arr = NULL;
 			}
@@ -247,13 +255,14 @@ static int print_links(const struct link_list *l, int detail)
 		return json_print(arr, opts.pretty) ? EXIT_FAIL : EXIT_OK;
 	}
 	for (i = 0; i < l->n; i++) {
-		if (!detail) {
+		if (!cat) {
 			link_info_print_line(stdout, &l->v[i]);
 			continue;
 		}
 		if (i)
 			putchar('\n');
 		link_info_print_detail(stdout, &l->v[i]);
+		catalog_print_link(stdout, cat, l->v[i].id);
 	}
 	return EXIT_OK;
 }
@@ -335,6 +344,7 @@ static int link_show(int argc, char **argv, int detail)
 {
 	const char *cmd = detail ? "link show" : "link list";
 	struct link_list l = { 0 };
+	struct catalog cat = { 0 };
 	struct enl nl;
 	uint32_t id = 0;
 	int ret, rc = EXIT_FAIL;
@@ -356,11 +366,41 @@ static int link_show(int argc, char **argv, int detail)
 		if (ret)
 			enl_perror(&nl, ret, "list links");
 	}
+	if (!ret && detail) {
+		ret = catalog_dump(&nl, &cat);
+		if (ret)
+			enl_perror(&nl, ret, "the links' catalogs");
+	}
 	if (!ret) {
 		qsort(l.v, l.n, sizeof(*l.v), cmp_id);
-		rc = print_links(&l, detail);
+		rc = print_links(&l, detail ? &cat : NULL);
 	}
+	catalog_free(&cat);
 	free(l.v);
+	enl_close(&nl);
+	return rc;
+}
+
+static int link_tables(int argc, char **argv)
+{
+	struct catalog cat;
+	struct enl nl;
+	uint32_t id = 0;
+	int ret, rc = EXIT_FAIL;
+
+	ret = parse_args(argc, argv, "link tables", usage_link, 0, 1, "");
+	if (ret >= 0)
+		return ret;
+	if (optind < argc && parse_link_id("link tables", argv[optind], &id))
+		return EXIT_USAGE;
+	if (nl_open_or_explain(&nl))
+		return EXIT_FAIL;
+	ret = catalog_dump(&nl, &cat);
+	if (ret)
+		enl_perror(&nl, ret, "the links' catalogs");
+	else
+		rc = catalog_print_tables(&cat, id);
+	catalog_free(&cat);
 	enl_close(&nl);
 	return rc;
 }
@@ -378,6 +418,7 @@ static int link_show_all(int argc, char **argv)
 static const struct cli_cmd link_cmds[] = {
 	{ "list", link_list },
 	{ "show", link_show_all },
+	{ "tables", link_tables },
 	{ "add", link_add },
 	{ "del", link_del },
 	{ "delete", link_del },

@@ -13,7 +13,7 @@
  *	int64_t h;
  *
  *	engram_open(NULL, &e);				   // /dev/engram_rdma
- *	h = engram_table_open(e, 0, "layer1", NULL, &t);   // by name, any link
+ *	h = engram_table_open(e, 0, "layer1", NULL, &t);   // by name, on its replicas
  *	engram_buf_register(e, stage, stage_bytes, &buf);  // pinned once
  *	engram_fetch(e, h, rows, n, buf, 0, ENGRAM_ROW_BYTES, 0, 0, &res);
  *	// row rows[i] is now at stage + i * ENGRAM_ROW_BYTES: 256 weight
@@ -215,7 +215,8 @@ int engram_fd(const struct engram *e);
 /**
  * engram_table_open() - find a table in a link's catalog
  * @e: context
- * @link: link id (engramctl links), or 0 for the first link that is up and has it
+ * @link: link id (engramctl links), or 0 for every link that is up and has
+ *	it (its replicas: fetches are spread over them and fail over between them)
  * @name: table name, or NULL
  * @sha256: LIBENGRAM_SHA256_LEN bytes of the table file's SHA-256, or NULL
  * @info: filled on success; may be NULL

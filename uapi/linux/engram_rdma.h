@@ -96,6 +96,14 @@
  *	LINK_HEARTBEAT_US once a heartbeat came back, DEVICE once bound, and
  *	the link's counters (STATS) and LATENCY.
  *
+ * ENGRAM_CMD_LINK_CATALOG_GET (dump)
+ *	What the links' hosts serve: one message per table in a link's
+ *	catalog, links in order, with LINK_ID, LINK_STATE, TABLE_NAME,
+ *	TABLE_SHA256, TABLE_ROWS, TABLE_GENERATION and TABLE_STATE (as the
+ *	host last announced them).  LINK_ID in the request picks one link.
+ *	The links that serve one SHA-256 are the replicas a table opened on
+ *	no link is fetched from.
+ *
  * ENGRAM_CMD_ALLOW_ADD, ENGRAM_CMD_ALLOW_DEL (admin, do)
  *	Take ALLOW, a client address or prefix (IP or IP/PREFIXLEN, IPv6
  *	without brackets).  Until the allow-list is first given an entry (by
@@ -187,6 +195,7 @@ enum engram_cmd {
 	ENGRAM_CMD_ALLOW_DEL,
 	ENGRAM_CMD_ALLOW_GET,
 	ENGRAM_CMD_EVENT,
+	ENGRAM_CMD_LINK_CATALOG_GET,
 
 	__ENGRAM_CMD_MAX,
 	ENGRAM_CMD_MAX = __ENGRAM_CMD_MAX - 1
@@ -388,6 +397,13 @@ enum engram_stat {
 	ENGRAM_STAT_SERVED_RDMA_CPU_NS,
 	ENGRAM_STAT_SERVED_TCP_ROWS,
 	ENGRAM_STAT_SERVED_TCP_CPU_NS,
+	/*
+	 * Client, per link, per table on a link, and module-wide: parts of
+	 * fetches of tables opened on no link (Documentation/failures.rst,
+	 * "Replicas").
+	 */
+	ENGRAM_STAT_FAILOVERS,		/* parts sent again here after failing elsewhere */
+	ENGRAM_STAT_SPLITS,		/* parts of fetches split over replicas, sent here */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1

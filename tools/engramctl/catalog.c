@@ -1,0 +1,200 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * What the links' hosts serve.  A GPU node fetches a table opened on no
+ * link from every link whose catalog holds its SHA-256, so the view that
+ * matters is per table: which links serve it, in what state.  Tables are
+ * told apart by SHA-256, not by name: two hosts may name one file
+ * differently, or two files alike.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "catalog.h"
+#include "engramctl.h"
+#include "fmt.h"
+#include "jsonout.h"
+#include "linkinfo.h"
+#include "tableinfo.h"
+
+static int reply_catalog(struct nl_msg *msg, void *arg)
+{
+	struct nlattr *tb[ENGRAM_A_MAX + 1];
+	struct catalog *c = arg;
+	struct catalog_entry *e;
+
+	if (enl_parse(msg, tb) || !tb[ENGRAM_A_LINK_ID] || !tb[ENGRAM_A_TABLE_NAME] ||
+	    !tb[ENGRAM_A_TABLE_SHA256] || !tb[ENGRAM_A_TABLE_ROWS] || !tb[ENGRAM_A_TABLE_STATE])
+		return -EPROTO;
+	e = enl_grow(c->v, &c->cap, c->n, sizeof(*c->v));
+	if (!e)
+		return -ENOMEM;
+	c->v = e;
+	e = &c->v[c->n];
+	memset(e, 0, sizeof(*e));
+	e->link = nla_get_u32(tb[ENGRAM_A_LINK_ID]);
+	if (tb[ENGRAM_A_LINK_STATE])
+		e->link_state = nla_get_u8(tb[ENGRAM_A_LINK_STATE]);
+	snprintf(e->name, sizeof(e->name), "%s", nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
+	memcpy(e->sha256, nla_data(tb[ENGRAM_A_TABLE_SHA256]), sizeof(e->sha256));
+	e->rows = nla_get_u64(tb[ENGRAM_A_TABLE_ROWS]);
+	if (tb[ENGRAM_A_TABLE_GENERATION])
+		e->generation = nla_get_u64(tb[ENGRAM_A_TABLE_GENERATION]);
+	e->state = nla_get_u8(tb[ENGRAM_A_TABLE_STATE]);
+	c->n++;
+	return 0;
+}
+
+int catalog_dump(struct enl *nl, struct catalog *c)
+{
+	int ret;
+
+	memset(c, 0, sizeof(*c));
+	ret = enl_dump(nl, ENGRAM_CMD_LINK_CATALOG_GET, reply_catalog, c);
+	if (ret)
+		catalog_free(c);
+	return ret;
+}
+
+void catalog_free(struct catalog *c)
+{
+	free(c->v);
+	memset(c, 0, sizeof(*c));
+}
+
+void catalog_print_link(FILE *f, const struct catalog *c, uint32_t id)
+{
+	const char *sep = "";
+	size_t i;
+
+	for (i = 0; i < c->n; i++) {
+		if (c->v[i].link != id)
+			continue;
+		if (!*sep)
+			fprintf(f, "  %-15s", "serves");
+		fprintf(f, "%s %s (%s)", sep, c->v[i].name, table_state_name(c->v[i].state));
+		sep = ",";
+	}
+	if (*sep)
+		fputc('\n', f);
+}
+
+static json_t *entry_json(const struct catalog_entry *e, int with_table)
+{
+	char hex[2 * ENGRAM_SHA256_LEN + 1];
+	json_t *o = json_object();
+
+	if (!o)
+		return NULL;
+	if (json_set(o, "name", json_string(e->name)) ||
+	    (with_table && json_set(o, "sha256", json_string(fmt_hex(hex, e->sha256,
+								       sizeof(e->sha256))))) ||
+	    (with_table && json_set(o, "rows", json_u64(e->rows))) ||
+	    (!with_table && json_set(o, "link", json_u64(e->link))) ||
+	    (!with_table &&
+	     json_set(o, "link_state", json_string(link_state_name(e->link_state)))) ||
+	    json_set(o, "state", json_string(table_state_name(e->state))) ||
+	    json_set(o, "generation", json_u64(e->generation))) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *catalog_link_json(const struct catalog *c, uint32_t id)
+{
+	json_t *arr = json_array();
+	size_t i;
+
+	for (i = 0; arr && i < c->n; i++) {
+		if (c->v[i].link == id && json_array_append_new(arr, entry_json(&c->v[i], 1))) {
+			json_decref(arr);
+			arr = NULL;
+		}
+	}
+	return arr;
+}
+
+/* Is entry @i the first of its SHA-256 (among those of link @only)? */
+static int first_of_sha(const struct catalog *c, size_t i, uint32_t only)
+{
+	size_t j;
+
+	for (j = 0; j < i; j++)
+		if ((!only || c->v[j].link == only) &&
+		    !memcmp(c->v[j].sha256, c->v[i].sha256, ENGRAM_SHA256_LEN))
+			return 0;
+	return 1;
+}
+
+static json_t *tables_json(const struct catalog *c, uint32_t only)
+{
+	char hex[2 * ENGRAM_SHA256_LEN + 1];
+	json_t *arr = json_array(), *t, *links;
+	size_t i, j;
+	int bad = !arr;
+
+	for (i = 0; !bad && i < c->n; i++) {
+		const struct catalog_entry *e = &c->v[i];
+
+		if ((only && e->link != only) || !first_of_sha(c, i, only))
+			continue;
+		t = json_object();
+		links = json_array();
+		/* Each call takes its value's reference, whatever it returns. */
+		if (!t || json_array_append_new(arr, t)) {
+			json_decref(links);
+			bad = 1;
+			break;
+		}
+		if (!links || json_set(t, "links", links)) {
+			bad = 1;
+			break;
+		}
+		fmt_hex(hex, e->sha256, sizeof(e->sha256));
+		bad = json_set(t, "name", json_string(e->name)) ||
+		      json_set(t, "sha256", json_string(hex)) ||
+		      json_set(t, "rows", json_u64(e->rows));
+		for (j = i; !bad && j < c->n; j++)
+			if ((!only || c->v[j].link == only) &&
+			    !memcmp(c->v[j].sha256, e->sha256, ENGRAM_SHA256_LEN))
+				bad = json_array_append_new(links, entry_json(&c->v[j], 0));
+	}
+	if (bad) {
+		json_decref(arr);
+		return NULL;
+	}
+	return arr;
+}
+
+int catalog_print_tables(const struct catalog *c, uint32_t only)
+{
+	char hex[2 * ENGRAM_SHA256_LEN + 1];
+	size_t i, j;
+
+	if (opts.json)
+		return json_print(tables_json(c, only), opts.pretty) ? EXIT_FAIL : EXIT_OK;
+	for (i = 0; i < c->n; i++) {
+		const struct catalog_entry *e = &c->v[i];
+
+		if ((only && e->link != only) || !first_of_sha(c, i, only))
+			continue;
+		printf("%s sha256 %.16s rows %" PRIu64 ":", e->name,
+		       fmt_hex(hex, e->sha256, sizeof(e->sha256)), e->rows);
+		for (j = i; j < c->n; j++) {
+			const struct catalog_entry *r = &c->v[j];
+
+			if ((only && r->link != only) ||
+			    memcmp(r->sha256, e->sha256, ENGRAM_SHA256_LEN))
+				continue;
+			printf(" link %u (%s, %s", r->link, link_state_name(r->link_state),
+			       table_state_name(r->state));
+			if (strcmp(r->name, e->name))
+				printf(", as %s", r->name);
+			putchar(')');
+		}
+		putchar('\n');
+	}
+	return EXIT_OK;
+}
