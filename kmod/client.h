@@ -171,7 +171,6 @@ u32 engram_link_id(const struct engram_link *l);
 u32 engram_link_max_ranges(const struct engram_link *l);
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
 void engram_link_break_fetch(struct engram_fetch *f);
-unsigned int engram_link_inflight(const struct engram_link *l);
 void engram_link_count(struct engram_link *l, enum engram_stat stat, u64 n);
 int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);

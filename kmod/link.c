@@ -1083,18 +1083,6 @@ void engram_link_fetch_end(struct engram_fetch *f)
 }
 
 /**
- * engram_link_inflight() - fetches of a link on the wire now
- * @l: the link
- *
- * Return: the count, read without the link's lock (a hint for choosing
- * between replicas).
- */
-unsigned int engram_link_inflight(const struct engram_link *l)
-{
-	return READ_ONCE(l->inflight);
-}
-
-/**
  * engram_link_count() - add to one of a link's counters
  * @l: the link
  * @stat: ENGRAM_STAT_*
