@@ -64,25 +64,39 @@ step "mount $dev" mount -t ext4 -o noinit_itable $dev /tmp/scratch
 chmod 1777 /tmp/scratch
 
 # --- RDMA over a veth pair, or over the NIC that joins two guests ------------
-NET=${NET:-} GUEST_IP=${GUEST_IP:-192.0.2.1}
+NET=${NET:-} GUEST_IP=${GUEST_IP:-192.0.2.1} GUEST_IP2=${GUEST_IP2:-}
+netdev2=""
 if [ -n "$NET" ]; then
 	step "modprobe virtio_net" modprobe virtio_net
 	netdev=""
 	for _ in {1..50}; do
 		for d in /sys/class/net/*; do
 			case "$(readlink "$d/device/driver" 2>/dev/null)" in
-			*/virtio_net) netdev=${d##*/} ;;
+			*/virtio_net) ;;
+			*) continue ;;
+			esac
+			# run.sh's MACs: 52:54:00:e7:00:* the first NIC, :01:* the second.
+			case "$(cat "$d/address")" in
+			52:54:00:e7:01:*) netdev2=${d##*/} ;;
+			*) netdev=${d##*/} ;;
 			esac
 		done
-		[ -n "$netdev" ] && break
+		[ -n "$netdev" ] && { [ -z "$GUEST_IP2" ] || [ -n "$netdev2" ]; } && break
 		sleep 0.1
 	done
 	[ -n "$netdev" ] || die 125 "no virtio NIC found"
+	[ -z "$GUEST_IP2" ] || [ -n "$netdev2" ] || die 125 "no second virtio NIC found"
 	step "address $GUEST_IP on $netdev" ip -batch - <<EOB
 address add $GUEST_IP/24 dev $netdev
 link set lo up
 link set $netdev up
 EOB
+	if [ -n "$GUEST_IP2" ]; then
+		step "address $GUEST_IP2 on $netdev2" ip -batch - <<EOB
+address add $GUEST_IP2/24 dev $netdev2
+link set $netdev2 up
+EOB
+	fi
 else
 	netdev=er0
 	step "veth pair er0/er1" ip -batch - <<EOB
@@ -102,6 +116,15 @@ for _ in {1..50}; do
 	sleep 0.1
 done
 case "$state" in *ACTIVE*) ;; *) die 125 "rxe0 port not ACTIVE (state '$state')" ;; esac
+if [ -n "$netdev2" ]; then
+	step "rdma link add rxe1" rdma link add rxe1 type rxe netdev "$netdev2"
+	for _ in {1..50}; do
+		read -r state </sys/class/infiniband/rxe1/ports/1/state 2>/dev/null
+		case "$state" in *ACTIVE*) break ;; esac
+		sleep 0.1
+	done
+	case "$state" in *ACTIVE*) ;; *) die 125 "rxe1 port not ACTIVE (state '$state')" ;; esac
+fi
 
 # --- the module ---------------------------------------------------------------------
 if [ -n "$MODULE" ]; then
@@ -126,7 +149,7 @@ echo "# vm: kernel $KREL, boot ${t0}s, setup $(awk -v a="$t0" -v b="$t1" 'BEGIN 
 cd "$PROJECT" || die 125 "cannot cd to $PROJECT"
 export ENGRAM_KVER=$KVER ENGRAM_KREL=$KREL ENGRAM_MODULE=$MODULE
 export ENGRAM_SCRATCH=/tmp/scratch ENGRAM_IP=$GUEST_IP ENGRAM_IP6=2001:db8::1
-export ENGRAM_NETDEV=$netdev
+export ENGRAM_NETDEV=$netdev ENGRAM_IP2=$GUEST_IP2 ENGRAM_NETDEV2=$netdev2
 export ENGRAM_PROJECT=$PROJECT
 export PATH="$PROJECT/tools/engramctl:$PROJECT/tools:$PATH"
 timeout --kill-after=10 "$CMD_TIMEOUT" bash -c "$CMD" </dev/null

@@ -6,7 +6,8 @@
 #
 #   run.sh --kver 6.1|6.12|5.10|7.2|debug|arm64-16k [--params "MODPARAMS"] [--no-module] [--mem 3G]
 #          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR]
-#          [--net listen:PORT|connect:PORT --ip ADDR] [--append ARGS] -- CMD
+#          [--net listen:PORT|connect:PORT --ip ADDR]
+#          [--net2 listen:PORT|connect:PORT --ip2 ADDR] [--append ARGS] -- CMD
 #
 # --append (or ENGRAM_VM_APPEND) adds ARGS to the guest kernel's command
 # line, e.g. "movablecore=1G" for a ZONE_MOVABLE.
@@ -15,7 +16,9 @@
 # formatted ext4 and mounted at /tmp/scratch.  The guest gets no network
 # device, unless --net joins it to another guest: a virtio NIC on QEMU's
 # socket netdev at 127.0.0.1:PORT (the only address used on the machine),
-# with rxe0 on it and ADDR/24 (selftests/vm/run-pair.sh).  The command's output is streamed to stdout; run.sh exits with the
+# with rxe0 on it and ADDR/24 (selftests/vm/run-pair.sh); --net2 adds a
+# second NIC on another socket, with rxe1 and ADDR2/24, for a guest joined
+# to two others (selftests/vm/run-replicas.sh).  The command's output is streamed to stdout; run.sh exits with the
 # command's exit status, or 125 when the guest never reported one (timeout,
 # panic, crash, setup failure).  Logs of the last run: build/vm-<release>/
 # {console,dmesg}.log, and also DIR/{console,dmesg}.log with --logs DIR;
@@ -35,9 +38,10 @@ SRC=${ENGRAM_SRC:-$(cd "$here/../.." && pwd)}
 BUILD=${ENGRAM_BUILD:-$SRC/build}
 
 KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS="" NET="" IP=192.0.2.1
+NET2="" IP2=
 APPEND=${ENGRAM_VM_APPEND:-}
 usage() {
-	sed -n '4,12p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,13p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -52,6 +56,8 @@ while [ $# -gt 0 ]; do
 	--logs) LOGS=${2:?}; shift 2 ;;
 	--net) NET=${2:?}; shift 2 ;;
 	--ip) IP=${2:?}; shift 2 ;;
+	--net2) NET2=${2:?}; shift 2 ;;
+	--ip2) IP2=${2:?}; shift 2 ;;
 	--append) APPEND=${2-}; shift 2 ;;
 	--) shift; break ;;
 	-h|--help) usage ;;
@@ -69,6 +75,17 @@ listen:[0-9]*|connect:[0-9]*)
 	nic=(-netdev "socket,id=n0,${NET%%:*}=127.0.0.1:${NET#*:}"
 	     -device "virtio-net-pci,netdev=n0,mac=$mac") ;;
 *) echo "run.sh: --net takes listen:PORT or connect:PORT" >&2; exit 2 ;;
+esac
+case "$NET2" in
+'') ;;
+listen:[0-9]*|connect:[0-9]*)
+	[ -n "$NET" ] && [ -n "$IP2" ] ||
+		{ echo "run.sh: --net2 goes with --net and --ip2" >&2; exit 2; }
+	# Its MAC's fifth byte tells the guest which NIC is which.
+	mac=$(printf '52:54:00:e7:01:%02x' "${IP2##*.}")
+	nic+=(-netdev "socket,id=n1,${NET2%%:*}=127.0.0.1:${NET2#*:}"
+	      -device "virtio-net-pci,netdev=n1,mac=$mac") ;;
+*) echo "run.sh: --net2 takes listen:PORT or connect:PORT" >&2; exit 2 ;;
 esac
 
 die() { echo "run.sh: $*" >&2; exit 125; }
@@ -159,6 +176,7 @@ job=$run/job.sh
 	printf 'ENGRAM_VM_DEBUG=%q\n' "${ENGRAM_VM_DEBUG:-}"
 	printf 'NET=%q\n' "${NET%%:*}"
 	printf 'GUEST_IP=%q\n' "$IP"
+	printf 'GUEST_IP2=%q\n' "$IP2"
 } > "$job"
 chmod 0644 "$job"
 disk=$run/scratch.img
