@@ -373,9 +373,11 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 		}
 		engram_link_table_submit_failed(p->lt, ret);
 		engram_replica_part_unbind(p);
-		if (ret != -ENOTCONN && ret != -EBUSY && ret != -EIO)
+		/* Down or broken: a failover.  Full, or limits renegotiated: not. */
+		if (ret == -ENOTCONN || ret == -EIO)
+			moved = true;
+		else if (ret != -EBUSY && ret != -E2BIG)
 			return ret;
-		moved = true;
 	}
 }
 
@@ -526,8 +528,7 @@ static void engram_replica_expire(struct engram_fetch *f)
 	list_for_each_entry(p, &rf->parts, part_node)
 		if (p->link && !engram_fetch_done(p))
 			engram_link_break_fetch(p);
-	/* The retries that the breaks caused settle without being sent. */
-	flush_work(&rf->work);
+	/* Parts ended by the breaks settle at once: nothing is sent again. */
 	wait_event(*f->wq, engram_fetch_done(f));
 }
 
@@ -551,7 +552,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	struct engram_replica_fetch *rf;
 	unsigned int i, k = 1, split, sent = 0, failed = 0;
 	struct engram_fetch *p, *tmp;
-	u32 min_rows = U32_MAX;
+	u32 min_rows = U32_MAX, max_rows = 0;
 	unsigned long flags;
 	int n, ret = 0, err = 0;
 	bool last;
@@ -571,13 +572,22 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	INIT_WORK(&rf->work, engram_replica_work);
 	rf->rg = rg;
 	rf->f = f;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		min_rows = min(min_rows, c[i].max_rows);
+		max_rows = max(max_rows, c[i].max_rows);
+	}
 	split = engram_params_replica_split_rows();
 	if (split && n > 1)
-		k = clamp_t(u32, f->nr_rows / split, 1, n);
-	/* Each part fits every replica, so that any may take it over. */
-	k = max_t(u32, k, DIV_ROUND_UP(f->nr_rows, min_rows));
+		k = clamp_t(u32, f->nr_rows / split, 1, min_t(u32, n, ENGRAM_REPLICA_MAX_PARTS));
+	/*
+	 * Each part fits every replica, so that any may take it over; when
+	 * that takes too many parts, each fits the largest (what the open
+	 * promised), and only the replicas that take it are tried.
+	 */
+	if (DIV_ROUND_UP(f->nr_rows, min_rows) <= ENGRAM_REPLICA_MAX_PARTS)
+		k = max_t(u32, k, DIV_ROUND_UP(f->nr_rows, min_rows));
+	else
+		k = max_t(u32, k, DIV_ROUND_UP(f->nr_rows, max_rows));
 	if (k > ENGRAM_REPLICA_MAX_PARTS || k > f->nr_rows) {
 		ret = -E2BIG;
 		goto out;

@@ -118,6 +118,7 @@ done
 case "$state" in *ACTIVE*) ;; *) die 125 "rxe0 port not ACTIVE (state '$state')" ;; esac
 if [ -n "$netdev2" ]; then
 	step "rdma link add rxe1" rdma link add rxe1 type rxe netdev "$netdev2"
+	state=""
 	for _ in {1..50}; do
 		read -r state </sys/class/infiniband/rxe1/ports/1/state 2>/dev/null
 		case "$state" in *ACTIVE*) break ;; esac

@@ -100,7 +100,8 @@
  *	What the links' hosts serve: one message per table in a link's
  *	catalog, links in order, with LINK_ID, LINK_STATE, TABLE_NAME,
  *	TABLE_SHA256, TABLE_ROWS, TABLE_GENERATION and TABLE_STATE (as the
- *	host last announced them).  LINK_ID in the request picks one link.
+ *	host last announced them; a link that is not up has none).  LINK_ID
+ *	in the request picks one link.
  *	The links that serve one SHA-256 are the replicas a table opened on
  *	no link is fetched from.
  *
