@@ -108,24 +108,20 @@ link set er0 up
 link set er1 up
 EOB
 fi
-step "rdma link add rxe0" rdma link add rxe0 type rxe netdev "$netdev"
-state=""
-for _ in {1..50}; do
-	read -r state </sys/class/infiniband/rxe0/ports/1/state 2>/dev/null
-	case "$state" in *ACTIVE*) break ;; esac
-	sleep 0.1
-done
-case "$state" in *ACTIVE*) ;; *) die 125 "rxe0 port not ACTIVE (state '$state')" ;; esac
-if [ -n "$netdev2" ]; then
-	step "rdma link add rxe1" rdma link add rxe1 type rxe netdev "$netdev2"
-	state=""
+# rxe_add NAME NETDEV: a Soft-RoCE device on NETDEV, its port ACTIVE.
+rxe_add() {
+	local state=""
+
+	step "rdma link add $1" rdma link add "$1" type rxe netdev "$2"
 	for _ in {1..50}; do
-		read -r state </sys/class/infiniband/rxe1/ports/1/state 2>/dev/null
-		case "$state" in *ACTIVE*) break ;; esac
+		read -r state </sys/class/infiniband/"$1"/ports/1/state 2>/dev/null
+		case "$state" in *ACTIVE*) return 0 ;; esac
 		sleep 0.1
 	done
-	case "$state" in *ACTIVE*) ;; *) die 125 "rxe1 port not ACTIVE (state '$state')" ;; esac
-fi
+	die 125 "$1 port not ACTIVE (state '$state')"
+}
+rxe_add rxe0 "$netdev"
+[ -z "$netdev2" ] || rxe_add rxe1 "$netdev2"
 
 # --- the module ---------------------------------------------------------------------
 if [ -n "$MODULE" ]; then
