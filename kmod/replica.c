@@ -468,20 +468,20 @@ static void engram_replica_work(struct work_struct *work)
 	struct engram_fetch *p, *q, *tmp;
 	unsigned long flags;
 	LIST_HEAD(todo);
-	int n, ret;
+	int n;
 
 	spin_lock_irqsave(&rf->lock, flags);
 	list_splice_init(&rf->retry, &todo);
 	spin_unlock_irqrestore(&rf->lock, flags);
 	if (list_empty(&todo))
 		return;
+	/* By SHA-256 alone, never -ENOTUNIQ: 0 or more replicas. */
 	n = engram_link_admin_replicas(ENGRAM_OPEN_BY_SHA256, NULL, rf->rg->sha256, c, NULL,
 				       ARRAY_SIZE(c));
 	list_for_each_entry_safe(p, tmp, &todo, retry_node) {
 		bool last;
 
 		list_del_init(&p->retry_node);
-		ret = p->error;
 		q = NULL;
 		if (n > 0 && !READ_ONCE(rf->expired))
 			q = engram_replica_part_new(rf->f, p->first, p->nr_rows);
@@ -490,22 +490,20 @@ static void engram_replica_work(struct work_struct *work)
 			list_add_tail(&q->part_node, &rf->parts);
 			spin_unlock_irqrestore(&rf->lock, flags);
 			/* The rows count as tried where the failed part was. */
-			ret = engram_replica_part_send(rf, q, c, n, true);
-			if (!ret)
+			if (!engram_replica_part_send(rf, q, c, n, true))
 				continue;
 		}
 		/* No replica takes them: the failed part's result stands. */
 		spin_lock_irqsave(&rf->lock, flags);
-		last = engram_replica_settle_locked(rf, p, p->error ? p->error : ret);
+		last = engram_replica_settle_locked(rf, p, p->error);
 		spin_unlock_irqrestore(&rf->lock, flags);
 		if (last) {
-			engram_replica_put_cands(c, max(n, 0));
+			engram_replica_put_cands(c, n);
 			engram_replica_publish(rf);
 			return;
 		}
 	}
-	if (n > 0)
-		engram_replica_put_cands(c, n);
+	engram_replica_put_cands(c, n);
 }
 
 /*
