@@ -7,8 +7,9 @@
 #   module for the 6.1 and 6.12 test kernels -> style -> build matrix (5.10
 #   to 7.3-rc, RT, arm64 4K/16K: MATRIX; the user-space side cross-built for
 #   arm64) -> user-space unit tests ->
-#   DKMS install/remove -> make install into a scratch DESTDIR ->
-#   in-guest selftests under QEMU on 6.1, then 6.12
+#   DKMS install/remove -> make install into a scratch DESTDIR -> Debian
+#   packages -> in-guest selftests under QEMU: the 6.1 and 6.12 suites and
+#   the packages installed in a third guest (t_85_packages), side by side
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -23,7 +24,8 @@
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
 # and "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
-# default "6.12").
+# default "6.12"), PACKAGES_KVER (the kernel of the packages' guest,
+# default "6.12"; empty, or any GUEST_FILTER: not run).
 #
 # The project's debug kernel (KASAN, lockdep, kmemleak, UBSAN, object
 # debugging: selftests/vm/debug-kernel.sh) is built in the background from
@@ -51,6 +53,11 @@ FAULT_KVERS=${FAULT_KVERS-6.12}
 # The arm64 pair (run-arm64-pair.sh): an x86 host guest on this kernel
 # serving an arm64 16K-page GPU-node guest; empty: not run.
 ARM64_PAIR=${ARM64_PAIR-6.12}
+# The Debian packages installed in a guest of this kernel (t_85_packages):
+# a third guest beside the two suites, whose waits (timeouts, heartbeats,
+# deadlines) leave the cores idle for a good part of their run; DKMS's
+# build of the module under TCG is most of its cost.  Empty: not run.
+PACKAGES_KVER=${PACKAGES_KVER-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-2700}
 CHECK_DEBUG=${CHECK_DEBUG:-1}
 [ "${CHECK_SKIP_VM:-0}" != 1 ] || CHECK_DEBUG=0
@@ -334,6 +341,15 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		# shellcheck disable=SC2086
 		ENGRAM_VM_APPEND=$append suite_start "$k" ${GUEST_FILTER:-}
 	done
+	pkgs=""
+	if [ -n "$PACKAGES_KVER" ] && [ -z "${GUEST_FILTER:-}" ]; then
+		if [ -n "${built[$PACKAGES_KVER]:-}" ]; then
+			SUITE_NAME=packages suite_start "$PACKAGES_KVER" t_85_packages
+			pkgs=1
+		else
+			tap not-ok "[packages] not run: no module built for $PACKAGES_KVER"
+		fi
+	fi
 	for k in $KVERS; do
 		if [ -z "${built[$k]:-}" ]; then
 			tap not-ok "[$k] guest selftests not run: module build failed"
@@ -341,6 +357,7 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		fi
 		suite_report "$k"
 	done
+	[ -z "$pkgs" ] || suite_report packages
 	# Two guests at a time from here on, one kernel after the other.
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue
