@@ -213,7 +213,7 @@ static int engram_link_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	r = kvmalloc(struct_size(r, frame, size), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
-	len = engram_wire_req_build(r->frame, size, &l->neg, &req, f->rows);
+	len = engram_wire_req_build(r->frame, size, &l->neg, &req, f->rows, NULL);
 	ret = len < 0 ? len : engram_link_track(l, f);
 	if (ret) {
 		kvfree(r);

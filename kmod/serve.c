@@ -163,7 +163,8 @@ int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **
 		st = engram_table_serve_get(req->digest, req->generation, &t);
 		if (!st) {
 			*tp = t;
-			st = engram_wire_req_check_rows(req, engram_table_rows(t), bad);
+			st = engram_wire_req_check_rows(req, engram_table_rows(t), 0,
+							engram_table_rows(t), bad);
 		}
 	}
 	trace_engram_serve_request(req->ticket, req->generation, req->nr_rows, st);

@@ -1020,6 +1020,7 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max)
 		strscpy(out[n].name, t->name, sizeof(out[n].name));
 		out[n].generation = t->generation;
 		out[n].rows = t->rows;
+		out[n].held_rows = t->rows;
 		out[n].row_bytes = ENGRAM_ROW_BYTES;
 		spin_lock(&t->lock);
 		if (t->have_sha)

@@ -460,7 +460,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		2	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		3	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */
@@ -469,8 +469,8 @@ enum engram_stat {
 #define ENGRAM_WIRE_MAX_RANGES		16
 #define ENGRAM_WIRE_MAX_ROWS		0x100000	/* 1,048,576 */
 #define ENGRAM_WIRE_MAX_REQUEST_BYTES	0x800000	/* 8 MiB */
-/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 120 bytes. */
-#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 120)
+/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 136 bytes. */
+#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 136)
 
 enum engram_wire_type {
 	ENGRAM_WIRE_HELLO = 1,		/* TCP only: first frame each way */
@@ -494,10 +494,12 @@ enum engram_wire_status {
 	ENGRAM_WIRE_DEST_TOO_SMALL = 8,	/* the ranges cannot hold the rows at this stride */
 	ENGRAM_WIRE_BUSY = 9,		/* more tickets in flight than max_inflight */
 	ENGRAM_WIRE_SHUTTING_DOWN = 10,	/* server or table going away */
-	ENGRAM_WIRE_INTERNAL = 11	/* server-side failure; the request was valid */
+	ENGRAM_WIRE_INTERNAL = 11,	/* server-side failure; the request was valid */
+	/* Version 3: bad_index names the first row this host does not hold. */
+	ENGRAM_WIRE_ROW_NOT_HELD = 12
 };
 
-#define ENGRAM_WIRE_STATUS_MAX		ENGRAM_WIRE_INTERNAL
+#define ENGRAM_WIRE_STATUS_MAX		ENGRAM_WIRE_ROW_NOT_HELD
 
 /* Hello: 48 bytes, fits the 56 bytes of REQ private data left by the IP CM. */
 struct engram_wire_hello {
@@ -529,9 +531,17 @@ struct engram_wire_request {
 	__u32 nr_rows;			/* >= 1 */
 	__u32 dest_stride;		/* >= ENGRAM_ROW_BYTES */
 	__u16 nr_ranges;		/* >= 1 */
-	__u16 reserved0;		/* 0 */
+	__u16 flags;			/* ENGRAM_WIRE_REQ_*; 0 before version 3 */
 	__u32 reserved1;		/* 0 */
 };
+
+/*
+ * Version 3: nr_rows __u32 slots follow the row indices, and row i lands at
+ * byte offset slots[i] * dest_stride instead of i * dest_stride.  A GPU
+ * node whose table is sharded over hosts sends each host its rows with
+ * their places in the one destination.
+ */
+#define ENGRAM_WIRE_REQ_SLOTS		0x0001
 
 /* One destination range: 24 bytes.  TCP ignores addr and rkey. */
 struct engram_wire_range {
@@ -557,7 +567,7 @@ struct engram_wire_catalog {
 	__u32 reserved;			/* 0 */
 };
 
-/* One table: 120 bytes. */
+/* One table: 120 bytes, and in version 3 a struct engram_wire_held after it. */
 struct engram_wire_catalog_entry {
 	char name[ENGRAM_NAME_MAX];	/* [A-Za-z0-9._-], NUL-padded */
 	__u8 sha256[ENGRAM_SHA256_LEN];	/* all zero while not yet known */
@@ -565,6 +575,16 @@ struct engram_wire_catalog_entry {
 	__u64 rows;			/* 1 .. 2^32 - 1 */
 	__u32 row_bytes;		/* ENGRAM_ROW_BYTES */
 	__u32 state;			/* enum engram_table_state */
+};
+
+/*
+ * Version 3, after each catalog entry: the rows the host holds, a shard
+ * (engramctl load --rows) or the whole table (0 and rows).  A host lists
+ * only whole tables to a version 1 or 2 peer.
+ */
+struct engram_wire_held {
+	__u64 first_row;
+	__u64 nr_rows;			/* >= 1; first_row + nr_rows <= rows */
 };
 
 /*
