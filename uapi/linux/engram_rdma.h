@@ -405,17 +405,20 @@ enum engram_stat {
 	 */
 	ENGRAM_STAT_FAILOVERS,		/* parts sent again here after failing elsewhere */
 	ENGRAM_STAT_SPLITS,		/* parts of fetches split over replicas, sent here */
+	/* Refused for a row outside the host's shard (version 3), as REFUSED_*. */
+	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
 };
 
 /*
- * Wire protocol, versions 1 and 2 (Documentation/protocol.rst has the byte
+ * Wire protocol, versions 1 to 3 (Documentation/protocol.rst has the byte
  * tables).  Their frames have the same layout (the header carries the
  * negotiated version); version 2 lets an RDMA server send a RESPONSE as a
  * SEND with invalidate of the request's first range key, which a version 1
- * client does not expect.
+ * client does not expect; version 3 adds what shards need: the rows a host
+ * holds in its catalog, slots in a request, and ROW_NOT_HELD.
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
