@@ -40,6 +40,9 @@ void engram_link_admin_transport_set(enum engram_transport t, const struct engra
 static bool engram_link_admin_entry_match(const struct engram_wire_table *e, u32 flags,
 					  const char *name, const u8 *sha256)
 {
+	/* WIP (branch shards): fetches cannot be routed to shards yet. */
+	if (e->held_rows != e->rows)
+		return false;
 	if ((flags & ENGRAM_OPEN_BY_NAME) && strcmp(e->name, name))
 		return false;
 	if ((flags & ENGRAM_OPEN_BY_SHA256) && memcmp(e->sha256, sha256, ENGRAM_SHA256_LEN))
@@ -394,6 +397,8 @@ int engram_link_admin_catalog_nth(unsigned long n, struct engram_link_catalog_in
 			strscpy(ci->name, e->name, sizeof(ci->name));
 			memcpy(ci->sha256, e->sha256, sizeof(ci->sha256));
 			ci->rows = e->rows;
+			ci->held_first = e->held_first;
+			ci->held_rows = e->held_rows;
 			ci->generation = e->generation;
 			ci->state = e->state;
 			ret = 0;

@@ -837,7 +837,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 		st = ENGRAM_WIRE_BUSY;
 		goto refuse;
 	}
-	st = engram_serve_admit(req, &t, &bad);
+	st = engram_serve_admit(req, &conn->neg, &t, &bad);
 	/* From here the hold travels with the slot: the release finds it there. */
 	c->t = t;
 	if (st)

@@ -508,7 +508,7 @@ static int engram_serve_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t
 				    &conn->peer, engram_wire_status_name(st), why);
 		goto refuse;
 	}
-	st = engram_serve_admit(req, &t, &bad);
+	st = engram_serve_admit(req, &conn->neg, &t, &bad);
 	if (st)
 		goto refuse;
 	if (engram_fault_response(engram_serve_stopping)) {

@@ -721,7 +721,8 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
 	need = (r->nr_slots - 1) * r->stride + ENGRAM_ROW_BYTES;
 	if (sum < need) {
 		wire_err(err, errlen, "%llu %s at stride %u need %llu bytes, ranges hold %llu",
-			 (unsigned long long)r->nr_slots, (r->flags & ENGRAM_WIRE_REQ_SLOTS) ? "row places" : "rows",
+			 (unsigned long long)r->nr_slots,
+			 (r->flags & ENGRAM_WIRE_REQ_SLOTS) ? "row places" : "rows",
 			 r->stride, (unsigned long long)need, (unsigned long long)sum);
 		return ENGRAM_WIRE_DEST_TOO_SMALL;
 	}

@@ -250,6 +250,13 @@ enum engram_attr {
 	ENGRAM_A_LATENCY_SUM_NS,	/* u64, sum of the times ENGRAM_A_LATENCY counts */
 	ENGRAM_A_EVENT,			/* u8, enum engram_event */
 	ENGRAM_A_EVENTS_LOST,		/* u32, events dropped before this one */
+	/*
+	 * u64: a shard, the rows a host holds of a table (load: both or
+	 * neither; without them the whole table); reported for every table,
+	 * and for a link's catalog entries.
+	 */
+	ENGRAM_A_TABLE_HELD_FIRST,
+	ENGRAM_A_TABLE_HELD_ROWS,
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
