@@ -180,7 +180,7 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 		return 0;
 	}
 	rc = table_load_file(&c->nl, e->file, e->tensor, e->name,
-			     e->has_sha256 ? e->sha256 : NULL, c->show_progress, 0, &ti);
+			     e->has_sha256 ? e->sha256 : NULL, 0, 0, c->show_progress, 0, &ti);
 	if (rc == EXIT_INTR) {
 		report(c, e->name, "failed", "interrupted");
 		return EXIT_INTR;
