@@ -452,11 +452,13 @@ enum engram_stat {
  * CATALOG the server sends on its own (after connect, on change).
  *
  * REQUEST (client to server): struct engram_wire_request, then nr_ranges
- * struct engram_wire_range, then nr_rows __u32 row indices; length is
- * exactly 48 + 24 * nr_ranges + 4 * nr_rows.  Row i of the request lands
- * at byte offset i * dest_stride of the concatenation of the ranges; no
- * row may straddle two ranges.  Row indices are 32-bit: version 1 serves
- * tables of fewer than 2^32 rows.  Duplicate indices are allowed.
+ * struct engram_wire_range, then nr_rows __u32 row indices, then (with
+ * ENGRAM_WIRE_REQ_SLOTS, version 3) nr_rows __u32 slots; length is exactly
+ * 48 + 24 * nr_ranges + 4 * nr_rows (8 * nr_rows with slots).  Row i of
+ * the request lands at byte offset i * dest_stride (slot i * dest_stride
+ * with slots) of the concatenation of the ranges; no row may straddle two
+ * ranges.  Row indices are 32-bit: tables of fewer than 2^32 rows are
+ * served.  Duplicate indices are allowed.
  *
  * RESPONSE (server to client): struct engram_wire_response.  Over RDMA it
  * is a SEND posted after the RDMA WRITEs of the rows on the same QP, and
@@ -566,7 +568,7 @@ struct engram_wire_response {
 	struct engram_wire_hdr hdr;
 	__u16 status;			/* enum engram_wire_status */
 	__u16 reserved;			/* 0 */
-	__u32 bad_index;		/* ROW_OUT_OF_RANGE: position in the request */
+	__u32 bad_index;		/* ROW_OUT_OF_RANGE, ROW_NOT_HELD: its position */
 	__u64 bytes;			/* row bytes written (OK) or 0 */
 };
 
@@ -702,7 +704,7 @@ struct engram_ioc_fetch {
 	/* out */
 	__u64 ticket;			/* SUBMIT: what to WAIT for */
 	__u32 wire_status;		/* enum engram_wire_status from the server */
-	__u32 bad_index;		/* ROW_OUT_OF_RANGE: first bad position */
+	__u32 bad_index;		/* ROW_OUT_OF_RANGE, ROW_NOT_HELD: first bad position */
 	__u64 rtt_ns;			/* FETCH: submit to completion */
 	__u64 reserved[2];		/* 0 */
 };
