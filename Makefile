@@ -155,7 +155,7 @@ deb: deps
 
 # The packages installed in a 6.12 guest (t_85_packages) alone: DKMS
 # builds the module there, under TCG, in about seven minutes.  make check
-# runs it in a third guest beside the suites (Documentation/testing.rst).
+# runs it beside the debug kernel's guest (Documentation/testing.rst).
 check-packages: deb tools
 	$(MAKE) -C selftests/guest
 	selftests/vm/run.sh --kver 6.12 --timeout 1800 -- selftests/guest/run.sh t_85_packages

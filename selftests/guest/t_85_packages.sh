@@ -11,7 +11,7 @@
 # group engram exists; dpkg -r takes the module away again.
 # DKMS's build of the module under TCG takes about seven minutes of the
 # guest's two CPUs: a suite skips it (kernels: none), make check runs it in
-# a guest of its own beside the suites (PACKAGES_KVER in
+# a guest of its own beside the debug kernel's (PACKAGES_KVER in
 # selftests/check.sh), make check-packages alone (on 6.12).
 # timeout: 1500
 # kernels: none
