@@ -153,9 +153,9 @@ dkms-check:
 deb: deps
 	selftests/deb-check.sh
 
-# The packages installed in a 6.12 guest (t_85_packages) alone: DKMS
-# builds the module there, under TCG, in about seven minutes.  make check
-# runs it beside the debug kernel's guest (Documentation/testing.rst).
+# The packages installed in a 6.12 guest (t_85_packages): DKMS builds the
+# module there, under TCG, in about seven minutes; not yet in make check,
+# whose budget it does not fit (Documentation/testing.rst).
 check-packages: deb tools
 	$(MAKE) -C selftests/guest
 	selftests/vm/run.sh --kver 6.12 --timeout 1800 -- selftests/guest/run.sh t_85_packages

@@ -7,10 +7,8 @@
 #   module for the 6.1 and 6.12 test kernels -> style -> build matrix (5.10
 #   to 7.3-rc, RT, arm64 4K/16K: MATRIX; the user-space side cross-built for
 #   arm64) -> user-space unit tests ->
-#   DKMS install/remove -> make install into a scratch DESTDIR -> Debian
-#   packages -> in-guest selftests under QEMU: the 6.1 and 6.12 suites side
-#   by side, the two-guest runs, then the debug kernel's suite and, beside
-#   it, the packages installed in a guest (t_85_packages)
+#   DKMS install/remove -> make install into a scratch DESTDIR ->
+#   in-guest selftests under QEMU on 6.1, then 6.12
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -25,8 +23,7 @@
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
 # and "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
-# default "6.12"), PACKAGES_KVER (the kernel of the packages' guest,
-# default "6.12"; empty, or any GUEST_FILTER: not run).
+# default "6.12").
 #
 # The project's debug kernel (KASAN, lockdep, kmemleak, UBSAN, object
 # debugging: selftests/vm/debug-kernel.sh) is built in the background from
@@ -54,12 +51,6 @@ FAULT_KVERS=${FAULT_KVERS-6.12}
 # The arm64 pair (run-arm64-pair.sh): an x86 host guest on this kernel
 # serving an arm64 16K-page GPU-node guest; empty: not run.
 ARM64_PAIR=${ARM64_PAIR-6.12}
-# The Debian packages installed in a guest of this kernel (t_85_packages),
-# beside the debug kernel's guest, whose waits (every timeout four times as
-# long) left a third of the two cores idle (measured: 32 % over its 14
-# minutes, against 11 % beside the two stock suites); DKMS's build of the
-# module under TCG is most of its cost.  Empty: not run.
-PACKAGES_KVER=${PACKAGES_KVER-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-2700}
 CHECK_DEBUG=${CHECK_DEBUG:-1}
 [ "${CHECK_SKIP_VM:-0}" != 1 ] || CHECK_DEBUG=0
@@ -361,20 +352,6 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	done
 fi
 
-# packages_start: t_85_packages in a guest of its own, once (pkgs=1).
-pkgs=""
-packages_start() {
-	[ -z "$pkgs" ] && [ "${CHECK_SKIP_VM:-0}" != 1 ] && [ -n "$PACKAGES_KVER" ] &&
-		[ -z "${GUEST_FILTER:-}" ] || return 0
-	pkgs=1
-	if [ -z "${built[$PACKAGES_KVER]:-}" ]; then
-		pkgs=none
-		tap not-ok "[packages] not run: no module built for $PACKAGES_KVER"
-		return 0
-	fi
-	SUITE_NAME=packages suite_start "$PACKAGES_KVER" t_85_packages
-}
-
 # --- the debug kernel ----------------------------------------------------------------
 if [ "$CHECK_DEBUG" = 1 ]; then
 	t0=$SECONDS
@@ -397,11 +374,9 @@ if [ "$CHECK_DEBUG" = 1 ]; then
 	if [ "$rc" -eq 0 ] && run_build module-debug \
 		"build: module for debug ($(selftests/vm/kernels.sh release debug), W=1, gcov and KCOV)" \
 		selftests/vm/build-module.sh debug; then
-		# The stock suites are done: the debug guest and the packages'
-		# guest share the cores.
+		# The stock suites are done, both cores are free.
 		# shellcheck disable=SC2086
 		SUITE_ENV=$DEBUG_ENV suite_start debug $DEBUG_FILTER
-		packages_start
 		# shellcheck disable=SC2086
 		[ -z "$DEBUG_FILTER2" ] ||
 			SUITE_ENV=$DEBUG_ENV SUITE_NAME=debug2 suite_start debug $DEBUG_FILTER2
@@ -412,9 +387,6 @@ if [ "$CHECK_DEBUG" = 1 ]; then
 		tap not-ok "[debug] guest selftests not run: no debug kernel or module"
 	fi
 fi
-# Without a debug guest to share the cores with, on its own.
-packages_start
-[ "$pkgs" != 1 ] || suite_report packages
 
 # --- line coverage of kmod/, from the debug kernel's guests -------------------------------
 mapfile -t gcov < <(find "$logs" -name gcov.tar.gz -newer "$logs/deps.log" 2>/dev/null | sort)
