@@ -153,9 +153,9 @@ dkms-check:
 deb: deps
 	selftests/deb-check.sh
 
-# The packages installed in a 6.12 guest (t_85_packages) alone: DKMS
-# builds the module there, under TCG, in about seven minutes.  make check
-# runs it in a third guest beside the suites (Documentation/testing.rst).
+# The packages installed in a 6.12 guest (t_85_packages): DKMS builds the
+# module there, under TCG, in about seven minutes.  make check runs it too;
+# this is the step alone, for iterating on the packages.
 check-packages: deb tools
 	$(MAKE) -C selftests/guest
 	selftests/vm/run.sh --kver 6.12 --timeout 1800 -- selftests/guest/run.sh t_85_packages
