@@ -103,7 +103,7 @@ static u64 engram_table_span_pages(u64 start, u64 len)
  * What a table will pin: the whole file, or the pages of a shard's weights
  * and scales (a page both share counted twice: a bound, not a count).
  */
-static u64 engram_table_pin_bytes(const struct engram_table *t)
+static u64 engram_table_held_bytes(const struct engram_table *t)
 {
 	u64 n;
 
@@ -116,30 +116,6 @@ static u64 engram_table_pin_bytes(const struct engram_table *t)
 	    engram_table_span_pages(t->scale_offset + t->held_first * ENGRAM_SCALE_BYTES,
 				    t->held_rows * ENGRAM_SCALE_BYTES);
 	return n << PAGE_SHIFT;
-}
-
-/**
- * engram_table_keeps_page() - whether a table pins a page of its file
- * @t: the table
- * @idx: page index in the file
- *
- * A whole table pins every page of its file; a shard only those that
- * hold bytes of its rows' weights or scales, so that a table larger than
- * one host's RAM can be served by several.
- *
- * Return: true for a page the table pins.
- */
-bool engram_table_keeps_page(const struct engram_table *t, pgoff_t idx)
-{
-	u64 lo = (u64)idx << PAGE_SHIFT, hi = lo + PAGE_SIZE;
-	u64 w0 = t->weight_offset + t->held_first * ENGRAM_WEIGHT_BYTES;
-	u64 w1 = w0 + t->held_rows * ENGRAM_WEIGHT_BYTES;
-	u64 s0 = t->scale_offset + t->held_first * ENGRAM_SCALE_BYTES;
-	u64 s1 = s0 + t->held_rows * ENGRAM_SCALE_BYTES;
-
-	if (t->held_rows == t->rows)
-		return true;
-	return (lo < w1 && w0 < hi) || (lo < s1 && s0 < hi);
 }
 
 /*
@@ -201,7 +177,7 @@ static bool engram_table_fits(struct engram_table *t)
 	 * Two shards of one file are counted as the larger: a host holds
 	 * one shard of a table, not several.
 	 */
-	return engram_table_sum_per_file(engram_table_pin_bytes) + engram_table_pin_bytes(t) <=
+	return engram_table_sum_per_file(engram_table_held_bytes) + engram_table_held_bytes(t) <=
 	       ram - ram / 8;
 }
 

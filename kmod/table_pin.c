@@ -52,6 +52,24 @@ static int engram_table_pin_hash(struct engram_table *t, struct shash_desc *desc
 }
 
 /*
+ * Does the table pin page @idx of its file?  A whole table pins every page;
+ * a shard only those that hold bytes of its rows' weights or scales, so
+ * that a table larger than one host's RAM can be served by several.
+ */
+static bool engram_table_pin_keeps_page(const struct engram_table *t, pgoff_t idx)
+{
+	u64 lo = (u64)idx << PAGE_SHIFT, hi = lo + PAGE_SIZE;
+	u64 w0 = t->weight_offset + t->held_first * ENGRAM_WEIGHT_BYTES;
+	u64 w1 = w0 + t->held_rows * ENGRAM_WEIGHT_BYTES;
+	u64 s0 = t->scale_offset + t->held_first * ENGRAM_SCALE_BYTES;
+	u64 s1 = s0 + t->held_rows * ENGRAM_SCALE_BYTES;
+
+	if (t->held_rows == t->rows)
+		return true;
+	return (lo < w1 && w0 < hi) || (lo < s1 && s0 < hi);
+}
+
+/*
  * A shard keeps only the pages of its rows: let go of the others in
  * [@idx, @idx + @cnt) once hashed, and drop them from the page cache, so
  * that a file larger than RAM streams through.  Pages we keep, or another
@@ -63,7 +81,7 @@ static void engram_table_pin_trim(struct engram_table *t, pgoff_t idx, long cnt)
 	bool dropped = false;
 
 	for (i = idx; i < idx + cnt; i++) {
-		if (engram_table_keeps_page(t, i)) {
+		if (engram_table_pin_keeps_page(t, i)) {
 			kept++;
 			continue;
 		}
