@@ -199,7 +199,7 @@ static int engram_netlink_table_load(struct sk_buff *skb, struct genl_info *info
 	if (!tb[ENGRAM_A_TABLE_HELD_FIRST] != !tb[ENGRAM_A_TABLE_HELD_ROWS]) {
 		NL_SET_ERR_MSG_ATTR(info->extack, tb[ENGRAM_A_TABLE_HELD_FIRST] ?:
 				    tb[ENGRAM_A_TABLE_HELD_ROWS],
-				    KBUILD_MODNAME ": a shard needs TABLE_HELD_FIRST and TABLE_HELD_ROWS");
+				    KBUILD_MODNAME ": a shard needs HELD_FIRST and HELD_ROWS");
 		return engram_netlink_refused(-EINVAL);
 	}
 	if (tb[ENGRAM_A_TABLE_HELD_ROWS]) {

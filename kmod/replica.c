@@ -10,7 +10,7 @@
  * rows, placed where those rows go in the fd's destination:
  *
  * - spreading: each part goes to the replica with the fewest fetches on
- *   its wire;
+ *   its wire, ties taken in turn;
  * - splitting: a fetch of at least twice replica_split_rows rows is cut
  *   by row count into one part per replica that is up (each at least that
  *   many rows), so several hosts answer it at once;
@@ -29,6 +29,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/atomic.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -60,6 +61,7 @@ struct engram_replica_member {
  * @name: its name in the catalogs, as first found
  * @sha256: what identifies it on every link
  * @rows: its rows, as the catalogs say
+ * @turn: where the next look for the least busy candidate starts
  * @lock: guards @m and @nr
  * @m: the links that served it so far, for the per-table counters
  * @nr: entries in @m
@@ -68,6 +70,7 @@ struct engram_replica {
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
 	u64 rows;
+	atomic_t turn;
 	struct mutex lock;		/* @m and @nr */
 	struct engram_replica_member m[ENGRAM_REPLICA_MAX];
 	unsigned int nr;
@@ -451,11 +454,14 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 	for (k = 0; k < n; k++)
 		used[k] = engram_replica_tried(rf, p, &c[k]);
 	for (;;) {
-		unsigned int i, best = n, left = 0;
+		unsigned int i, j, best = n, left = 0;
+		/* Ties go round: else the first link listed takes every lone fetch. */
+		unsigned int start = atomic_inc_return(&rf->rg->turn) % n;
 		ktime_t now = ktime_get();
 		s64 rest;
 
-		for (i = 0; i < n; i++) {
+		for (j = 0; j < n; j++) {
+			i = (start + j) % n;
 			if (used[i] || !engram_replica_cand_fits(&c[i], p))
 				continue;
 			left++;

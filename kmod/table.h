@@ -67,7 +67,6 @@ struct engram_table {
 	struct work_struct map_work;
 };
 
-
 /* table_pin.c */
 int engram_table_pin_load(struct engram_table *t, u8 *sha, char *msg, size_t msglen);
 int engram_table_pin_rehash(struct engram_table *t, u8 *sha);
