@@ -81,6 +81,11 @@ struct engram_fetch {
 	u32 nr_rows;
 	u32 stride;
 	u32 *rows;
+	/*
+	 * NULL, or where each row lands: row i at places[i] * stride of the
+	 * pieces (a part of a fetch routed to shards, version 3 only).
+	 */
+	u32 *places;
 	struct engram_piece pieces[ENGRAM_WIRE_MAX_RANGES];
 	unsigned int nr_pieces;
 	struct engram_link_table *lt;	/* its table's counters (link_table.c), or NULL */
@@ -125,6 +130,9 @@ struct engram_fetch {
 	struct list_head part_node;	/* a part: on its parent's list */
 	struct list_head retry_node;	/* a part: its rows to be sent again */
 	u32 first;			/* a part: its first row of the parent's */
+	u32 span;			/* a part: the parent's rows its destination spans */
+	u32 row_lo;			/* a part: its lowest and highest table row */
+	u32 row_hi;
 };
 
 void engram_chardev_fetch_put(struct engram_fetch *f);
@@ -149,15 +157,20 @@ struct engram_link_table;
 struct engram_replica_cand {
 	struct engram_link *link;	/* held */
 	u64 generation;			/* the table's there */
+	u64 held_first;			/* the rows it holds there */
+	u64 held_rows;
 	u32 max_rows;
 	u32 max_ranges;
+	u32 max_request_bytes;
 	u32 mr_pages;			/* U32_MAX: no limit */
 	unsigned int inflight;		/* fetches on its wire when looked at */
+	bool places;			/* takes requests with row places (version 3) */
 };
 
 int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
 			       struct engram_replica_cand *c, struct engram_wire_table *e,
 			       unsigned int max);
+bool engram_link_admin_entry_name(struct engram_link *l, u64 generation, char *name);
 
 /* link.c */
 struct engram_link;

@@ -52,7 +52,8 @@ struct engram_dma_map {
 	dma_addr_t *addr;		/* one per page */
 	unsigned long nr;		/* pages */
 	unsigned int nr_chunks;		/* chunks mapped */
-	struct sg_table *chunks;	/* DIV_ROUND_UP(nr, ENGRAM_DMA_CHUNK) */
+	unsigned int nr_alloc;		/* chunks allocated */
+	struct sg_table *chunks;
 };
 
 static LIST_HEAD(engram_dma_owners);
@@ -79,7 +80,7 @@ static void engram_dma_map_free(struct engram_dma_map *m)
 		cond_resched();
 	}
 	/* A map whose chunk array could not be allocated has no table to free. */
-	for (i = 0; m->chunks && i < DIV_ROUND_UP(m->nr, ENGRAM_DMA_CHUNK); i++)
+	for (i = 0; m->chunks && i < m->nr_alloc; i++)
 		sg_free_table(&m->chunks[i]);
 	kvfree(m->chunks);
 	kvfree(m->addr);
@@ -157,11 +158,30 @@ const dma_addr_t *engram_dma_lookup(struct engram_dma_owner *o, struct ib_device
 	return addr;
 }
 
+/*
+ * The next chunk from @*pos: a run of at most ENGRAM_DMA_CHUNK pages that
+ * are there (a shard's table has no page where it holds no rows).
+ * Return: its length, 0 when no page is left; *pos is its first page.
+ */
+static unsigned int engram_dma_next_chunk(struct page **pages, unsigned long nr,
+					  unsigned long *pos)
+{
+	unsigned long s = *pos, e;
+
+	while (s < nr && !pages[s])
+		s++;
+	for (e = s; e < nr && pages[e] && e - s < ENGRAM_DMA_CHUNK; e++)
+		;
+	*pos = s;
+	return e - s;
+}
+
 /**
  * engram_dma_map() - map every page of an array for a device, once
  * @o: the owner
  * @dev: the RDMA device that will access the pages
- * @pages: the pages, pinned for as long as @o keeps maps
+ * @pages: the pages, pinned for as long as @o keeps maps; NULL entries
+ *	(a shard's table) get no address
  * @nr: how many
  * @dir: DMA_TO_DEVICE for pages the device reads, DMA_BIDIRECTIONAL for
  *	pages it writes next to bytes the CPU keeps
@@ -179,9 +199,9 @@ const dma_addr_t *engram_dma_map(struct engram_dma_owner *o, struct ib_device *d
 				 struct page **pages, unsigned long nr,
 				 enum dma_data_direction dir, bool *created)
 {
-	unsigned long first, nchunks = DIV_ROUND_UP(nr, ENGRAM_DMA_CHUNK);
+	unsigned long first, nchunks = 0;
 	struct engram_dma_map *m;
-	unsigned int c;
+	unsigned int c, n;
 	int ret = -ENOMEM;
 
 	if (created)
@@ -203,15 +223,18 @@ const dma_addr_t *engram_dma_map(struct engram_dma_owner *o, struct ib_device *d
 	m->dev = dev;
 	m->dir = dir;
 	m->nr = nr;
+	for (first = 0; (n = engram_dma_next_chunk(pages, nr, &first)); first += n)
+		nchunks++;
 	m->addr = kvcalloc(nr, sizeof(*m->addr), GFP_KERNEL);
 	m->chunks = kvcalloc(nchunks, sizeof(*m->chunks), GFP_KERNEL);
 	if (!m->addr || !m->chunks)
 		goto err;
+	m->nr_alloc = nchunks;
 	if (dir == DMA_TO_DEVICE)
 		engram_fault_map();
-	for (c = 0, first = 0; c < nchunks; c++, first += ENGRAM_DMA_CHUNK) {
-		ret = engram_dma_map_chunk(m, pages, first,
-					   min(nr - first, ENGRAM_DMA_CHUNK), c);
+	for (c = 0, first = 0; c < nchunks; c++, first += n) {
+		n = engram_dma_next_chunk(pages, nr, &first);
+		ret = engram_dma_map_chunk(m, pages, first, n, c);
 		if (ret)
 			goto err;
 		/* A device removal waits for our lock: let it have it soon. */

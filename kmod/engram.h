@@ -118,6 +118,8 @@ struct engram_load_args {
 	u32 weight_bytes;
 	u32 scale_bytes;
 	const u8 *sha256;		/* may be NULL: no expected digest */
+	u64 held_first;			/* a shard: its first row */
+	u64 held_rows;			/* a shard: its rows; 0 for the whole table */
 };
 
 /* A histogram's snapshot: the buckets, then the sum of the times in ns. */
@@ -137,6 +139,8 @@ struct engram_table_info {
 	u8 verify_result;
 	u64 generation;
 	u64 rows;
+	u64 held_first;
+	u64 held_rows;
 	u64 weight_offset;
 	u64 scale_offset;
 	u64 file_bytes;
@@ -193,6 +197,7 @@ int engram_table_serve_get(const u8 *digest, u64 generation,
 			   struct engram_table **tp);
 void engram_table_serve_put(struct engram_table *t);
 u64 engram_table_rows(const struct engram_table *t);
+void engram_table_held(const struct engram_table *t, u64 *first, u64 *rows);
 const char *engram_table_name(const struct engram_table *t);
 void engram_table_row_src(const struct engram_table *t, u32 row,
 			  struct engram_row_src *src);
@@ -201,7 +206,7 @@ struct page *engram_table_page(const struct engram_table *t, pgoff_t idx);
 struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
-u32 engram_table_catalog(struct engram_wire_table *out, u32 max);
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards);
 void engram_table_device_added(void);
 
 /*
@@ -312,6 +317,8 @@ struct engram_link_catalog_info {
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
 	u64 rows;
+	u64 held_first;			/* the rows the link's host holds */
+	u64 held_rows;
 	u64 generation;
 	u8 state;			/* enum engram_table_state */
 };

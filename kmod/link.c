@@ -93,6 +93,8 @@ int engram_link_status_errno(unsigned int wire_status)
 		return -EAGAIN;
 	case ENGRAM_WIRE_ROW_OUT_OF_RANGE:
 		return -ERANGE;
+	case ENGRAM_WIRE_ROW_NOT_HELD:
+		return -ENXIO;
 	case ENGRAM_WIRE_TOO_MANY_ROWS:
 	case ENGRAM_WIRE_TOO_MANY_RANGES:
 		return -E2BIG;
@@ -641,6 +643,8 @@ void engram_link_fetch_req(const struct engram_fetch *f, struct engram_wire_req 
 	req->nr_rows = f->nr_rows;
 	req->stride = f->stride;
 	req->nr_ranges = f->nr_pieces;
+	if (f->places)
+		req->flags |= ENGRAM_WIRE_REQ_SLOTS;
 	for (i = 0; i < f->nr_pieces; i++)
 		req->ranges[i].length = f->pieces[i].len;
 }
@@ -929,8 +933,9 @@ static unsigned long engram_link_find_slot(struct engram_link *l)
  * Takes the link's reference on @f on success.  Process context.
  *
  * Return: 0; -ENOTCONN while the link is down (at once, without waiting
- * for a reconnect); -E2BIG above the negotiated rows or ranges, or for a
- * piece larger than one registration; -EBUSY when max_inflight fetches
+ * for a reconnect); -E2BIG above the negotiated rows, ranges or request
+ * bytes, for row places below version 3, or for a piece larger than one
+ * registration; -EBUSY when max_inflight fetches
  * are out; -ENOMEM; -EIO when posting failed (the connection is broken).
  */
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
@@ -943,6 +948,12 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	if (!l->live || l->state != ENGRAM_LINK_UP) {
 		ret = -ENOTCONN;
 	} else if (f->nr_rows > l->neg.max_rows || f->nr_pieces > l->neg.max_ranges) {
+		ret = -E2BIG;
+	} else if (f->places &&
+		   (l->neg.version_max < ENGRAM_WIRE_VERSION_SHARDS ||
+		    engram_wire_request_size_slots(f->nr_rows, f->nr_pieces) >
+		    l->neg.max_request_bytes)) {
+		/* Row places are version 3's, and take room in the request. */
 		ret = -E2BIG;
 	} else {
 		slot = engram_link_find_slot(l);

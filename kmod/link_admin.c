@@ -47,6 +47,12 @@ static bool engram_link_admin_entry_match(const struct engram_wire_table *e, u32
 	return true;
 }
 
+/* Can a fetch be sent for @e now?  A table being verified still serves. */
+static bool engram_link_admin_entry_ready(const struct engram_wire_table *e)
+{
+	return e->state == ENGRAM_TABLE_READY || e->state == ENGRAM_TABLE_VERIFYING;
+}
+
 static int engram_link_admin_find_locked(struct engram_link *l, u32 flags, const char *name,
 					 const u8 *sha256, struct engram_wire_table *out)
 {
@@ -58,7 +64,7 @@ static int engram_link_admin_find_locked(struct engram_link *l, u32 flags, const
 
 		if (!engram_link_admin_entry_match(e, flags, name, sha256))
 			continue;
-		if (e->state != ENGRAM_TABLE_READY && e->state != ENGRAM_TABLE_VERIFYING) {
+		if (!engram_link_admin_entry_ready(e)) {
 			ret = -EAGAIN;
 			continue;
 		}
@@ -124,28 +130,28 @@ struct engram_link *engram_link_admin_open_table(u32 link_id, u32 flags, const c
 }
 
 /**
- * engram_link_admin_replicas() - the links that serve a table now
+ * engram_link_admin_replicas() - the links, and the rows, that serve a table now
  * @flags: ENGRAM_OPEN_BY_NAME and/or ENGRAM_OPEN_BY_SHA256
  * @name: with BY_NAME
  * @sha256: with BY_SHA256
- * @c: filled with up to @max links that are up and whose catalog has the
- *	table ready, each held, with the entry's generation and the link's
- *	limits and fetches on the wire
+ * @c: filled with up to @max candidates: each a catalog entry of the table
+ *	ready on a link that is up (a host that holds two shards of it under
+ *	two names is two), its link held, with the entry's generation and
+ *	rows held and the link's limits and fetches on the wire
  * @e: when not NULL, the catalog entry of the first one
  * @max: room in @c
  *
  * Takes no lock but each link's own: it runs for every fetch of a table
  * opened on no link.
  *
- * Return: how many links were put in @c; -ENOTUNIQ when, by name only,
- * two of them hold different files under that name.
+ * Return: how many candidates were put in @c; -ENOTUNIQ when, by name
+ * only, two of them hold different files under that name.
  */
 int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
 			       struct engram_replica_cand *c, struct engram_wire_table *e,
 			       unsigned int max)
 {
 	struct engram_wire_table *first = e;
-	struct engram_wire_table ent;
 	struct engram_link *l;
 	unsigned long irq;
 	unsigned int n = 0;
@@ -153,32 +159,43 @@ int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(l, &engram_links, node) {
-		int r = -ENOTCONN;
+		unsigned int i, got = 0;
 
-		if (n == max)
-			break;
 		spin_lock_irqsave(&l->lock, irq);
-		if (l->state == ENGRAM_LINK_UP && l->live)
-			r = engram_link_admin_find_locked(l, flags, name, sha256, &ent);
-		if (!r) {
-			c[n].link = l;
-			c[n].generation = ent.generation;
-			c[n].max_rows = l->neg.max_rows;
-			c[n].max_ranges = l->neg.max_ranges;
-			c[n].mr_pages = l->mr_pages ? l->mr_pages : U32_MAX;
-			c[n].inflight = l->inflight;
+		for (i = 0; l->state == ENGRAM_LINK_UP && l->live && i < l->nr_catalog; i++) {
+			const struct engram_wire_table *ent = &l->catalog[i];
+			struct engram_replica_cand *ci = &c[n + got];
+
+			if (n + got == max)
+				break;
+			if (!engram_link_admin_entry_match(ent, flags, name, sha256) ||
+			    !engram_link_admin_entry_ready(ent))
+				continue;
+			if (first && n + got &&
+			    memcmp(first->sha256, ent->sha256, ENGRAM_SHA256_LEN)) {
+				ret = -ENOTUNIQ;
+				break;
+			}
+			if (first && !(n + got))
+				*first = *ent;
+			ci->link = l;
+			ci->generation = ent->generation;
+			ci->held_first = ent->held_first;
+			ci->held_rows = ent->held_rows;
+			ci->max_rows = l->neg.max_rows;
+			ci->max_ranges = l->neg.max_ranges;
+			ci->max_request_bytes = l->neg.max_request_bytes;
+			ci->places = l->neg.version_max >= ENGRAM_WIRE_VERSION_SHARDS;
+			ci->mr_pages = l->mr_pages ? l->mr_pages : U32_MAX;
+			ci->inflight = l->inflight;
+			got++;
 		}
 		spin_unlock_irqrestore(&l->lock, irq);
-		if (r)
-			continue;
-		if (first && n && memcmp(first->sha256, ent.sha256, ENGRAM_SHA256_LEN)) {
-			ret = -ENOTUNIQ;
+		for (i = 0; i < got; i++)
+			engram_link_get(l);
+		n += got;
+		if (ret || n == max)
 			break;
-		}
-		if (first && !n)
-			*first = ent;
-		engram_link_get(l);
-		n++;
 	}
 	rcu_read_unlock();
 	if (ret) {
@@ -187,6 +204,31 @@ int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
 		return ret;
 	}
 	return n;
+}
+
+/**
+ * engram_link_admin_entry_name() - the name a link's catalog gives a table
+ * @l: the link
+ * @generation: the table's generation there
+ * @name: set to the name, ENGRAM_NAME_MAX bytes; left alone when not found
+ *
+ * Return: true when the catalog has that generation.
+ */
+bool engram_link_admin_entry_name(struct engram_link *l, u64 generation, char *name)
+{
+	unsigned long irq;
+	bool found = false;
+	u32 i;
+
+	spin_lock_irqsave(&l->lock, irq);
+	for (i = 0; i < l->nr_catalog && !found; i++) {
+		if (l->catalog[i].generation != generation)
+			continue;
+		strscpy(name, l->catalog[i].name, ENGRAM_NAME_MAX);
+		found = true;
+	}
+	spin_unlock_irqrestore(&l->lock, irq);
+	return found;
 }
 
 /**
@@ -394,6 +436,8 @@ int engram_link_admin_catalog_nth(unsigned long n, struct engram_link_catalog_in
 			strscpy(ci->name, e->name, sizeof(ci->name));
 			memcpy(ci->sha256, e->sha256, sizeof(ci->sha256));
 			ci->rows = e->rows;
+			ci->held_first = e->held_first;
+			ci->held_rows = e->held_rows;
 			ci->generation = e->generation;
 			ci->state = e->state;
 			ret = 0;

@@ -1175,7 +1175,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 	/* The key a version 2 server invalidates with its RESPONSE. */
 	f->rkey0 = f->pieces[0].mr->rkey;
 	ret = engram_wire_req_build(slot->buf, l->neg.max_request_bytes,
-				    &l->neg, &req, f->rows);
+				    &l->neg, &req, f->rows, f->places);
 	if (ret < 0)
 		goto err_pieces;
 	f->req_len = ret;

@@ -207,13 +207,14 @@ static int engram_link_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	engram_link_fetch_req(f, &req);
 
 	/* Checked before allocating; the builder checks the rest. */
-	size = engram_wire_request_size(f->nr_rows, f->nr_pieces);
+	size = f->places ? engram_wire_request_size_slots(f->nr_rows, f->nr_pieces) :
+			   engram_wire_request_size(f->nr_rows, f->nr_pieces);
 	if (size > l->neg.max_request_bytes)
 		return -E2BIG;
 	r = kvmalloc(struct_size(r, frame, size), GFP_KERNEL);
 	if (!r)
 		return -ENOMEM;
-	len = engram_wire_req_build(r->frame, size, &l->neg, &req, f->rows);
+	len = engram_wire_req_build(r->frame, size, &l->neg, &req, f->rows, f->places);
 	ret = len < 0 ? len : engram_link_track(l, f);
 	if (ret) {
 		kvfree(r);
@@ -304,10 +305,15 @@ static int engram_link_tcp_recv_rows(struct engram_link *l, struct engram_fetch 
 		int ret;
 
 		for (n = 0; i < f->nr_rows && n + 2 <= ARRAY_SIZE(bv); i++) {
-			u64 d = (u64)i * f->stride, pos;
+			u64 d = (u64)(f->places ? f->places[i] : i) * f->stride, pos;
 			const struct engram_piece *pc;
 			u32 left = ENGRAM_ROW_BYTES;
 
+			if (d < pbase) {
+				/* Row places need not rise: look again from the start. */
+				p = 0;
+				pbase = 0;
+			}
 			while (p < f->nr_pieces && d >= pbase + f->pieces[p].len)
 				pbase += f->pieces[p++].len;
 			if (WARN_ON_ONCE(p == f->nr_pieces ||

@@ -31,6 +31,8 @@ static const struct nla_policy engram_load_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_WEIGHT_BYTES]	= { .type = NLA_U32 },
 	[ENGRAM_A_TABLE_SCALE_BYTES]	= { .type = NLA_U32 },
 	[ENGRAM_A_TABLE_SHA256]		= NLA_POLICY_EXACT_LEN(ENGRAM_SHA256_LEN),
+	[ENGRAM_A_TABLE_HELD_FIRST]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_HELD_ROWS]	= { .type = NLA_U64 },
 };
 
 static const struct nla_policy engram_name_policy[ENGRAM_A_MAX + 1] = {
@@ -194,6 +196,21 @@ static int engram_netlink_table_load(struct sk_buff *skb, struct genl_info *info
 	a.weight_bytes = nla_get_u32(tb[ENGRAM_A_TABLE_WEIGHT_BYTES]);
 	a.scale_bytes = nla_get_u32(tb[ENGRAM_A_TABLE_SCALE_BYTES]);
 	a.sha256 = tb[ENGRAM_A_TABLE_SHA256] ? nla_data(tb[ENGRAM_A_TABLE_SHA256]) : NULL;
+	if (!tb[ENGRAM_A_TABLE_HELD_FIRST] != !tb[ENGRAM_A_TABLE_HELD_ROWS]) {
+		NL_SET_ERR_MSG_ATTR(info->extack, tb[ENGRAM_A_TABLE_HELD_FIRST] ?:
+				    tb[ENGRAM_A_TABLE_HELD_ROWS],
+				    KBUILD_MODNAME ": a shard needs HELD_FIRST and HELD_ROWS");
+		return engram_netlink_refused(-EINVAL);
+	}
+	if (tb[ENGRAM_A_TABLE_HELD_ROWS]) {
+		a.held_first = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_FIRST]);
+		a.held_rows = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_ROWS]);
+		if (!a.held_rows) {
+			NL_SET_ERR_MSG_ATTR(info->extack, tb[ENGRAM_A_TABLE_HELD_ROWS],
+					    KBUILD_MODNAME ": a shard of 0 rows");
+			return engram_netlink_refused(-EINVAL);
+		}
+	}
 
 	ret = engram_table_load(&a, info->extack);
 	if (ret)

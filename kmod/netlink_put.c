@@ -98,6 +98,8 @@ int engram_netlink_put_table(struct sk_buff *skb, const struct engram_table_info
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ti->generation, ENGRAM_A_PAD) ||
 	    nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ti->state) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ROWS, ti->rows, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_FIRST, ti->held_first, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_ROWS, ti->held_rows, ENGRAM_A_PAD) ||
 	    nla_put_u32(skb, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES) ||
 	    nla_put_u32(skb, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_WEIGHT_OFFSET, ti->weight_offset, ENGRAM_A_PAD) ||
@@ -224,6 +226,8 @@ int engram_netlink_put_link_catalog(struct sk_buff *skb, const struct engram_lin
 	    nla_put_string(skb, ENGRAM_A_TABLE_NAME, ci->name) ||
 	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, ci->sha256) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ROWS, ci->rows, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_FIRST, ci->held_first, ENGRAM_A_PAD) ||
+	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_ROWS, ci->held_rows, ENGRAM_A_PAD) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ci->generation, ENGRAM_A_PAD) ||
 	    nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ci->state))
 		return -EMSGSIZE;

@@ -10,7 +10,7 @@
  * rows, placed where those rows go in the fd's destination:
  *
  * - spreading: each part goes to the replica with the fewest fetches on
- *   its wire;
+ *   its wire, ties taken in turn;
  * - splitting: a fetch of at least twice replica_split_rows rows is cut
  *   by row count into one part per replica that is up (each at least that
  *   many rows), so several hosts answer it at once;
@@ -29,6 +29,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/atomic.h>
 #include <linux/mutex.h>
 #include <linux/slab.h>
 #include <linux/string.h>
@@ -37,15 +38,21 @@
 #include "link_table.h"
 #include "pieces.h"
 #include "replica.h"
+#include "rowmap.h"
 
 /* Links a table's replicas may be: every link there may be (ENGRAM_URL_MAX). */
 #define ENGRAM_REPLICA_MAX		16
+static_assert(ENGRAM_REPLICA_MAX <= ENGRAM_ROWMAP_MAX_HELD);
 /* Parts one fetch is cut into at most. */
-#define ENGRAM_REPLICA_MAX_PARTS	8
+#define ENGRAM_REPLICA_MAX_PARTS	16
+/* Bytes a row takes in a request with row places: its index and its place. */
+#define ENGRAM_REPLICA_PLACED_ROW_BYTES	(2 * sizeof(u32))
 
-/* A link that served the table, with the table's counters there. */
+/* The rows of a table a link held, with the table's counters there. */
 struct engram_replica_member {
 	struct engram_link *link;	/* held */
+	u64 held_first;
+	u64 held_rows;
 	struct engram_link_table *lt;	/* held, or NULL */
 };
 
@@ -53,6 +60,8 @@ struct engram_replica_member {
  * struct engram_replica - a table opened on no link
  * @name: its name in the catalogs, as first found
  * @sha256: what identifies it on every link
+ * @rows: its rows, as the catalogs say
+ * @turn: where the next look for the least busy candidate starts
  * @lock: guards @m and @nr
  * @m: the links that served it so far, for the per-table counters
  * @nr: entries in @m
@@ -60,6 +69,8 @@ struct engram_replica_member {
 struct engram_replica {
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 rows;
+	atomic_t turn;
 	struct mutex lock;		/* @m and @nr */
 	struct engram_replica_member m[ENGRAM_REPLICA_MAX];
 	unsigned int nr;
@@ -76,8 +87,12 @@ struct engram_replica {
  * @expired: the deadline passed or the fd closes: nothing is sent again
  * @error: the first failure that settled a part, 0 if none
  * @wire_status: its server status
- * @bad_index: its ROW_OUT_OF_RANGE position, in the fd's fetch
+ * @bad_index: its ROW_OUT_OF_RANGE or ROW_NOT_HELD position, in the fd's fetch
  * @work: sends the parts on @retry again
+ * @rows: with row places, the rows of every part, grouped by part, then
+ *	their places (kvmalloc'ed; parts and their retries point into it)
+ * @map: while routing, the table's rows by the candidates that hold them
+ * @cnt: while routing, the fetch's rows in each of @map's ranges
  */
 struct engram_replica_fetch {
 	spinlock_t lock;		/* all below but @work */
@@ -91,6 +106,9 @@ struct engram_replica_fetch {
 	u16 wire_status;
 	u32 bad_index;
 	struct work_struct work;
+	u32 *rows;
+	struct engram_rowmap map;
+	u32 cnt[ENGRAM_ROWMAP_MAX_RANGES];
 };
 
 static void engram_replica_put_cands(struct engram_replica_cand *c, unsigned int n)
@@ -99,25 +117,38 @@ static void engram_replica_put_cands(struct engram_replica_cand *c, unsigned int
 		engram_link_put(c[--n].link);
 }
 
-/* The table's counters on @l: found, or made once per link (a sleeping lock). */
+/*
+ * The table's counters for the rows @c holds on its link: found, or made
+ * once per link and rows held, under the name that link's catalog gives
+ * them (a sleeping lock).
+ */
 static struct engram_link_table *engram_replica_lt(struct engram_replica *rg,
-						   struct engram_link *l)
+						   const struct engram_replica_cand *c)
 {
+	struct engram_replica_member *m;
 	struct engram_link_table *lt = NULL;
+	char name[ENGRAM_NAME_MAX];
 	unsigned int i;
 
 	mutex_lock(&rg->lock);
 	for (i = 0; i < rg->nr; i++) {
-		if (rg->m[i].link == l) {
-			lt = rg->m[i].lt;
+		m = &rg->m[i];
+		if (m->link == c->link && m->held_first == c->held_first &&
+		    m->held_rows == c->held_rows) {
+			lt = m->lt;
 			goto out;
 		}
 	}
 	if (rg->nr < ARRAY_SIZE(rg->m)) {
-		engram_link_get(l);
-		rg->m[rg->nr].link = l;
-		lt = engram_link_table_get(l, rg->name, rg->sha256);
-		rg->m[rg->nr++].lt = lt;
+		strscpy(name, rg->name, sizeof(name));
+		engram_link_admin_entry_name(c->link, c->generation, name);
+		m = &rg->m[rg->nr++];
+		engram_link_get(c->link);
+		m->link = c->link;
+		m->held_first = c->held_first;
+		m->held_rows = c->held_rows;
+		lt = engram_link_table_get(c->link, name, rg->sha256);
+		m->lt = lt;
 	}
 out:
 	mutex_unlock(&rg->lock);
@@ -170,10 +201,11 @@ struct engram_replica *engram_replica_open(u32 flags, const char *name, const u8
 	mutex_init(&rg->lock);
 	strscpy(rg->name, out->name, sizeof(rg->name));
 	memcpy(rg->sha256, out->sha256, sizeof(rg->sha256));
+	rg->rows = out->rows;
 	*max_rows = 0;
 	for (i = 0; i < n; i++) {
 		*max_rows = max(*max_rows, c[i].max_rows);
-		engram_replica_lt(rg, c[i].link);
+		engram_replica_lt(rg, &c[i]);
 	}
 	*first_link = engram_link_id(c[0].link);
 	engram_replica_put_cands(c, n);
@@ -229,7 +261,7 @@ static void engram_replica_part_unbind(struct engram_fetch *p)
 
 static void engram_replica_part_done(struct engram_fetch *p);
 
-static struct engram_fetch *engram_replica_part_new(struct engram_fetch *f, u32 first, u32 n)
+static struct engram_fetch *engram_replica_part_alloc(struct engram_fetch *f)
 {
 	struct engram_fetch *p = kzalloc(sizeof(*p), GFP_KERNEL);
 
@@ -243,18 +275,84 @@ static struct engram_fetch *engram_replica_part_new(struct engram_fetch *f, u32 
 	p->wq = f->wq;
 	p->parent = f;
 	p->part_done = engram_replica_part_done;
-	p->first = first;
-	p->nr_rows = n;
 	p->stride = f->stride;
-	p->rows = f->rows + first;	/* the fd's fetch's array, not the part's */
 	memcpy(p->digest, f->digest, sizeof(p->digest));
 	return p;
 }
 
+/* Its lowest and highest table row: the candidates that hold both may take it. */
+static void engram_replica_part_span_rows(struct engram_fetch *p)
+{
+	u32 i;
+
+	p->row_lo = U32_MAX;
+	p->row_hi = 0;
+	for (i = 0; i < p->nr_rows; i++) {
+		p->row_lo = min(p->row_lo, p->rows[i]);
+		p->row_hi = max(p->row_hi, p->rows[i]);
+	}
+}
+
+/* A part for the fd's fetch's rows @first to @first + @n - 1, in their order. */
+static struct engram_fetch *engram_replica_part_new(struct engram_fetch *f, u32 first, u32 n)
+{
+	struct engram_fetch *p = engram_replica_part_alloc(f);
+
+	if (!p)
+		return NULL;
+	p->first = first;
+	p->nr_rows = n;
+	p->span = n;
+	p->rows = f->rows + first;	/* the fd's fetch's array, not the part's */
+	engram_replica_part_span_rows(p);
+	return p;
+}
+
 /*
- * Cut the part's share of the destination (its rows from the fd's
- * fetch's row @p->first on, in the ranges the fd's fetch holds as its
- * pieces) for the limits of one link.
+ * A part for @n rows of @rows, gathered from anywhere in the fd's fetch:
+ * @places holds their positions there, ascending, and becomes their places
+ * from the first one on (in rf->rows, which the part points into).
+ */
+static struct engram_fetch *engram_replica_part_placed(struct engram_fetch *f, u32 *rows,
+						       u32 *places, u32 n)
+{
+	struct engram_fetch *p = engram_replica_part_alloc(f);
+	u32 i;
+
+	if (!p)
+		return NULL;
+	p->first = places[0];
+	p->nr_rows = n;
+	p->span = places[n - 1] - places[0] + 1;
+	p->rows = rows;
+	p->places = places;
+	for (i = 0; i < n; i++)
+		places[i] -= p->first;
+	engram_replica_part_span_rows(p);
+	return p;
+}
+
+/* The same rows again, for another replica. */
+static struct engram_fetch *engram_replica_part_again(struct engram_fetch *p)
+{
+	struct engram_fetch *q = engram_replica_part_alloc(p->parent);
+
+	if (!q)
+		return NULL;
+	q->first = p->first;
+	q->nr_rows = p->nr_rows;
+	q->span = p->span;
+	q->rows = p->rows;
+	q->places = p->places;
+	q->row_lo = p->row_lo;
+	q->row_hi = p->row_hi;
+	return q;
+}
+
+/*
+ * Cut the part's share of the destination (the places of the fd's fetch
+ * from @p->first on, @p->span of them, in the ranges the fd's fetch holds
+ * as its pieces) for the limits of one link.
  */
 static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_replica_cand *c)
 {
@@ -281,7 +379,7 @@ static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_r
 	}
 	if (!nd)
 		return -ENOSPC;
-	ret = engram_pieces_cut(p->nr_rows, p->stride, ENGRAM_ROW_BYTES, pd, nd,
+	ret = engram_pieces_cut(p->span, p->stride, ENGRAM_ROW_BYTES, pd, nd,
 				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
 				min_t(u32, c->max_ranges, ARRAY_SIZE(pp)), &n);
 	if (ret)
@@ -299,9 +397,33 @@ static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_r
 	return 0;
 }
 
-/* Has a part of these rows been on @l already? */
+/* The most rows a part may have on @c: fewer with row places, which take room. */
+static u32 engram_replica_cand_rows(const struct engram_replica_cand *c, bool places)
+{
+	u64 fixed;
+
+	if (!places)
+		return c->max_rows;
+	if (!c->places)
+		return 0;
+	fixed = engram_wire_request_size(0, c->max_ranges);
+	if (c->max_request_bytes <= fixed)
+		return 0;
+	return min_t(u64, c->max_rows,
+		     (c->max_request_bytes - fixed) / ENGRAM_REPLICA_PLACED_ROW_BYTES);
+}
+
+/* May @c take the part: does it hold every row of it, and take that many? */
+static bool engram_replica_cand_fits(const struct engram_replica_cand *c,
+				     const struct engram_fetch *p)
+{
+	return c->held_first <= p->row_lo && p->row_hi - c->held_first < c->held_rows &&
+	       engram_replica_cand_rows(c, p->places) >= p->nr_rows;
+}
+
+/* Has a part of these rows been on the table @c names already? */
 static bool engram_replica_tried(struct engram_replica_fetch *rf, struct engram_fetch *p,
-				 struct engram_link *l)
+				 const struct engram_replica_cand *c)
 {
 	struct engram_fetch *q;
 	unsigned long flags;
@@ -309,7 +431,8 @@ static bool engram_replica_tried(struct engram_replica_fetch *rf, struct engram_
 
 	spin_lock_irqsave(&rf->lock, flags);
 	list_for_each_entry(q, &rf->parts, part_node)
-		if (q != p && q->first == p->first && q->link == l)
+		if (q != p && q->first == p->first && q->link == c->link &&
+		    q->generation == c->generation)
 			tried = true;
 	spin_unlock_irqrestore(&rf->lock, flags);
 	return tried;
@@ -329,14 +452,17 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 	unsigned int k;
 
 	for (k = 0; k < n; k++)
-		used[k] = engram_replica_tried(rf, p, c[k].link);
+		used[k] = engram_replica_tried(rf, p, &c[k]);
 	for (;;) {
-		unsigned int i, best = n, left = 0;
+		unsigned int i, j, best = n, left = 0;
+		/* Ties go round: else the first link listed takes every lone fetch. */
+		unsigned int start = atomic_inc_return(&rf->rg->turn) % n;
 		ktime_t now = ktime_get();
 		s64 rest;
 
-		for (i = 0; i < n; i++) {
-			if (used[i] || c[i].max_rows < p->nr_rows)
+		for (j = 0; j < n; j++) {
+			i = (start + j) % n;
+			if (used[i] || !engram_replica_cand_fits(&c[i], p))
 				continue;
 			left++;
 			if (best == n || c[i].inflight < c[best].inflight)
@@ -358,12 +484,15 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 		engram_link_get(c[best].link);
 		p->link = c[best].link;
 		p->generation = c[best].generation;
-		p->lt = engram_replica_lt(rf->rg, p->link);
+		p->lt = engram_replica_lt(rf->rg, &c[best]);
 		p->error = 0;
 		p->wire_status = ENGRAM_WIRE_OK;
 		ret = engram_link_submit(p->link, p);
 		if (!ret) {
-			c[best].inflight++;
+			/* Its link's other shards share that wire. */
+			for (i = 0; i < n; i++)
+				if (c[i].link == c[best].link)
+					c[i].inflight++;
 			if (moved) {
 				engram_link_count(p->link, ENGRAM_STAT_FAILOVERS, 1);
 				engram_count(&engram_global_stats, ENGRAM_STAT_FAILOVERS);
@@ -391,6 +520,7 @@ static bool engram_replica_retryable(const struct engram_fetch *p)
 	case ENGRAM_WIRE_BUSY:
 	case ENGRAM_WIRE_SHUTTING_DOWN:
 	case ENGRAM_WIRE_INTERNAL:
+	case ENGRAM_WIRE_ROW_NOT_HELD:	/* its catalog promised them: another may not lie */
 		return true;
 	default:
 		return false;
@@ -426,8 +556,11 @@ static bool engram_replica_settle_locked(struct engram_replica_fetch *rf,
 		late = rf->expired || !ktime_before(ktime_get(), rf->f->deadline);
 		rf->error = late && engram_replica_retryable(p) ? -ETIMEDOUT : error;
 		rf->wire_status = p->wire_status;
-		rf->bad_index = p->wire_status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ?
-				p->first + p->bad_index : 0;
+		rf->bad_index = 0;
+		if ((p->wire_status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
+		     p->wire_status == ENGRAM_WIRE_ROW_NOT_HELD) && p->bad_index < p->nr_rows)
+			rf->bad_index = p->first +
+					(p->places ? p->places[p->bad_index] : p->bad_index);
 	}
 	return !--rf->pending;
 }
@@ -484,7 +617,7 @@ static void engram_replica_work(struct work_struct *work)
 		list_del_init(&p->retry_node);
 		q = NULL;
 		if (n > 0 && !READ_ONCE(rf->expired))
-			q = engram_replica_part_new(rf->f, p->first, p->nr_rows);
+			q = engram_replica_part_again(p);
 		if (q) {
 			spin_lock_irqsave(&rf->lock, flags);
 			list_add_tail(&q->part_node, &rf->parts);
@@ -530,27 +663,148 @@ static void engram_replica_expire(struct engram_fetch *f)
 	wait_event(*f->wq, engram_fetch_done(f));
 }
 
+/*
+ * Into how many parts @rows rows for the candidates of @mask are cut: one
+ * per replica when the fetch is large enough to split, and small enough
+ * for every one of them, so that any may take a part over; when that
+ * takes too many parts, small enough for the largest (what the open
+ * promised), and only those that take it are tried.  0: none takes rows
+ * this way.
+ */
+static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c,
+				   unsigned int n, u32 mask, bool places)
+{
+	u32 lo = U32_MAX, hi = 0, k = 1, split, m = 0;
+	unsigned int i;
+
+	for (i = 0; i < n; i++) {
+		u32 r = engram_replica_cand_rows(&c[i], places);
+
+		if (!(mask & BIT(i)) || !r)
+			continue;
+		lo = min(lo, r);
+		hi = max(hi, r);
+		m++;
+	}
+	if (!m)
+		return 0;
+	split = engram_params_replica_split_rows();
+	if (split && m > 1)
+		k = clamp_t(u32, rows / split, 1, min_t(u32, m, ENGRAM_REPLICA_MAX_PARTS));
+	if (DIV_ROUND_UP(rows, lo) <= ENGRAM_REPLICA_MAX_PARTS)
+		return max_t(u32, k, DIV_ROUND_UP(rows, lo));
+	return max_t(u32, k, DIV_ROUND_UP(rows, hi));
+}
+
+/*
+ * Rows that fall in two or more ranges go as parts with row places: each
+ * range's rows, in the fetch's order, cut into parts of its own.
+ */
+static int engram_replica_parts_placed(struct engram_replica_fetch *rf,
+				       const struct engram_replica_cand *c, unsigned int n,
+				       unsigned int nr, struct engram_fetch **part, u32 *nparts)
+{
+	struct engram_fetch *f = rf->f;
+	u32 k[ENGRAM_ROWMAP_MAX_RANGES], at[ENGRAM_ROWMAP_MAX_RANGES];
+	u32 i, j, t, total = 0, base = 0;
+	u32 *places;
+
+	for (j = 0; j < nr; j++) {
+		k[j] = 0;
+		if (!rf->cnt[j])
+			continue;
+		k[j] = engram_replica_nr_parts(rf->cnt[j], c, n, rf->map.mask[j], true);
+		if (!k[j] || k[j] > rf->cnt[j])
+			return -E2BIG;
+		total += k[j];
+	}
+	if (total > ENGRAM_REPLICA_MAX_PARTS)
+		return -E2BIG;
+	rf->rows = kvmalloc_array(f->nr_rows, 2 * sizeof(u32), GFP_KERNEL);
+	if (!rf->rows)
+		return -ENOMEM;
+	places = rf->rows + f->nr_rows;
+	for (j = 0; j < nr; j++) {
+		at[j] = base;
+		base += rf->cnt[j];
+	}
+	for (i = 0; i < f->nr_rows; i++) {
+		j = engram_rowmap_find(&rf->map, f->rows[i]);
+		rf->rows[at[j]] = f->rows[i];
+		places[at[j]++] = i;
+	}
+	base = 0;
+	*nparts = 0;
+	for (j = 0; j < nr; j++) {
+		for (t = 0; t < k[j]; t++) {
+			u32 s = (u64)rf->cnt[j] * t / k[j], e = (u64)rf->cnt[j] * (t + 1) / k[j];
+			struct engram_fetch *p;
+
+			p = engram_replica_part_placed(f, rf->rows + base + s, places + base + s,
+						       e - s);
+			if (!p)
+				return -ENOMEM;
+			list_add_tail(&p->part_node, &rf->parts);
+			part[(*nparts)++] = p;
+		}
+		base += rf->cnt[j];
+	}
+	return 0;
+}
+
+/* Rows all in one range go as today's parts: runs of the fetch's rows. */
+static int engram_replica_parts_runs(struct engram_replica_fetch *rf,
+				     const struct engram_replica_cand *c, unsigned int n,
+				     u32 mask, struct engram_fetch **part, u32 *nparts)
+{
+	struct engram_fetch *f = rf->f;
+	u32 i, k = engram_replica_nr_parts(f->nr_rows, c, n, mask, false);
+
+	if (!k || k > ENGRAM_REPLICA_MAX_PARTS || k > f->nr_rows)
+		return -E2BIG;
+	for (i = 0; i < k; i++) {
+		u32 first = (u64)f->nr_rows * i / k, next = (u64)f->nr_rows * (i + 1) / k;
+		struct engram_fetch *p = engram_replica_part_new(f, first, next - first);
+
+		if (!p)
+			return -ENOMEM;
+		list_add_tail(&p->part_node, &rf->parts);
+		part[i] = p;
+	}
+	*nparts = k;
+	return 0;
+}
+
 /**
  * engram_replica_submit() - send a fetch of a table opened on no link
  * @rg: the table
  * @f: the fd's fetch: rows, stride and deadline set, its pieces the
  *	caller's destination ranges (each holding its buffer), no link
  *
+ * Each row goes to a candidate that holds it: a host may hold only a
+ * range of the table's rows (a shard).  Rows that all fall in one range
+ * of the candidates' go as runs of the fetch's rows, as to any host; rows
+ * spread over several go as parts with row places (version 3), one or
+ * more per range.  A row that no candidate holds ends the fetch before
+ * anything is sent: -ENXIO with ENGRAM_WIRE_ROW_NOT_HELD and its position
+ * (-ERANGE with ROW_OUT_OF_RANGE when it is not in the table at all).
+ *
  * Process context.
  *
- * Return: 0 once a part is on a wire (the fetch then ends when every part
- * has); otherwise nothing is: -ENOTCONN when no replica is up or takes
- * it, -E2BIG for more rows than the replicas take, -ENOMEM, or what the
- * destination's cutting found wrong.
+ * Return: 0 once a part is on a wire, or the fetch has ended (the fetch
+ * then ends when every part has); otherwise nothing is: -ENOTCONN when no
+ * replica is up or takes it, -E2BIG for more rows than the replicas take,
+ * -ENOMEM, or what the destination's cutting found wrong.
  */
 int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 {
+	struct engram_rowmap_held held[ENGRAM_REPLICA_MAX];
 	struct engram_fetch *part[ENGRAM_REPLICA_MAX_PARTS];
 	struct engram_replica_cand c[ENGRAM_REPLICA_MAX];
 	struct engram_replica_fetch *rf;
-	unsigned int i, k = 1, split, sent = 0, failed = 0;
+	unsigned int i, j, nr, used = 0, sent = 0, failed = 0;
 	struct engram_fetch *p, *tmp;
-	u32 min_rows = U32_MAX, max_rows = 0;
+	u32 k = 0, in = U32_MAX;
 	unsigned long flags;
 	int n, ret = 0, err = 0;
 	bool last;
@@ -570,41 +824,64 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	INIT_WORK(&rf->work, engram_replica_work);
 	rf->rg = rg;
 	rf->f = f;
-	for (i = 0; i < n; i++) {
-		min_rows = min(min_rows, c[i].max_rows);
-		max_rows = max(max_rows, c[i].max_rows);
-	}
-	split = engram_params_replica_split_rows();
-	if (split && n > 1)
-		k = clamp_t(u32, f->nr_rows / split, 1, min_t(u32, n, ENGRAM_REPLICA_MAX_PARTS));
-	/*
-	 * Each part fits every replica, so that any may take it over; when
-	 * that takes too many parts, each fits the largest (what the open
-	 * promised), and only the replicas that take it are tried.
-	 */
-	if (DIV_ROUND_UP(f->nr_rows, min_rows) <= ENGRAM_REPLICA_MAX_PARTS)
-		k = max_t(u32, k, DIV_ROUND_UP(f->nr_rows, min_rows));
-	else
-		k = max_t(u32, k, DIV_ROUND_UP(f->nr_rows, max_rows));
-	if (k > ENGRAM_REPLICA_MAX_PARTS || k > f->nr_rows) {
-		ret = -E2BIG;
-		goto out;
-	}
 	memcpy(f->digest, rg->sha256, sizeof(f->digest));
-	for (i = 0; i < k; i++) {
-		u32 first = (u64)f->nr_rows * i / k, next = (u64)f->nr_rows * (i + 1) / k;
+	f->start = ktime_get();
 
-		p = engram_replica_part_new(f, first, next - first);
-		if (!p) {
-			ret = -ENOMEM;
-			goto out;
-		}
-		list_add_tail(&p->part_node, &rf->parts);
-		part[i] = p;
+	for (i = 0; i < n; i++) {
+		held[i].first = c[i].held_first;
+		held[i].rows = c[i].held_rows;
 	}
+	/* The catalogs' checks make every range valid: it cannot fail. */
+	WARN_ON_ONCE(engram_rowmap_build(&rf->map, held, n));
+	nr = rf->map.nr;
+	for (i = 0; i < f->nr_rows; i++) {
+		j = engram_rowmap_find(&rf->map, f->rows[i]);
+		if (j == nr) {
+			/*
+			 * Not in the table, or no host holds it: nothing is
+			 * sent, the fetch ends here as a host would end it.
+			 */
+			rf->wire_status = f->rows[i] >= rg->rows ? ENGRAM_WIRE_ROW_OUT_OF_RANGE :
+				ENGRAM_WIRE_ROW_NOT_HELD;
+			rf->error = engram_link_status_errno(rf->wire_status);
+			rf->bad_index = i;
+			f->rf = rf;
+			f->expire = engram_replica_expire;
+			engram_replica_put_cands(c, n);
+			engram_replica_publish(rf);
+			return 0;
+		}
+		if (!rf->cnt[j]++) {
+			used++;
+			in = j;
+		}
+	}
+	ret = -E2BIG;
+	if (used > 1)
+		ret = engram_replica_parts_placed(rf, c, n, nr, part, &k);
+	if (ret == -E2BIG) {
+		/*
+		 * One range, or no way to place rows where the ranges need
+		 * it (hosts below version 3): the hosts that hold every row
+		 * of the fetch, if any, take it as runs.
+		 */
+		u32 mask = used > 1 ? U32_MAX : rf->map.mask[in];
+
+		for (j = 0; used > 1 && j < nr; j++)
+			if (rf->cnt[j])
+				mask &= rf->map.mask[j];
+		list_for_each_entry_safe(p, tmp, &rf->parts, part_node) {
+			list_del(&p->part_node);
+			kfree(p);
+		}
+		kvfree(rf->rows);
+		rf->rows = NULL;
+		ret = engram_replica_parts_runs(rf, c, n, mask, part, &k);
+	}
+	if (ret)
+		goto out;
 	f->rf = rf;
 	f->expire = engram_replica_expire;
-	f->start = ktime_get();
 	rf->pending = k;
 	/*
 	 * Not rf->parts: once one part is on a wire, its failure may add a
@@ -652,6 +929,7 @@ out:
 		engram_replica_part_unbind(p);
 		kfree(p);
 	}
+	kvfree(rf->rows);
 	kfree(rf);
 	return ret;
 }
@@ -660,13 +938,22 @@ out:
  * engram_replica_reap() - count an ended fetch's parts and sync its rows
  * @f: the fd's fetch, done
  *
- * Each part counts with the table on its own link; the rows of each part
- * that succeeded are synced for the CPU from its link's device.
+ * Each part counts with the table on its own link (a fetch refused before
+ * any part was sent, with the first link's, as a fallback is); the rows
+ * of each part that succeeded are synced for the CPU from its link's
+ * device.
  */
 void engram_replica_reap(struct engram_fetch *f)
 {
 	struct engram_fetch *p;
 	unsigned int i;
+
+	if (list_empty(&f->rf->parts)) {
+		/* Refused before anything was sent: a row no host holds. */
+		engram_link_table_fetched(engram_replica_first_lt(f->rf->rg), f->error,
+					  f->wire_status, f->nr_rows, 0);
+		return;
+	}
 
 	list_for_each_entry(p, &f->rf->parts, part_node) {
 		if (!p->link)
@@ -698,6 +985,7 @@ void engram_replica_fetch_free(struct engram_fetch *f)
 		engram_replica_part_unbind(p);
 		kfree(p);
 	}
+	kvfree(rf->rows);
 	kfree(rf);
 	f->rf = NULL;
 }

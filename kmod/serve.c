@@ -117,7 +117,8 @@ int engram_serve_catalog_encode(void *buf, size_t size,
 	int len;
 
 	mutex_lock(&engram_serve_cat_mutex);
-	n = engram_table_catalog(tab, ENGRAM_MAX_TABLES);
+	n = engram_table_catalog(tab, ENGRAM_MAX_TABLES,
+				 neg->version_max >= ENGRAM_WIRE_VERSION_SHARDS);
 	n = min_t(u32, n, ENGRAM_MAX_TABLES);
 	len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, n);
 	if (len == -EINVAL) {
@@ -137,19 +138,23 @@ int engram_serve_catalog_encode(void *buf, size_t size,
 /**
  * engram_serve_admit() - the checks of a parsed REQUEST that every transport makes
  * @req: the request, parsed by the transport against its connection
+ * @neg: that connection's negotiated parameters
  * @tp: set to the table, held, or NULL
  * @bad: set to the first bad row index for ENGRAM_WIRE_ROW_OUT_OF_RANGE
+ *	and ENGRAM_WIRE_ROW_NOT_HELD
  *
  * In the order of protocol.rst, after parsing: the host is not stopping,
- * the table is known and ready (by generation and digest), every row is
- * in it.  A refusal may still hold the table (a bad row of a known table),
+ * the table is known and ready (by generation and digest) and in the
+ * connection's catalog (a shard is not, below version 3), every row is in
+ * it and held here.  A refusal may still hold the table (a bad row of a known table),
  * so that engram_serve_refused() counts it there.  Any context that may
  * take a spinlock.
  *
  * Return: ENGRAM_WIRE_OK (serve, then engram_serve_answered()) or the
  * status to refuse with (then engram_serve_refused()).
  */
-int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **tp,
+int engram_serve_admit(const struct engram_wire_req *req,
+		       const struct engram_wire_params *neg, struct engram_table **tp,
 		       u32 *bad)
 {
 	struct engram_table *t;
@@ -162,8 +167,19 @@ int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **
 	} else {
 		st = engram_table_serve_get(req->digest, req->generation, &t);
 		if (!st) {
-			*tp = t;
-			st = engram_wire_req_check_rows(req, engram_table_rows(t), bad);
+			u64 first, held;
+
+			engram_table_held(t, &first, &held);
+			if (held != engram_table_rows(t) &&
+			    neg->version_max < ENGRAM_WIRE_VERSION_SHARDS) {
+				/* What its catalog does not list is unknown to it. */
+				engram_table_serve_put(t);
+				st = ENGRAM_WIRE_UNKNOWN_TABLE;
+			} else {
+				*tp = t;
+				st = engram_wire_req_check_rows(req, engram_table_rows(t), first,
+								held, bad);
+			}
 		}
 	}
 	trace_engram_serve_request(req->ticket, req->generation, req->nr_rows, st);

@@ -34,7 +34,8 @@ void engram_serve_stop(void);
 bool engram_serve_stopping(void);
 int engram_serve_catalog_encode(void *buf, size_t size,
 				const struct engram_wire_params *neg, u64 ticket);
-int engram_serve_admit(const struct engram_wire_req *req, struct engram_table **tp,
+int engram_serve_admit(const struct engram_wire_req *req,
+		       const struct engram_wire_params *neg, struct engram_table **tp,
 		       u32 *bad);
 void engram_serve_answered(struct engram_table *t, u32 nr_rows, u64 t_recv_ns);
 u64 engram_serve_cpu_now(void);

@@ -701,7 +701,8 @@ static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctr
 	struct engram_wire_resp resp = {
 		.ticket = ticket,
 		.status = status,
-		.bad_index = status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ? bad_index : 0,
+		.bad_index = status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
+			     status == ENGRAM_WIRE_ROW_NOT_HELD ? bad_index : 0,
 	};
 	int len;
 
@@ -837,7 +838,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 		st = ENGRAM_WIRE_BUSY;
 		goto refuse;
 	}
-	st = engram_serve_admit(req, &t, &bad);
+	st = engram_serve_admit(req, &conn->neg, &t, &bad);
 	/* From here the hold travels with the slot: the release finds it there. */
 	c->t = t;
 	if (st)

@@ -384,7 +384,8 @@ static int engram_serve_tcp_send_refusal(struct engram_tcp_conn *conn, u64 ticke
 	struct engram_wire_resp resp = {
 		.ticket = ticket,
 		.status = status,
-		.bad_index = status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ? bad_index : 0,
+		.bad_index = status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
+			     status == ENGRAM_WIRE_ROW_NOT_HELD ? bad_index : 0,
 	};
 	int len;
 
@@ -508,7 +509,7 @@ static int engram_serve_tcp_request(struct engram_tcp_conn *conn, u32 len, u64 t
 				    &conn->peer, engram_wire_status_name(st), why);
 		goto refuse;
 	}
-	st = engram_serve_admit(req, &t, &bad);
+	st = engram_serve_admit(req, &conn->neg, &t, &bad);
 	if (st)
 		goto refuse;
 	if (engram_fault_response(engram_serve_stopping)) {

@@ -36,6 +36,7 @@ const u8 engram_table_stat_ids[] = {
 	ENGRAM_STAT_REFUSED_BUSY,
 	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
 	ENGRAM_STAT_REFUSED_INTERNAL,
+	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
 };
 
 const unsigned int engram_table_stat_count = ARRAY_SIZE(engram_table_stat_ids);
@@ -111,6 +112,7 @@ const u8 engram_link_stat_ids[] = {
 	ENGRAM_STAT_REFUSED_BUSY,
 	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
 	ENGRAM_STAT_REFUSED_INTERNAL,
+	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
 	ENGRAM_STAT_FALLBACKS,		/* summed over its link tables */
 	ENGRAM_STAT_FALLBACK_ROWS,
 };
@@ -144,6 +146,7 @@ const u8 engram_link_table_stat_ids[] = {
 	ENGRAM_STAT_REFUSED_BUSY,
 	ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
 	ENGRAM_STAT_REFUSED_INTERNAL,
+	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
 };
 
 const unsigned int engram_link_table_stat_count = ARRAY_SIZE(engram_link_table_stat_ids);
@@ -180,7 +183,11 @@ void engram_stats_count_refusal(struct engram_counters *c, unsigned int wire_sta
 		return;
 	if (wire_status > ENGRAM_WIRE_STATUS_MAX)
 		wire_status = ENGRAM_WIRE_INTERNAL;
-	id = ENGRAM_STAT_REFUSED_BAD_VERSION + wire_status - ENGRAM_WIRE_BAD_VERSION;
+	/* Version 3's refusal came after the counters that follow INTERNAL. */
+	if (wire_status == ENGRAM_WIRE_ROW_NOT_HELD)
+		id = ENGRAM_STAT_REFUSED_ROW_NOT_HELD;
+	else
+		id = ENGRAM_STAT_REFUSED_BAD_VERSION + wire_status - ENGRAM_WIRE_BAD_VERSION;
 	engram_count(c, id);
 }
 
@@ -252,7 +259,7 @@ static u64 engram_stats_refused(const u64 *cur, const u64 *prev)
 
 	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
 		n += cur[id] - prev[id];
-	return n;
+	return n + cur[ENGRAM_STAT_REFUSED_ROW_NOT_HELD] - prev[ENGRAM_STAT_REFUSED_ROW_NOT_HELD];
 }
 
 /**

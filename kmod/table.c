@@ -89,14 +89,33 @@ static struct engram_table *engram_table_find(const char *name)
 	return NULL;
 }
 
-static u64 engram_table_file_bytes(const struct engram_table *t)
-{
-	return t->file ? t->file_bytes : 0;
-}
-
 static u64 engram_table_pinned_bytes(const struct engram_table *t)
 {
-	return (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+	return (u64)READ_ONCE(t->nr_kept) << PAGE_SHIFT;
+}
+
+static u64 engram_table_span_pages(u64 start, u64 len)
+{
+	return ((start + len - 1) >> PAGE_SHIFT) - (start >> PAGE_SHIFT) + 1;
+}
+
+/*
+ * What a table will pin: the whole file, or the pages of a shard's weights
+ * and scales (a page both share counted twice: a bound, not a count).
+ */
+static u64 engram_table_held_bytes(const struct engram_table *t)
+{
+	u64 n;
+
+	if (!t->file)
+		return 0;
+	if (t->held_rows == t->rows)
+		return t->file_bytes;
+	n = engram_table_span_pages(t->weight_offset + t->held_first * ENGRAM_WEIGHT_BYTES,
+				    t->held_rows * ENGRAM_WEIGHT_BYTES) +
+	    engram_table_span_pages(t->scale_offset + t->held_first * ENGRAM_SCALE_BYTES,
+				    t->held_rows * ENGRAM_SCALE_BYTES);
+	return n << PAGE_SHIFT;
 }
 
 /*
@@ -154,7 +173,12 @@ static bool engram_table_fits(struct engram_table *t)
 
 	if (engram_table_mapping_pinned(t->mapping))
 		return true;	/* its pages are pinned already */
-	return engram_table_sum_per_file(engram_table_file_bytes) + t->file_bytes <= ram - ram / 8;
+	/*
+	 * Two shards of one file are counted as the larger: a host holds
+	 * one shard of a table, not several.
+	 */
+	return engram_table_sum_per_file(engram_table_held_bytes) + engram_table_held_bytes(t) <=
+	       ram - ram / 8;
 }
 
 /* Publish the end of a job; returns how long it took. */
@@ -217,11 +241,13 @@ static void engram_table_release(struct engram_table *t)
 
 	n = t->nr_pinned;
 	for (i = 0; i < n; i++) {
-		put_page(t->pages[i]);
+		if (t->pages[i])
+			put_page(t->pages[i]);
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
 	WRITE_ONCE(t->nr_pinned, 0);
+	WRITE_ONCE(t->nr_kept, 0);
 	/* A failed table may stay listed for long: keep nothing but its reason. */
 	pages = t->pages;
 	WRITE_ONCE(t->pages, NULL);
@@ -430,6 +456,10 @@ static int engram_table_check_geometry(const struct engram_load_args *a, u64 siz
 		NL_SET_ERR_MSG_MOD(extack, "weight and scale tensors overlap");
 		return -EINVAL;
 	}
+	if (a->held_rows && (a->held_first >= a->rows || a->held_rows > a->rows - a->held_first)) {
+		NL_SET_ERR_MSG_MOD(extack, "the shard's rows are not all in the table");
+		return -ERANGE;
+	}
 	return 0;
 }
 
@@ -601,6 +631,8 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	atomic_set(&t->holds, 0);
 	atomic64_set(&t->done_bytes, 0);
 	t->rows = a->rows;
+	t->held_first = a->held_rows ? a->held_first : 0;
+	t->held_rows = a->held_rows ?: a->rows;
 	t->weight_offset = a->weight_offset;
 	t->scale_offset = a->scale_offset;
 	if (a->sha256) {
@@ -732,11 +764,13 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	strscpy(info->path, t->path, sizeof(info->path));
 	info->generation = t->generation;
 	info->rows = t->rows;
+	info->held_first = t->held_first;
+	info->held_rows = t->held_rows;
 	info->weight_offset = t->weight_offset;
 	info->scale_offset = t->scale_offset;
 	info->file_bytes = t->file_bytes;
 	info->done_bytes = atomic64_read(&t->done_bytes);
-	info->pinned_bytes = (u64)READ_ONCE(t->nr_pinned) << PAGE_SHIFT;
+	info->pinned_bytes = engram_table_pinned_bytes(t);
 	info->meta_bytes = sizeof(*t);
 	if (READ_ONCE(t->pages))
 		info->meta_bytes += (u64)t->nr_pages * sizeof(*t->pages);
@@ -882,6 +916,18 @@ u64 engram_table_rows(const struct engram_table *t)
 }
 
 /**
+ * engram_table_held() - the rows a table's host holds
+ * @t: a held table
+ * @first: set to the first
+ * @rows: set to how many (engram_table_rows() for a whole table)
+ */
+void engram_table_held(const struct engram_table *t, u64 *first, u64 *rows)
+{
+	*first = t->held_first;
+	*rows = t->held_rows;
+}
+
+/**
  * engram_table_name() - name of a table
  * @t: a held table
  *
@@ -1000,12 +1046,15 @@ void engram_table_latency(struct engram_table *t, u64 ns)
  * @out: array of @max entries
  * @max: its size
  *
- * Tables of 2^32 rows or more cannot be named by a version 1 request and are
- * left out.
+ * @shards: list shards too (a version 3 connection); else whole tables only
+ *
+ * Tables of 2^32 rows or more cannot be named by a request and are left
+ * out; so are shards on a connection whose catalog cannot say which rows
+ * they hold, where a peer would take them for whole tables.
  *
  * Return: entries filled.
  */
-u32 engram_table_catalog(struct engram_wire_table *out, u32 max)
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
 {
 	struct engram_table *t;
 	u32 n = 0;
@@ -1016,10 +1065,14 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max)
 			break;
 		if (!t->rows || t->rows > U32_MAX)
 			continue;
+		if (t->held_rows != t->rows && !shards)
+			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		strscpy(out[n].name, t->name, sizeof(out[n].name));
 		out[n].generation = t->generation;
 		out[n].rows = t->rows;
+		out[n].held_first = t->held_first;
+		out[n].held_rows = t->held_rows;
 		out[n].row_bytes = ENGRAM_ROW_BYTES;
 		spin_lock(&t->lock);
 		if (t->have_sha)

@@ -23,6 +23,9 @@ struct engram_table {
 	struct address_space *mapping;
 	u64 file_bytes;
 	u64 rows;
+	/* The rows this host holds: [held_first, held_first + held_rows). */
+	u64 held_first;
+	u64 held_rows;
 	u64 weight_offset;
 	u64 scale_offset;
 	u64 generation;
@@ -35,7 +38,8 @@ struct engram_table {
 	bool gfp_was_movable;
 	bool drop_cached;		/* the load drops the file's cached pages first */
 	pgoff_t nr_moved;		/* pages read again out of ZONE_MOVABLE */
-	pgoff_t nr_pinned;		/* written by the worker, read racily */
+	pgoff_t nr_pinned;		/* pages read so far: written by the worker, read racily */
+	pgoff_t nr_kept;		/* of them, pinned (a shard drops the others) */
 	atomic64_t done_bytes;		/* progress of the running job */
 	bool cancel;
 

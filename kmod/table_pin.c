@@ -24,6 +24,19 @@
 /* Readahead window for loads: the whole file is wanted, so read big. */
 #define ENGRAM_RA_PAGES		((8U << 20) >> PAGE_SHIFT)
 
+static int engram_table_pin_hash_page(struct engram_table *t, struct shash_desc *desc,
+				      struct page *page, pgoff_t i)
+{
+	u64 pos = (u64)i << PAGE_SHIFT;
+	size_t len = min_t(u64, PAGE_SIZE, t->file_bytes - pos);
+	void *p = kmap_local_page(page);
+	int ret;
+
+	ret = crypto_shash_update(desc, p, len);
+	kunmap_local(p);
+	return ret;
+}
+
 static int engram_table_pin_hash(struct engram_table *t, struct shash_desc *desc,
 				 pgoff_t first, pgoff_t count)
 {
@@ -31,16 +44,55 @@ static int engram_table_pin_hash(struct engram_table *t, struct shash_desc *desc
 	int ret;
 
 	for (i = first; i < first + count; i++) {
-		u64 pos = (u64)i << PAGE_SHIFT;
-		size_t len = min_t(u64, PAGE_SIZE, t->file_bytes - pos);
-		void *p = kmap_local_page(t->pages[i]);
-
-		ret = crypto_shash_update(desc, p, len);
-		kunmap_local(p);
+		ret = engram_table_pin_hash_page(t, desc, t->pages[i], i);
 		if (ret)
 			return ret;
 	}
 	return 0;
+}
+
+/*
+ * Does the table pin page @idx of its file?  A whole table pins every page;
+ * a shard only those that hold bytes of its rows' weights or scales, so
+ * that a table larger than one host's RAM can be served by several.
+ */
+static bool engram_table_pin_keeps_page(const struct engram_table *t, pgoff_t idx)
+{
+	u64 lo = (u64)idx << PAGE_SHIFT, hi = lo + PAGE_SIZE;
+	u64 w0 = t->weight_offset + t->held_first * ENGRAM_WEIGHT_BYTES;
+	u64 w1 = w0 + t->held_rows * ENGRAM_WEIGHT_BYTES;
+	u64 s0 = t->scale_offset + t->held_first * ENGRAM_SCALE_BYTES;
+	u64 s1 = s0 + t->held_rows * ENGRAM_SCALE_BYTES;
+
+	if (t->held_rows == t->rows)
+		return true;
+	return (lo < w1 && w0 < hi) || (lo < s1 && s0 < hi);
+}
+
+/*
+ * A shard keeps only the pages of its rows: let go of the others in
+ * [@idx, @idx + @cnt) once hashed, and drop them from the page cache, so
+ * that a file larger than RAM streams through.  Pages we keep, or another
+ * table of the file pins, are not dropped (they are referenced).
+ */
+static void engram_table_pin_trim(struct engram_table *t, pgoff_t idx, long cnt)
+{
+	pgoff_t i, kept = 0;
+	bool dropped = false;
+
+	for (i = idx; i < idx + cnt; i++) {
+		if (engram_table_pin_keeps_page(t, i)) {
+			kept++;
+			continue;
+		}
+		put_page(t->pages[i]);
+		t->pages[i] = NULL;
+		dropped = true;
+	}
+	WRITE_ONCE(t->nr_kept, t->nr_kept + kept);
+	if (dropped)
+		vfs_fadvise(t->file, (loff_t)idx << PAGE_SHIFT, (loff_t)cnt << PAGE_SHIFT,
+			    POSIX_FADV_DONTNEED);
 }
 
 /*
@@ -133,6 +185,7 @@ static int engram_table_pin_file(struct engram_table *t, struct shash_desc *desc
 		WRITE_ONCE(t->nr_pinned, idx + cnt);
 
 		ret = engram_table_pin_hash(t, desc, idx, cnt);
+		engram_table_pin_trim(t, idx, cnt);
 		if (ret) {
 			snprintf(msg, msglen, "SHA-256 update failed");
 			return ret;
@@ -211,15 +264,56 @@ int engram_table_pin_load(struct engram_table *t, u8 *sha, char *msg, size_t msg
 	return ret;
 }
 
+/* Pages a shard's verify reads at a time, of those it does not keep. */
+#define ENGRAM_REHASH_BATCH	64
+
+/*
+ * Hash [@i, @i + @cnt) of a shard's file: its own pages as they are, the
+ * others read again through the page cache and dropped after.
+ */
+static int engram_table_pin_rehash_shard(struct engram_table *t, struct shash_desc *desc,
+					 struct file_ra_state *ra, pgoff_t i, pgoff_t cnt)
+{
+	struct page *tmp[ENGRAM_REHASH_BATCH];
+	pgoff_t end = i + cnt, k;
+	long got;
+	int ret = 0;
+
+	while (!ret && i < end) {
+		if (t->pages[i]) {
+			ret = engram_table_pin_hash_page(t, desc, t->pages[i], i);
+			i++;
+			continue;
+		}
+		got = engram_compat_read_pages(t->file, ra, i,
+					       min_t(pgoff_t, end, i + ENGRAM_REHASH_BATCH), tmp);
+		if (got < 0)
+			return got;
+		for (k = 0; k < got; k++) {
+			if (!ret)
+				ret = engram_table_pin_hash_page(t, desc, tmp[k], i + k);
+			put_page(tmp[k]);
+		}
+		vfs_fadvise(t->file, (loff_t)i << PAGE_SHIFT, (loff_t)got << PAGE_SHIFT,
+			    POSIX_FADV_DONTNEED);
+		i += got;
+	}
+	return ret;
+}
+
 /**
- * engram_table_pin_rehash() - hash a loaded table's pinned pages again
+ * engram_table_pin_rehash() - hash a loaded table's file again
  * @t: the table, verifying (its worker)
  * @sha: the SHA-256 of the pages as they are now
+ *
+ * A whole table's pinned pages; a shard's own pages and the rest of the
+ * file read again, since the SHA-256 is the whole file's.
  *
  * Return: 0, -ECANCELED when @t->cancel was set, or another errno.
  */
 int engram_table_pin_rehash(struct engram_table *t, u8 *sha)
 {
+	struct file_ra_state ra = {};
 	struct shash_desc *desc;
 	pgoff_t i;
 	int ret;
@@ -227,6 +321,8 @@ int engram_table_pin_rehash(struct engram_table *t, u8 *sha)
 	desc = engram_table_pin_sha256_alloc();
 	if (IS_ERR(desc))
 		return PTR_ERR(desc);
+	file_ra_state_init(&ra, t->mapping);
+	ra.ra_pages = max_t(unsigned int, ra.ra_pages, ENGRAM_RA_PAGES);
 	ret = crypto_shash_init(desc);
 	for (i = 0; !ret && i < t->nr_pages; i += 256) {
 		pgoff_t cnt = min_t(pgoff_t, 256, t->nr_pages - i);
@@ -235,7 +331,10 @@ int engram_table_pin_rehash(struct engram_table *t, u8 *sha)
 			ret = -ECANCELED;
 			break;
 		}
-		ret = engram_table_pin_hash(t, desc, i, cnt);
+		if (t->held_rows == t->rows)
+			ret = engram_table_pin_hash(t, desc, i, cnt);
+		else
+			ret = engram_table_pin_rehash_shard(t, desc, &ra, i, cnt);
 		atomic64_set(&t->done_bytes,
 			     min_t(u64, (u64)(i + cnt) << PAGE_SHIFT, t->file_bytes));
 		cond_resched();

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Wire protocol v1 codec.
+ * Wire protocol codec, versions 1 to 3.
  *
  * Every message is read and written byte by byte at the offsets of the
  * uapi structs, so neither the host's byte order nor its alignment rules
@@ -48,8 +48,10 @@ ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_range) == ENGRAM_WIRE_RANGE_BYTES
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_response) == ENGRAM_WIRE_RESPONSE_BYTES);
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_catalog) == ENGRAM_WIRE_CATALOG_BYTES);
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_catalog_entry) == ENGRAM_WIRE_ENTRY_BYTES);
+ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_held) == ENGRAM_WIRE_HELD_BYTES);
 ENGRAM_STATIC_ASSERT(ENGRAM_WIRE_MAX_CATALOG_BYTES ==
-		     ENGRAM_WIRE_CATALOG_BYTES + ENGRAM_MAX_TABLES * ENGRAM_WIRE_ENTRY_BYTES);
+		     ENGRAM_WIRE_CATALOG_BYTES + ENGRAM_MAX_TABLES *
+		     (ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES));
 /* A TCP RESPONSE of ENGRAM_WIRE_MAX_ROWS rows still fits the u32 length. */
 ENGRAM_STATIC_ASSERT((u64)ENGRAM_WIRE_MAX_ROWS * ENGRAM_ROW_BYTES +
 		     ENGRAM_WIRE_RESPONSE_BYTES < (1ULL << 32));
@@ -68,6 +70,7 @@ ENGRAM_STATIC_ASSERT((u64)ENGRAM_WIRE_REQUEST_BYTES +
 #define RESP(f)		offsetof(struct engram_wire_response, f)
 #define CAT(f)		offsetof(struct engram_wire_catalog, f)
 #define ENTRY(f)	offsetof(struct engram_wire_catalog_entry, f)
+#define HELD(f)		(ENGRAM_WIRE_ENTRY_BYTES + offsetof(struct engram_wire_held, f))
 
 static u16 get16(const u8 *p)
 {
@@ -131,6 +134,7 @@ static const char * const engram_wire_status_names[] = {
 	[ENGRAM_WIRE_BUSY] = "busy",
 	[ENGRAM_WIRE_SHUTTING_DOWN] = "shutting_down",
 	[ENGRAM_WIRE_INTERNAL] = "internal",
+	[ENGRAM_WIRE_ROW_NOT_HELD] = "row_not_held",
 };
 
 ENGRAM_STATIC_ASSERT(sizeof(engram_wire_status_names) /
@@ -185,6 +189,18 @@ u64 engram_wire_request_size(u32 nr_rows, u16 nr_ranges)
 {
 	return ENGRAM_WIRE_REQUEST_BYTES + (u64)nr_ranges * ENGRAM_WIRE_RANGE_BYTES +
 	       (u64)nr_rows * 4;
+}
+
+/**
+ * engram_wire_request_size_slots() - bytes of a REQUEST with ENGRAM_WIRE_REQ_SLOTS
+ * @nr_rows: row indices, and as many slots
+ * @nr_ranges: destination ranges
+ *
+ * Return: 48 + 24 * @nr_ranges + 8 * @nr_rows, computed without overflow.
+ */
+u64 engram_wire_request_size_slots(u32 nr_rows, u16 nr_ranges)
+{
+	return engram_wire_request_size(nr_rows, nr_ranges) + (u64)nr_rows * 4;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -430,6 +446,11 @@ int engram_wire_hello_frame_decode(const void *buf, size_t len,
 static u32 wire_min(u32 a, u32 b)
 {
 	return a < b ? a : b;
+}
+
+static u32 wire_max(u32 a, u32 b)
+{
+	return a > b ? a : b;
 }
 
 /**
@@ -688,7 +709,7 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
 			u32 into;
 			u64 k = div_u64_rem(sum, r->stride, &into);
 
-			if (k < r->nr_rows && into && into < ENGRAM_ROW_BYTES) {
+			if (k < r->nr_slots && into && into < ENGRAM_ROW_BYTES) {
 				wire_err(err, errlen,
 					 "row %llu would straddle ranges %u and %u",
 					 (unsigned long long)k, i, i + 1);
@@ -696,13 +717,13 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
 			}
 		}
 	}
-	/* u32 * u32 + 264 < 2^64: no overflow. */
-	need = (u64)(r->nr_rows - 1) * r->stride + ENGRAM_ROW_BYTES;
+	/* nr_slots <= 2^32, so (2^32 - 1) * u32 + 264 < 2^64: no overflow. */
+	need = (r->nr_slots - 1) * r->stride + ENGRAM_ROW_BYTES;
 	if (sum < need) {
-		wire_err(err, errlen,
-			 "%u rows at stride %u need %llu bytes, ranges hold %llu",
-			 r->nr_rows, r->stride, (unsigned long long)need,
-			 (unsigned long long)sum);
+		wire_err(err, errlen, "%llu %s at stride %u need %llu bytes, ranges hold %llu",
+			 (unsigned long long)r->nr_slots,
+			 (r->flags & ENGRAM_WIRE_REQ_SLOTS) ? "row places" : "rows",
+			 r->stride, (unsigned long long)need, (unsigned long long)sum);
 		return ENGRAM_WIRE_DEST_TOO_SMALL;
 	}
 	return ENGRAM_WIRE_OK;
@@ -719,12 +740,14 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
  * @errlen: size of @err
  *
  * Checks, in this order: the header (engram_wire_hdr_check() rules, exact
- * length); type REQUEST; reserved fields zero; nr_rows and nr_ranges
+ * length); type REQUEST; reserved field zero; no flag the version does not
+ * know (ENGRAM_WIRE_REQ_SLOTS from version 3); nr_rows and nr_ranges
  * nonzero; nr_ranges and nr_rows within the negotiated limits; the length
- * exactly 48 + 24 * nr_ranges + 4 * nr_rows; dest_stride at least
- * ENGRAM_ROW_BYTES; each range's reserved field zero, length nonzero, no
- * wrap; no row straddling two ranges; the ranges' total at least
- * (nr_rows - 1) * dest_stride + ENGRAM_ROW_BYTES.  The table identity and
+ * exactly 48 + 24 * nr_ranges + 4 * nr_rows (8 * nr_rows with slots);
+ * dest_stride at least ENGRAM_ROW_BYTES; each range's reserved field zero,
+ * length nonzero, no wrap; no row place straddling two ranges; the ranges'
+ * total at least (nr_slots - 1) * dest_stride + ENGRAM_ROW_BYTES, where
+ * nr_slots is nr_rows, or the highest slot + 1.  The table identity and
  * the row indices are left to the caller (engram_table_serve_get(),
  * engram_wire_req_check_rows()).
  *
@@ -736,8 +759,10 @@ int engram_wire_req_parse(const void *buf, size_t len,
 			  struct engram_wire_req *req, char *err, size_t errlen)
 {
 	struct engram_wire_hdr_info h;
-	const u8 *b = buf, *rb;
+	const u8 *b = buf, *rb, *sb = NULL;
+	u16 known = 0;
 	u64 size;
+	u32 k;
 	int st;
 	u16 i;
 
@@ -751,8 +776,16 @@ int engram_wire_req_parse(const void *buf, size_t len,
 			 engram_wire_type_name(h.type));
 		return ENGRAM_WIRE_MALFORMED;
 	}
-	if (get16(b + REQ(reserved0)) || get32(b + REQ(reserved1))) {
-		wire_err(err, errlen, "request reserved fields not zero");
+	if (get32(b + REQ(reserved1))) {
+		wire_err(err, errlen, "request reserved field not zero");
+		return ENGRAM_WIRE_MALFORMED;
+	}
+	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_SHARDS)
+		known = ENGRAM_WIRE_REQ_SLOTS;
+	req->flags = get16(b + REQ(flags));
+	if (req->flags & ~known) {
+		wire_err(err, errlen, "request flags %#x unknown in version %u",
+			 req->flags & ~known, wire_version(neg));
 		return ENGRAM_WIRE_MALFORMED;
 	}
 	memcpy(req->digest, b + REQ(digest), ENGRAM_WIRE_DIGEST_PREFIX);
@@ -775,7 +808,10 @@ int engram_wire_req_parse(const void *buf, size_t len,
 		wire_err(err, errlen, "%u rows, limit %u", req->nr_rows, neg->max_rows);
 		return ENGRAM_WIRE_TOO_MANY_ROWS;
 	}
-	size = engram_wire_request_size(req->nr_rows, req->nr_ranges);
+	if (req->flags & ENGRAM_WIRE_REQ_SLOTS)
+		size = engram_wire_request_size_slots(req->nr_rows, req->nr_ranges);
+	else
+		size = engram_wire_request_size(req->nr_rows, req->nr_ranges);
 	if (size != h.length) {
 		wire_err(err, errlen, "%u rows and %u ranges make %llu bytes, frame is %u",
 			 req->nr_rows, req->nr_ranges, (unsigned long long)size,
@@ -797,10 +833,20 @@ int engram_wire_req_parse(const void *buf, size_t len,
 		req->ranges[i].rkey = get32(rb + RANGE(rkey));
 		req->ranges[i].length = get64(rb + RANGE(length));
 	}
+	req->nr_slots = req->nr_rows;
+	if (req->flags & ENGRAM_WIRE_REQ_SLOTS) {
+		u32 top = 0;
+
+		sb = rb + (size_t)req->nr_rows * 4;
+		for (k = 0; k < req->nr_rows; k++)
+			top = wire_max(top, get32(sb + (size_t)k * 4));
+		req->nr_slots = (u64)top + 1;
+	}
 	st = dest_check(req, err, errlen);
 	if (st)
 		return st;
 	req->rows_le = rb;
+	req->slots_le = sb;
 	return ENGRAM_WIRE_OK;
 }
 
@@ -809,20 +855,25 @@ int engram_wire_req_parse(const void *buf, size_t len,
  * @buf: destination
  * @size: its size
  * @neg: negotiated parameters
- * @req: ticket, identity, stride, ranges and nr_rows (rows_le unused)
+ * @req: ticket, identity, stride, ranges, nr_rows and flags (rows_le,
+ *	slots_le and nr_slots unused)
  * @rows: nr_rows row indices, host byte order
+ * @slots: with ENGRAM_WIRE_REQ_SLOTS in flags, nr_rows places (row i lands
+ *	at slots[i] * stride); else NULL
  *
  * The frame is validated with the server's own rules before returning, so
  * a built request is never refused as malformed or too large.
  *
  * Return: the frame's length; -EMSGSIZE when @buf is too small; -E2BIG
- * when nr_rows or nr_ranges exceed the negotiated limits; -EINVAL for
- * anything else the server would refuse (zero counts or ticket, stride,
- * ranges).
+ * when nr_rows or nr_ranges exceed the negotiated limits, or the frame
+ * the negotiated bytes; -EINVAL for anything else the server would refuse
+ * (zero counts or ticket, stride, ranges, slots without a version 3
+ * connection or beyond the ranges).
  */
 int engram_wire_req_build(void *buf, size_t size,
 			  const struct engram_wire_params *neg,
-			  const struct engram_wire_req *req, const u32 *rows)
+			  const struct engram_wire_req *req, const u32 *rows,
+			  const u32 *slots)
 {
 	struct engram_wire_req check;
 	u8 *b = buf, *rb;
@@ -835,7 +886,12 @@ int engram_wire_req_build(void *buf, size_t size,
 		return -E2BIG;
 	if (!req->nr_rows || !req->nr_ranges || !req->ticket)
 		return -EINVAL;
-	len = engram_wire_request_size(req->nr_rows, req->nr_ranges);
+	if (!(req->flags & ENGRAM_WIRE_REQ_SLOTS) != !slots)
+		return -EINVAL;
+	if (slots)
+		len = engram_wire_request_size_slots(req->nr_rows, req->nr_ranges);
+	else
+		len = engram_wire_request_size(req->nr_rows, req->nr_ranges);
 	if (len > neg->max_request_bytes)
 		return -E2BIG;
 	if (len > size)
@@ -846,7 +902,7 @@ int engram_wire_req_build(void *buf, size_t size,
 	put32(b + REQ(nr_rows), req->nr_rows);
 	put32(b + REQ(dest_stride), req->stride);
 	put16(b + REQ(nr_ranges), req->nr_ranges);
-	put16(b + REQ(reserved0), 0);
+	put16(b + REQ(flags), req->flags);
 	put32(b + REQ(reserved1), 0);
 	rb = b + ENGRAM_WIRE_REQUEST_BYTES;
 	for (i = 0; i < req->nr_ranges; i++, rb += ENGRAM_WIRE_RANGE_BYTES) {
@@ -857,6 +913,8 @@ int engram_wire_req_build(void *buf, size_t size,
 	}
 	for (i = 0; i < req->nr_rows; i++, rb += 4)
 		put32(rb, rows[i]);
+	for (i = 0; slots && i < req->nr_rows; i++, rb += 4)
+		put32(rb, slots[i]);
 	st = engram_wire_req_parse(b, len, neg, &check, why, sizeof(why));
 	if (st == ENGRAM_WIRE_TOO_MANY_ROWS || st == ENGRAM_WIRE_TOO_MANY_RANGES)
 		return -E2BIG;
@@ -878,26 +936,49 @@ u32 engram_wire_req_row(const struct engram_wire_req *req, u32 i)
 }
 
 /**
+ * engram_wire_req_slot() - where in the destination a position's row lands
+ * @req: a request accepted by engram_wire_req_parse()
+ * @i: position, below nr_rows
+ *
+ * Return: the slot: its row starts at slot * stride of the ranges' concatenation.
+ */
+u32 engram_wire_req_slot(const struct engram_wire_req *req, u32 i)
+{
+	return req->slots_le ? get32(req->slots_le + (size_t)i * 4) : i;
+}
+
+/**
  * engram_wire_req_check_rows() - check every row index against a table
  * @req: a request accepted by engram_wire_req_parse()
  * @table_rows: rows in the table
+ * @held_first: the first row this host holds (0 for the whole table)
+ * @held_rows: how many it holds from there (@table_rows for all)
  * @bad_index: on refusal, the position in the request of the first row
- *	index >= @table_rows; 0 on success
+ *	that is refused; 0 on success
  *
- * Duplicate indices are allowed.
+ * Duplicate indices are allowed.  The first bad row decides: beyond the
+ * table, or inside it but outside the rows held.
  *
- * Return: ENGRAM_WIRE_OK or ENGRAM_WIRE_ROW_OUT_OF_RANGE.
+ * Return: ENGRAM_WIRE_OK, ENGRAM_WIRE_ROW_OUT_OF_RANGE or
+ * ENGRAM_WIRE_ROW_NOT_HELD.
  */
 int engram_wire_req_check_rows(const struct engram_wire_req *req, u64 table_rows,
-			       u32 *bad_index)
+			       u64 held_first, u64 held_rows, u32 *bad_index)
 {
 	u32 i;
+	u64 r;
 
 	*bad_index = 0;
 	for (i = 0; i < req->nr_rows; i++) {
-		if (engram_wire_req_row(req, i) >= table_rows) {
+		r = engram_wire_req_row(req, i);
+		if (r >= table_rows) {
 			*bad_index = i;
 			return ENGRAM_WIRE_ROW_OUT_OF_RANGE;
+		}
+		/* Unsigned: a row below held_first wraps above held_rows. */
+		if (r - held_first >= held_rows) {
+			*bad_index = i;
+			return ENGRAM_WIRE_ROW_NOT_HELD;
 		}
 	}
 	return ENGRAM_WIRE_OK;
@@ -915,7 +996,7 @@ int engram_wire_req_check_rows(const struct engram_wire_req *req, u64 table_rows
 void engram_wire_req_place(const struct engram_wire_req *req, u32 i,
 			   struct engram_wire_place *place)
 {
-	u64 off = (u64)i * req->stride;
+	u64 off = (u64)engram_wire_req_slot(req, i) * req->stride;
 	u16 r = 0;
 
 	while (r + 1 < req->nr_ranges && off >= req->ranges[r].length) {
@@ -931,13 +1012,18 @@ void engram_wire_req_place(const struct engram_wire_req *req, u32 i,
 /* ------------------------------------------------------------------------ */
 /* Responses                                                                */
 
-static bool resp_fields_valid(u64 ticket, u16 status, u32 bad_index, u64 bytes,
-			      u32 max_rows, char *err, size_t errlen)
+static bool resp_fields_valid(const struct engram_wire_params *neg, u64 ticket,
+			      u16 status, u32 bad_index, u64 bytes,
+			      char *err, size_t errlen)
 {
+	u16 top = ENGRAM_WIRE_INTERNAL;
 	u32 rem;
 
-	if (status > ENGRAM_WIRE_STATUS_MAX) {
-		wire_err(err, errlen, "unknown status %u", status);
+	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_SHARDS)
+		top = ENGRAM_WIRE_ROW_NOT_HELD;
+	if (status > top) {
+		wire_err(err, errlen, "unknown status %u in version %u", status,
+			 wire_version(neg));
 		return false;
 	}
 	/* Ticket 0 answers a frame whose header could not be trusted. */
@@ -947,7 +1033,8 @@ static bool resp_fields_valid(u64 ticket, u16 status, u32 bad_index, u64 bytes,
 			 engram_wire_status_name(status));
 		return false;
 	}
-	if (status != ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad_index) {
+	if (status != ENGRAM_WIRE_ROW_OUT_OF_RANGE &&
+	    status != ENGRAM_WIRE_ROW_NOT_HELD && bad_index) {
 		wire_err(err, errlen, "bad_index %u with status %s", bad_index,
 			 engram_wire_status_name(status));
 		return false;
@@ -959,9 +1046,9 @@ static bool resp_fields_valid(u64 ticket, u16 status, u32 bad_index, u64 bytes,
 	}
 	if (status == ENGRAM_WIRE_OK) {
 		div_u64_rem(bytes, ENGRAM_ROW_BYTES, &rem);
-		if (!bytes || rem || bytes > (u64)max_rows * ENGRAM_ROW_BYTES) {
+		if (!bytes || rem || bytes > (u64)neg->max_rows * ENGRAM_ROW_BYTES) {
 			wire_err(err, errlen, "%llu bytes is not 1-%u whole rows",
-				 (unsigned long long)bytes, max_rows);
+				 (unsigned long long)bytes, neg->max_rows);
 			return false;
 		}
 	}
@@ -980,8 +1067,9 @@ static bool resp_fields_valid(u64 ticket, u16 status, u32 bad_index, u64 bytes,
  * Return: ENGRAM_WIRE_RESPONSE_BYTES, -EMSGSIZE, or -EINVAL when the fields
  * are inconsistent (bytes must be a nonzero multiple of the row size, at
  * most max_rows rows, for OK and 0 otherwise; bad_index nonzero only with
- * ROW_OUT_OF_RANGE; ticket nonzero except for MALFORMED and BAD_VERSION,
- * which answer frames whose ticket could not be read).
+ * ROW_OUT_OF_RANGE and ROW_NOT_HELD; ROW_NOT_HELD only in version 3;
+ * ticket nonzero except for MALFORMED and BAD_VERSION, which answer frames
+ * whose ticket could not be read).
  */
 int engram_wire_resp_encode(void *buf, size_t size,
 			    const struct engram_wire_params *neg, bool tcp,
@@ -992,8 +1080,8 @@ int engram_wire_resp_encode(void *buf, size_t size,
 
 	if (size < ENGRAM_WIRE_RESPONSE_BYTES)
 		return -EMSGSIZE;
-	if (!resp_fields_valid(resp->ticket, resp->status, resp->bad_index,
-			       resp->bytes, neg->max_rows, why, sizeof(why)))
+	if (!resp_fields_valid(neg, resp->ticket, resp->status, resp->bad_index,
+			       resp->bytes, why, sizeof(why)))
 		return -EINVAL;
 	hdr_put(b, wire_version(neg), ENGRAM_WIRE_RESPONSE,
 		ENGRAM_WIRE_RESPONSE_BYTES + (tcp ? (u32)resp->bytes : 0),
@@ -1051,8 +1139,8 @@ int engram_wire_resp_decode(const void *buf, size_t len,
 	resp->status = get16(b + RESP(status));
 	resp->bad_index = get32(b + RESP(bad_index));
 	resp->bytes = get64(b + RESP(bytes));
-	if (!resp_fields_valid(resp->ticket, resp->status, resp->bad_index,
-			       resp->bytes, neg->max_rows, err, errlen))
+	if (!resp_fields_valid(neg, resp->ticket, resp->status, resp->bad_index,
+			       resp->bytes, err, errlen))
 		return -EPROTO;
 	if (tcp && h.length != ENGRAM_WIRE_RESPONSE_BYTES + resp->bytes) {
 		wire_err(err, errlen, "response length %u, 32 + %llu row bytes expected",
@@ -1153,8 +1241,21 @@ static bool state_valid(u32 state)
 	return state >= ENGRAM_TABLE_LOADING && state <= ENGRAM_TABLE_FAILED;
 }
 
-/* One entry's own rules; @e is the wire entry. */
-static int entry_check(const u8 *e, u32 i, char *err, size_t errlen)
+/**
+ * engram_wire_entry_bytes() - bytes of one catalog entry on a connection
+ * @neg: negotiated parameters
+ *
+ * Return: 120, and 136 from version 3 (the rows held follow the entry).
+ */
+u32 engram_wire_entry_bytes(const struct engram_wire_params *neg)
+{
+	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_SHARDS)
+		return ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES;
+	return ENGRAM_WIRE_ENTRY_BYTES;
+}
+
+/* One entry's own rules; @e is the wire entry, with rows held if @held. */
+static int entry_check(const u8 *e, bool held, u32 i, char *err, size_t errlen)
 {
 	const char *name = (const char *)e + ENTRY(name);
 	size_t n;
@@ -1190,6 +1291,16 @@ static int entry_check(const u8 *e, u32 i, char *err, size_t errlen)
 			 i, name);
 		return -EPROTO;
 	}
+	if (held) {
+		u64 first = get64(e + HELD(first_row)), n_held = get64(e + HELD(nr_rows));
+
+		if (!n_held || first >= rows || n_held > rows - first) {
+			wire_err(err, errlen, "entry %u '%s': rows held %llu+%llu not in its %llu",
+				 i, name, (unsigned long long)first,
+				 (unsigned long long)n_held, (unsigned long long)rows);
+			return -EPROTO;
+		}
+	}
 	return 0;
 }
 
@@ -1202,11 +1313,12 @@ static int entry_check(const u8 *e, u32 i, char *err, size_t errlen)
  * @err: reason on failure
  * @errlen: size of @err
  *
- * Checks the header, nr_entries against ENGRAM_MAX_TABLES and the length,
- * and every entry: name valid and NUL-padded, 1..2^32 - 1 rows, row_bytes
- * ENGRAM_ROW_BYTES, a known state, a digest for READY and VERIFYING
- * tables; and no two entries with the same name or the same identity
- * (digest prefix and generation).
+ * Checks the header, nr_entries against ENGRAM_MAX_TABLES and the length
+ * (entries of engram_wire_entry_bytes()), and every entry: name valid and
+ * NUL-padded, 1..2^32 - 1 rows, row_bytes ENGRAM_ROW_BYTES, a known state,
+ * a digest for READY and VERIFYING tables, in version 3 at least one row
+ * held and none beyond the table; and no two entries with the same name
+ * or the same identity (digest prefix and generation).
  *
  * Return: 0, or -EPROTO with @err set.
  */
@@ -1215,6 +1327,7 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 			      struct engram_wire_catalog_view *cat,
 			      char *err, size_t errlen)
 {
+	u32 eb = engram_wire_entry_bytes(neg);
 	struct engram_wire_hdr_info h;
 	const u8 *b = buf, *e, *o;
 	u32 n, i, j;
@@ -1233,16 +1346,15 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 	}
 	n = get32(b + CAT(nr_entries));
 	if (n > ENGRAM_MAX_TABLES ||
-	    h.length != ENGRAM_WIRE_CATALOG_BYTES + (u64)n * ENGRAM_WIRE_ENTRY_BYTES) {
+	    h.length != ENGRAM_WIRE_CATALOG_BYTES + (u64)n * eb) {
 		wire_err(err, errlen, "catalog of %u entries in %u bytes", n, h.length);
 		return -EPROTO;
 	}
 	e = b + ENGRAM_WIRE_CATALOG_BYTES;
-	for (i = 0; i < n; i++, e += ENGRAM_WIRE_ENTRY_BYTES) {
-		if (entry_check(e, i, err, errlen))
+	for (i = 0; i < n; i++, e += eb) {
+		if (entry_check(e, eb > ENGRAM_WIRE_ENTRY_BYTES, i, err, errlen))
 			return -EPROTO;
-		for (j = 0, o = b + ENGRAM_WIRE_CATALOG_BYTES; j < i;
-		     j++, o += ENGRAM_WIRE_ENTRY_BYTES) {
+		for (j = 0, o = b + ENGRAM_WIRE_CATALOG_BYTES; j < i; j++, o += eb) {
 			if (!memcmp(e + ENTRY(name), o + ENTRY(name), ENGRAM_NAME_MAX)) {
 				wire_err(err, errlen, "entries %u and %u are both '%s'",
 					 j, i, (const char *)e + ENTRY(name));
@@ -1259,6 +1371,7 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 	}
 	cat->ticket = h.ticket;
 	cat->nr_entries = n;
+	cat->entry_bytes = eb;
 	cat->entries = b + ENGRAM_WIRE_CATALOG_BYTES;
 	return 0;
 }
@@ -1272,7 +1385,7 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 void engram_wire_catalog_get(const struct engram_wire_catalog_view *cat, u32 i,
 			     struct engram_wire_table *table)
 {
-	const u8 *e = cat->entries + (size_t)i * ENGRAM_WIRE_ENTRY_BYTES;
+	const u8 *e = cat->entries + (size_t)i * cat->entry_bytes;
 
 	memcpy(table->name, e + ENTRY(name), ENGRAM_NAME_MAX);
 	memcpy(table->sha256, e + ENTRY(sha256), ENGRAM_SHA256_LEN);
@@ -1280,6 +1393,12 @@ void engram_wire_catalog_get(const struct engram_wire_catalog_view *cat, u32 i,
 	table->rows = get64(e + ENTRY(rows));
 	table->row_bytes = get32(e + ENTRY(row_bytes));
 	table->state = get32(e + ENTRY(state));
+	table->held_first = 0;
+	table->held_rows = table->rows;
+	if (cat->entry_bytes > ENGRAM_WIRE_ENTRY_BYTES) {
+		table->held_first = get64(e + HELD(first_row));
+		table->held_rows = get64(e + HELD(nr_rows));
+	}
 }
 
 /**
@@ -1293,10 +1412,12 @@ void engram_wire_catalog_get(const struct engram_wire_catalog_view *cat, u32 i,
  *
  * Names are copied up to their NUL and zero-padded.  The result is checked
  * with the client's rules before returning, so a catalog this accepts is
- * never refused by a peer.
+ * never refused by a peer.  Before version 3 a catalog cannot say which
+ * rows a host holds: the caller lists only whole tables there.
  *
  * Return: the frame's length, -EMSGSIZE, or -EINVAL for a table that
- * breaks the rules of engram_wire_catalog_parse().
+ * breaks the rules of engram_wire_catalog_parse(), or a shard before
+ * version 3.
  */
 int engram_wire_catalog_encode(void *buf, size_t size,
 			       const struct engram_wire_params *neg, u64 ticket,
@@ -1304,23 +1425,28 @@ int engram_wire_catalog_encode(void *buf, size_t size,
 {
 	struct engram_wire_catalog_view check;
 	u8 *b = buf, *e;
+	u32 eb = engram_wire_entry_bytes(neg);
 	char why[8];
 	size_t len;
 	u32 i;
 
 	if (n > ENGRAM_MAX_TABLES)
 		return -EINVAL;
-	len = ENGRAM_WIRE_CATALOG_BYTES + (size_t)n * ENGRAM_WIRE_ENTRY_BYTES;
+	len = ENGRAM_WIRE_CATALOG_BYTES + (size_t)n * eb;
 	if (len > size)
 		return -EMSGSIZE;
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
 		if (!engram_wire_name_valid(tables[i].name, ENGRAM_NAME_MAX))
 			return -EINVAL;
+		if (eb == ENGRAM_WIRE_ENTRY_BYTES &&
+		    (tables[i].held_first || tables[i].held_rows != tables[i].rows))
+			return -EINVAL;
+	}
 	hdr_put(b, wire_version(neg), ENGRAM_WIRE_CATALOG, len, ticket);
 	put32(b + CAT(nr_entries), n);
 	put32(b + CAT(reserved), 0);
 	e = b + ENGRAM_WIRE_CATALOG_BYTES;
-	for (i = 0; i < n; i++, e += ENGRAM_WIRE_ENTRY_BYTES) {
+	for (i = 0; i < n; i++, e += eb) {
 		const struct engram_wire_table *t = &tables[i];
 		size_t nl = strnlen(t->name, ENGRAM_NAME_MAX);
 
@@ -1331,6 +1457,10 @@ int engram_wire_catalog_encode(void *buf, size_t size,
 		put64(e + ENTRY(rows), t->rows);
 		put32(e + ENTRY(row_bytes), t->row_bytes);
 		put32(e + ENTRY(state), t->state);
+		if (eb > ENGRAM_WIRE_ENTRY_BYTES) {
+			put64(e + HELD(first_row), t->held_first);
+			put64(e + HELD(nr_rows), t->held_rows);
+		}
 	}
 	if (engram_wire_catalog_parse(b, len, neg, &check, why, sizeof(why)))
 		return -EINVAL;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Wire protocol v1 codec: encode, decode and validate every message of the
+ * Wire protocol codec (versions 1 to 3): encode, decode and validate every message of the
  * RDMA and TCP transports.  Pure logic with no kernel state and no
  * allocation, so the same file builds in userspace (ENGRAM_USERSPACE) where
  * it is unit-tested and fuzzed.  The layout is in uapi/linux/engram_rdma.h,
@@ -22,6 +22,7 @@
 #define ENGRAM_WIRE_RESPONSE_BYTES	32
 #define ENGRAM_WIRE_CATALOG_BYTES	24
 #define ENGRAM_WIRE_ENTRY_BYTES		120
+#define ENGRAM_WIRE_HELD_BYTES		16
 /* The smallest valid request: one range, one row. */
 #define ENGRAM_WIRE_MIN_REQUEST_BYTES	(ENGRAM_WIRE_REQUEST_BYTES + \
 					 ENGRAM_WIRE_RANGE_BYTES + 4)
@@ -83,10 +84,15 @@ struct engram_wire_dest {
  * @nr_rows: row indices
  * @stride: bytes between consecutive rows in the destination
  * @nr_ranges: entries used in @ranges
+ * @flags: ENGRAM_WIRE_REQ_* (version 3)
+ * @nr_slots: after a parse, the places the destination must hold: the
+ *	highest slot + 1 with ENGRAM_WIRE_REQ_SLOTS, else nr_rows
  * @ranges: destination ranges
  * @rows_le: after a parse, the nr_rows little-endian u32 indices inside the
  *	received buffer (read them with engram_wire_req_row()); unused by
  *	engram_wire_req_build(), which takes the indices separately
+ * @slots_le: after a parse with ENGRAM_WIRE_REQ_SLOTS, the nr_rows slots
+ *	(engram_wire_req_slot()); else NULL
  */
 struct engram_wire_req {
 	u64 ticket;
@@ -95,8 +101,11 @@ struct engram_wire_req {
 	u32 nr_rows;
 	u32 stride;
 	u16 nr_ranges;
+	u16 flags;
+	u64 nr_slots;
 	struct engram_wire_dest ranges[ENGRAM_WIRE_MAX_RANGES];
 	const u8 *rows_le;
+	const u8 *slots_le;
 };
 
 /**
@@ -117,7 +126,8 @@ struct engram_wire_place {
  * struct engram_wire_resp - a response in host byte order
  * @ticket: echoed from the request
  * @status: enum engram_wire_status
- * @bad_index: for ROW_OUT_OF_RANGE, position of the first bad row; else 0
+ * @bad_index: for ROW_OUT_OF_RANGE and ROW_NOT_HELD, position of the first
+ *	bad row; else 0
  * @bytes: row bytes written (OK), else 0
  */
 struct engram_wire_resp {
@@ -135,6 +145,9 @@ struct engram_wire_resp {
  * @rows: rows in the table, 1..2^32 - 1
  * @row_bytes: ENGRAM_ROW_BYTES
  * @state: enum engram_table_state
+ * @held_first: the first row the host holds (0 for a whole table)
+ * @held_rows: how many rows from @held_first it holds (@rows for a whole
+ *	table); a version 1 or 2 catalog only lists whole tables
  */
 struct engram_wire_table {
 	char name[ENGRAM_NAME_MAX];
@@ -143,17 +156,21 @@ struct engram_wire_table {
 	u64 rows;
 	u32 row_bytes;
 	u32 state;
+	u64 held_first;
+	u64 held_rows;
 };
 
 /**
  * struct engram_wire_catalog_view - a validated CATALOG frame
  * @ticket: 0 when unsolicited, else the CATALOG_REQUEST's
  * @nr_entries: entries
+ * @entry_bytes: bytes of each (engram_wire_entry_bytes())
  * @entries: the first entry inside the received buffer
  */
 struct engram_wire_catalog_view {
 	u64 ticket;
 	u32 nr_entries;
+	u32 entry_bytes;
 	const u8 *entries;
 };
 
@@ -169,6 +186,8 @@ const char *engram_wire_type_name(unsigned int type);
 #define ENGRAM_WIRE_OFFER_INFLIGHT	16
 /* The first version whose RDMA RESPONSE may invalidate the first range's key. */
 #define ENGRAM_WIRE_VERSION_REMOTE_INV	2
+/* The first with shards: held rows in the catalog, slots, ROW_NOT_HELD. */
+#define ENGRAM_WIRE_VERSION_SHARDS	3
 
 void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
 		       u16 version_max);
@@ -192,6 +211,7 @@ int engram_wire_check_answer(const struct engram_wire_params *local,
 
 /* Frames. */
 u64 engram_wire_request_size(u32 nr_rows, u16 nr_ranges);
+u64 engram_wire_request_size_slots(u32 nr_rows, u16 nr_ranges);
 int engram_wire_hdr_check(const void *buf, size_t len,
 			  const struct engram_wire_params *neg, bool to_server,
 			  bool tcp, struct engram_wire_hdr_info *hdr,
@@ -200,13 +220,15 @@ int engram_wire_hdr_check(const void *buf, size_t len,
 /* Requests. */
 int engram_wire_req_build(void *buf, size_t size,
 			  const struct engram_wire_params *neg,
-			  const struct engram_wire_req *req, const u32 *rows);
+			  const struct engram_wire_req *req, const u32 *rows,
+			  const u32 *slots);
 int engram_wire_req_parse(const void *buf, size_t len,
 			  const struct engram_wire_params *neg,
 			  struct engram_wire_req *req, char *err, size_t errlen);
 u32 engram_wire_req_row(const struct engram_wire_req *req, u32 i);
+u32 engram_wire_req_slot(const struct engram_wire_req *req, u32 i);
 int engram_wire_req_check_rows(const struct engram_wire_req *req, u64 table_rows,
-			       u32 *bad_index);
+			       u64 held_first, u64 held_rows, u32 *bad_index);
 void engram_wire_req_place(const struct engram_wire_req *req, u32 i,
 			   struct engram_wire_place *place);
 
@@ -228,6 +250,7 @@ int engram_wire_simple_parse(const void *buf, size_t len,
 
 /* Catalog. */
 bool engram_wire_name_valid(const char *name, size_t size);
+u32 engram_wire_entry_bytes(const struct engram_wire_params *neg);
 int engram_wire_catalog_encode(void *buf, size_t size,
 			       const struct engram_wire_params *neg, u64 ticket,
 			       const struct engram_wire_table *tables, u32 n);

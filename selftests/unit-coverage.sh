@@ -4,9 +4,9 @@
 # Line coverage of kmod/'s pure-logic files from their user-space unit
 # tests:  unit-coverage.sh OUT.info
 #
-# url.c, list.c, prefix.c, wire.c, wbuild.c and pieces.c compile in user space too
-# (ENGRAM_USERSPACE), where selftests/unit tests them far more densely than
-# any guest can (every refusal of every parser).  This builds those tests
+# url.c, list.c, prefix.c, wire.c, wbuild.c, pieces.c and rowmap.c compile
+# in user space too (ENGRAM_USERSPACE), where selftests/unit tests them far
+# more densely than any guest can (every refusal of every parser).  This builds those tests
 # again with --coverage in a scratch copy of the tree, runs them, and
 # writes their lines of kmod/*.c as an lcov tracefile, for
 # selftests/coverage.sh to add to the kernel's counters.  Prints a TAP
@@ -18,7 +18,7 @@ out=${1:?usage: unit-coverage.sh OUT.info}
 root=$(cd "$(dirname "$0")/.." && pwd)
 GCOV=${GCOV:-gcov-12}
 command -v "$GCOV" >/dev/null || GCOV=gcov
-TESTS=(test_url test_list test_prefix test_wire test_wbuild test_pieces)
+TESTS=(test_url test_list test_prefix test_wire test_wbuild test_pieces test_rowmap)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -5,7 +5,7 @@
  * independently (mapped, or with pread(); never through the module).
  *
  *   fetch_check --table NAME --file PATH --weight-offset N --scale-offset N
- *               [--dev PATH] [--link N] [--sha256 HEX] [--rows-total N]
+ *               [--dev PATH] [--link N] [--sha256 HEX] [--rows-total N] [--rows-below N]
  *               [--count N] [--batch LIST] [--seed N] [--stride N]
  *               [--offset N] [--buf-bytes N] [--mode fetch|submit]
  *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
@@ -19,7 +19,8 @@
  * Normal run: one staging buffer, registered once, big enough for the
  * largest batch (--buf-bytes overrides its size); --count rows in batches
  * of the --batch sizes in turn (default 288); random indices with repeats,
- * the first and the last row of the table in every fourth batch.  Before
+ * the first and the last row of the table in every fourth batch
+ * (--rows-below N: rows below N only, N - 1 the last; for a shard).  Before
  * each fetch the whole buffer is filled with a canary byte (a different one
  * per batch); after it, every row is compared with the file and every byte
  * that is not a row (before --offset, stride gaps, between and after the
@@ -130,6 +131,7 @@ struct opts {
 	uint64_t weight_offset, scale_offset;
 	bool have_woff, have_soff;
 	uint64_t rows_total;		/* 0: the table's */
+	uint64_t rows_below;		/* random rows below this (0: the table's rows) */
 	uint64_t count;
 	uint32_t *batches;
 	size_t nr_batches;
@@ -339,7 +341,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
 		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_MAX_LOCAL_MS, O_TOLERATE, O_DURATION,
 		O_STOP, O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
-		O_PROGRESS, O_COUNT_EXACT,
+		O_PROGRESS, O_COUNT_EXACT, O_ROWS_BELOW,
 	};
 	static const struct option lo[] = {
 		{ "dev", required_argument, NULL, O_DEV },
@@ -350,6 +352,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "weight-offset", required_argument, NULL, O_WOFF },
 		{ "scale-offset", required_argument, NULL, O_SOFF },
 		{ "rows-total", required_argument, NULL, O_ROWS_TOTAL },
+		{ "rows-below", required_argument, NULL, O_ROWS_BELOW },
 		{ "count", required_argument, NULL, O_COUNT },
 		{ "batch", required_argument, NULL, O_BATCH },
 		{ "seed", required_argument, NULL, O_SEED },
@@ -417,6 +420,11 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 			break;
 		case O_ROWS_TOTAL:
 			o->rows_total = parse_u64("--rows-total", optarg);
+			break;
+		case O_ROWS_BELOW:
+			o->rows_below = parse_u64("--rows-below", optarg);
+			if (!o->rows_below)
+				usage_error("--rows-below: at least 1");
 			break;
 		case O_COUNT:
 			o->count = parse_u64("--count", optarg);
@@ -1101,6 +1109,13 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 			PRIu64 "\n", j.info.rows, o->rows_total);
 		goto out;
 	}
+	if (o->rows_below > j.info.rows) {
+		fprintf(stderr, "fetch_check: table has %" PRIu64 " rows, --rows-below says %"
+			PRIu64 "\n", j.info.rows, o->rows_below);
+		goto out;
+	}
+	if (o->rows_below)
+		j.rows_total = o->rows_below;	/* the random rows, and the "last" one */
 	if (!j.rows_total || j.info.row_bytes != ROW) {
 		fprintf(stderr, "fetch_check: table has %" PRIu64 " rows of %" PRIu32 " bytes\n",
 			j.info.rows, j.info.row_bytes);

@@ -1080,7 +1080,7 @@ static void tcp_setup(void)
 			r.ranges[j].length = ENGRAM_ROW_BYTES * 16;
 		k = n;
 		for (m = 0; m <= i; m++) {
-			int w = engram_wire_req_build(b + k, sizeof(b) - k, &answer, &r, rws);
+			int w = engram_wire_req_build(b + k, sizeof(b) - k, &answer, &r, rws, NULL);
 
 			if (w > 0)
 				k += w;
@@ -1379,7 +1379,7 @@ static void rd_setup(void)
 		}
 		k = h;
 		for (m = 0; m <= i; m++) {
-			n = engram_wire_req_build(f, sizeof(f), &answer, &r, rws);
+			n = engram_wire_req_build(f, sizeof(f), &answer, &r, rws, NULL);
 			if (n > 0)
 				k += rd_frame(b + k, f, n);
 			r.ticket += 100;

@@ -1,25 +1,55 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
-# A host guest of selftests/vm/run-replicas.sh; both load the same file.
-#   replicas_host.sh 1: serve the table; once the Spark's fetches flow
-#	here, unload the module under them, load it and the table again, and
-#	once they flow here again, print the kill marker and die without a
-#	word (sysrq b), in the middle of the Spark's fetch loop.
-#   replicas_host.sh 2: serve the table until the Spark deletes its link
-#	to this host (no connection left).
+# A host guest of selftests/vm/run-replicas.sh; both load the same files:
+# rep whole, w whole (small: what the old-peer checks fetch), sh in two
+# shards (host1 rows 0-59999, host2 60000-119999) and gp in two shards with
+# a gap between them (host1 0-49999, host2 70000-119999).
+#   replicas_host.sh 1: serve the tables; once the Spark's fetches of rep
+#	flow here, unload the module under them, load it and the table again,
+#	and once they flow here again, print the kill marker and die without
+#	a word (sysrq b), in the middle of the Spark's fetch loop.
+#   replicas_host.sh 2: serve the tables; once the Spark has dropped its
+#	first connection here (its link deleted), speak only protocol
+#	version 1 from then on, as an older host would; serve until the Spark
+#	deletes its link to this host again at the end.
 . "$(dirname "$0")/lib.sh"
 
 H=${1:?host number}
 IP=$ENGRAM_IP
 F=$SCRATCH/replicas.safetensors
+S=$SCRATCH/shards.safetensors
+G=$SCRATCH/gap.safetensors
+W=$SCRATCH/whole.safetensors
 make_table "$F" 200000 --seed 17 --pad-before 3 || bail "mktable"
+make_table "$S" 120000 --seed 31 || bail "mktable shards"
+make_table "$G" 120000 --seed 32 || bail "mktable gap"
+make_table "$W" 20000 --seed 33 || bail "mktable whole"
 
 load_table() {
 	"$ENGRAMCTL" load "$F" --tensor $PREFIX --name rep >/dev/null 2>&1 &&
 		wait_state rep ready 120
 }
+if [ "$H" = 1 ]; then
+	SH=0-59999 GP=0-49999
+else
+	SH=60000-119999 GP=70000-119999
+fi
 check "the table loads" load_table
-check "the Spark fetches from this host" bounded 900 resumed 840 rep
+check "shard sh, rows $SH, loads" "$ENGRAMCTL" load "$S" --tensor $PREFIX --name sh --rows $SH \
+	--no-progress
+check "shard gp, rows $GP, loads" "$ENGRAMCTL" load "$G" --tensor $PREFIX --name gp --rows $GP \
+	--no-progress
+check "table w loads whole" "$ENGRAMCTL" load "$W" --tensor $PREFIX --name w --no-progress
+if [ "$H" = 2 ]; then
+	some() { [ "$(stat_global connections)" -gt 0 ]; }
+	none() { [ "$(stat_global connections)" -eq 0 ]; }
+	check "the Spark connects" wait_for 600 some
+	check "the Spark drops its link here" wait_for 900 none
+	echo 1 >/sys/module/engram_rdma/parameters/protocol_version
+	diag "protocol_version=1 from now on"
+	check "the Spark links here again" wait_for 300 some
+fi
+check "the Spark fetches rep from this host" bounded 900 resumed 840 rep
 
 if [ "$H" = 1 ]; then
 	sleep 3		# the Spark's loop runs on both hosts

@@ -425,7 +425,7 @@ static int good_requests(struct conn *c, unsigned int nreq, uint32_t nrows)
 		req.stride = 512;
 		req.nr_ranges = 1;
 		req.ranges[0].length = (uint64_t)nrows * 512;
-		int len = engram_wire_req_build(out, size, &c->neg, &req, rows[k]);
+		int len = engram_wire_req_build(out, size, &c->neg, &req, rows[k], NULL);
 
 		if (len < 0 || send_all(c->fd, out, len)) {
 			fail("sending request %u", k);

@@ -263,7 +263,11 @@ def test_errors():
     ok(e.errno == errno.ESTALE and "unknown_table" in str(e) and "bad_index" not in str(e),
        "bad_index is named only for row_out_of_range", str(e))
     ok(er.status_name(0) == "ok" and er.status_name(11) == "internal" and
-       er.status_name(12) == "unknown", "status_name() comes from libengram")
+       er.status_name(12) == "row_not_held" and er.status_name(13) == "unknown",
+       "status_name() comes from libengram")
+    e = er._error(-errno.ENXIO, "fetch", er._Result(wire_status=12, bad_index=3))
+    ok(e.errno == errno.ENXIO and "row_not_held, bad_index 3" in str(e) and e.bad_index == 3,
+       "a row no host holds: ENXIO, the status name and bad_index in the message", str(e))
 
 
 def test_device():

@@ -15,6 +15,7 @@
 
 static u8 out[ENGRAM_WIRE_MAX_REQUEST_BYTES];
 static u32 rows[ENGRAM_WIRE_MAX_ROWS];
+static u32 slots[ENGRAM_WIRE_MAX_ROWS];
 static struct engram_wire_table tabs[ENGRAM_MAX_TABLES];
 
 #define CHECK(c)	do { if (!(c)) abort(); } while (0)
@@ -77,7 +78,8 @@ static void fuzz_request(const u8 *d, size_t n, const struct engram_wire_params 
 	struct engram_wire_req r;
 	char err[160] = "";
 	u32 i, bad;
-	u64 table_rows;
+	u64 table_rows, held_first, held_rows, r_i;
+	bool slotted;
 	int st;
 
 	st = engram_wire_req_parse(d, n, neg, &r, err, sizeof(err));
@@ -92,8 +94,17 @@ static void fuzz_request(const u8 *d, size_t n, const struct engram_wire_params 
 	CHECK(r.nr_rows >= 1 && r.nr_rows <= neg->max_rows);
 	CHECK(r.nr_ranges >= 1 && r.nr_ranges <= neg->max_ranges);
 	CHECK(r.stride >= ENGRAM_ROW_BYTES && r.ticket);
-	CHECK(engram_wire_request_size(r.nr_rows, r.nr_ranges) == n);
-	/* Every row lies inside one range, in order, at i * stride. */
+	slotted = r.flags & ENGRAM_WIRE_REQ_SLOTS;
+	CHECK(!(r.flags & ~ENGRAM_WIRE_REQ_SLOTS));
+	CHECK(!slotted || neg->version_max >= ENGRAM_WIRE_VERSION_SHARDS);
+	CHECK(!slotted == !r.slots_le);
+	CHECK((slotted ? engram_wire_request_size_slots(r.nr_rows, r.nr_ranges) :
+		engram_wire_request_size(r.nr_rows, r.nr_ranges)) == n);
+	CHECK(r.nr_slots >= (slotted ? 1 : r.nr_rows));
+	/*
+	 * Every row lies inside one range at slot * stride (i * stride without
+	 * slots, in order).
+	 */
 	for (i = 0; i < r.nr_rows; i++) {
 		u64 base = 0;
 		u16 k;
@@ -105,24 +116,37 @@ static void fuzz_request(const u8 *d, size_t n, const struct engram_wire_params 
 		CHECK(pl.rkey == r.ranges[pl.range].rkey);
 		for (k = 0; k < pl.range; k++)
 			base += r.ranges[k].length;
-		CHECK(base + pl.offset == (u64)i * r.stride);
-		if (i)
-			CHECK(pl.range >= prev.range);
+		slots[i] = engram_wire_req_slot(&r, i);
+		CHECK(slots[i] < r.nr_slots);
+		CHECK(base + pl.offset == (u64)slots[i] * r.stride);
+		if (i && !slotted)
+			CHECK(pl.range >= prev.range && slots[i] == i);
 		prev = pl;
 		rows[i] = engram_wire_req_row(&r, i);
 	}
 	table_rows = n > 60 ? d[60] * 1000ULL : 0;
-	st = engram_wire_req_check_rows(&r, table_rows, &bad);
+	held_first = n > 61 ? d[61] * 100ULL : 0;
+	held_rows = n > 62 ? d[62] * 100ULL : table_rows;
+	st = engram_wire_req_check_rows(&r, table_rows, held_first, held_rows, &bad);
 	if (st == ENGRAM_WIRE_OK) {
-		for (i = 0; i < r.nr_rows; i++)
+		for (i = 0; i < r.nr_rows; i++) {
 			CHECK(rows[i] < table_rows);
+			CHECK(rows[i] >= held_first && rows[i] - held_first < held_rows);
+		}
 	} else {
-		CHECK(st == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad < r.nr_rows);
-		CHECK(rows[bad] >= table_rows);
+		CHECK(bad < r.nr_rows);
+		r_i = rows[bad];
+		if (st == ENGRAM_WIRE_ROW_OUT_OF_RANGE)
+			CHECK(r_i >= table_rows);
+		else
+			CHECK(st == ENGRAM_WIRE_ROW_NOT_HELD && r_i < table_rows &&
+			      (r_i < held_first || r_i - held_first >= held_rows));
 		for (i = 0; i < bad; i++)
-			CHECK(rows[i] < table_rows);
+			CHECK(rows[i] < table_rows && rows[i] >= held_first &&
+			      rows[i] - held_first < held_rows);
 	}
-	CHECK(engram_wire_req_build(out, sizeof(out), neg, &r, rows) == (int)n);
+	CHECK(engram_wire_req_build(out, sizeof(out), neg, &r, rows,
+				    slotted ? slots : NULL) == (int)n);
 	CHECK(!memcmp(out, d, n));
 }
 
@@ -180,6 +204,10 @@ static void fuzz_catalog(const u8 *d, size_t n, const struct engram_wire_params 
 		CHECK(engram_wire_name_valid(tabs[i].name, sizeof(tabs[i].name)));
 		CHECK(tabs[i].rows && tabs[i].rows < (1ULL << 32));
 		CHECK(tabs[i].row_bytes == ENGRAM_ROW_BYTES);
+		CHECK(tabs[i].held_rows && tabs[i].held_first < tabs[i].rows &&
+		      tabs[i].held_rows <= tabs[i].rows - tabs[i].held_first);
+		if (neg->version_max < ENGRAM_WIRE_VERSION_SHARDS)
+			CHECK(!tabs[i].held_first && tabs[i].held_rows == tabs[i].rows);
 	}
 	CHECK(engram_wire_catalog_encode(out, sizeof(out), neg, v.ticket, tabs,
 					 v.nr_entries) == (int)n);
@@ -188,15 +216,19 @@ static void fuzz_catalog(const u8 *d, size_t n, const struct engram_wire_params 
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* The limits test_wire's seeds were built with, and tight ones. */
+	/*
+	 * The limits test_wire's seeds were built with, tight ones, and
+	 * version 3's (slots, rows held, ROW_NOT_HELD).
+	 */
 	static const struct engram_wire_params wide = { 1, 1, 64, 16, 262576, 65536 };
 	static const struct engram_wire_params tight = { 1, 1, 1, 2, 160, 16 };
-	const struct engram_wire_params *negs[] = { &wide, &tight };
+	static const struct engram_wire_params v3 = { 3, 3, 64, 16, 524720, 65536 };
+	const struct engram_wire_params *negs[] = { &wide, &tight, &v3 };
 	unsigned int i;
 
 	fuzz_hello(data, size);
 	fuzz_hdr(data, size, NULL);
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < sizeof(negs) / sizeof(negs[0]); i++) {
 		fuzz_hdr(data, size, negs[i]);
 		fuzz_request(data, size, negs[i]);
 		fuzz_response(data, size, negs[i]);

@@ -165,6 +165,10 @@ static int reply_table(const struct mock_table *t, enl_reply_cb cb, void *arg)
 	nla_put_u32(r, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES);
 	nla_put_u64(r, ENGRAM_A_TABLE_WEIGHT_OFFSET, t->woff);
 	nla_put_u64(r, ENGRAM_A_TABLE_SCALE_OFFSET, t->soff);
+	if (t->held_rows) {
+		nla_put_u64(r, ENGRAM_A_TABLE_HELD_FIRST, t->held_first);
+		nla_put_u64(r, ENGRAM_A_TABLE_HELD_ROWS, t->held_rows);
+	}
 	nla_put_u64(r, ENGRAM_A_TABLE_FILE_BYTES, t->file_bytes);
 	nla_put_u64(r, ENGRAM_A_TABLE_DONE_BYTES, t->done);
 	nla_put_u64(r, ENGRAM_A_TABLE_PINNED_BYTES,
@@ -541,6 +545,11 @@ static int do_load(struct enl *nl, struct nlattr **tb, enl_reply_cb cb, void *ar
 	t->woff = mock.woff;
 	t->soff = mock.soff;
 	t->file_bytes = sb.st_size;
+	/* As the module: a table says which rows it holds, all of them unless a shard. */
+	t->held_first = tb[ENGRAM_A_TABLE_HELD_FIRST] ?
+			nla_get_u64(tb[ENGRAM_A_TABLE_HELD_FIRST]) : 0;
+	t->held_rows = tb[ENGRAM_A_TABLE_HELD_ROWS] ?
+		       nla_get_u64(tb[ENGRAM_A_TABLE_HELD_ROWS]) : mock.rows;
 	return reply_table(t, cb, arg);
 }
 

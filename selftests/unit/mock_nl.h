@@ -17,6 +17,7 @@ struct mock_table {
 	uint8_t sha256[ENGRAM_SHA256_LEN];
 	uint8_t state, verify;
 	uint64_t gen, rows, woff, soff, file_bytes, done;
+	uint64_t held_first, held_rows;	/* held_rows 0: the module does not say */
 	uint32_t error;
 	char error_msg[128];
 };

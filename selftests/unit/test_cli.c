@@ -272,6 +272,22 @@ static void test_sync(void)
 		     "sync: another tensor is a reload");
 	tap_contains(out, "t2: replaced (another SHA-256)", "sync: another digest is a reload");
 
+	snprintf(text, sizeof(text), "t1 %s b - 1-2\nt2 %s b %064d\n", real, real, 0);
+	write_conf(conf2, text);
+	rc = run("table", "sync", "--config", conf2, "--no-progress", NULL);
+	t = mock_find_table("t1");
+	tap_ok(rc == 0 && t && t->held_first == 1 && t->held_rows == 2,
+	       "sync: a shard's rows are sent with its load");
+	tap_contains(out, "t1: replaced (other rows held)", "sync: other rows held are a reload");
+	tap_contains(out, "t2: unchanged", "  ...and the whole table next to it is unchanged");
+	rc = run("table", "sync", "--config", conf2, "--no-progress", NULL);
+	tap_contains(out, "t1: unchanged", "sync again: the shard is unchanged");
+	snprintf(text, sizeof(text), "t1 %s b -\nt2 %s b %064d\n", real, real, 0);
+	write_conf(conf2, text);
+	rc = run("table", "sync", "--config", conf2, "--no-progress", NULL);
+	tap_contains(out, "t1: replaced (other rows held)",
+		     "sync: a shard listed whole again is a reload");
+
 	mock.log[0] = '\0';
 	rc = run("-j", "table", "sync", "--config", conf2, NULL);
 	j = json_loads(out, 0, NULL);

@@ -55,6 +55,7 @@ static void test_parse(void)
 	tap_ok(local_fallback_errno(-ETIMEDOUT) && local_fallback_errno(-ENOTCONN) &&
 	       local_fallback_errno(-ESTALE) && local_fallback_errno(-ESHUTDOWN) &&
 	       local_fallback_errno(-EIO), "deadline, link down, table gone, shutdown, EIO fall back");
+	tap_ok(local_fallback_errno(-ENXIO), "a row no host holds falls back: the copy has it");
 	tap_ok(!local_fallback_errno(-ERANGE) && !local_fallback_errno(-EINVAL) &&
 	       !local_fallback_errno(-ENOSPC) && !local_fallback_errno(-E2BIG) &&
 	       !local_fallback_errno(-ENOENT) && !local_fallback_errno(0),

@@ -84,6 +84,27 @@ static void test_fmt(void)
 	       parse_u64(" 1", &v, 0) && parse_u64("4K", &v, 0),
 	       "parse_u64 refuses sign, garbage, empty, blanks, suffix when not asked");
 	tap_ok(parse_u64("18446744073709551616", &v, 0) == -ERANGE, "parse_u64 overflow");
+	{
+		uint64_t first = 7, count = 7;
+
+		tap_ok(!parse_row_range("0-59999", &first, &count) && first == 0 &&
+		       count == 60000, "parse_row_range 0-59999: 60,000 rows from 0");
+		tap_ok(!parse_row_range("5-5", &first, &count) && first == 5 && count == 1,
+		       "parse_row_range 5-5: one row");
+		tap_ok(parse_row_range("6-5", &first, &count) == -ERANGE,
+		       "parse_row_range refuses LAST before FIRST");
+		tap_ok(parse_row_range("5", &first, &count) == -EINVAL &&
+		       parse_row_range("-5", &first, &count) == -EINVAL &&
+		       parse_row_range("5-", &first, &count) == -EINVAL &&
+		       parse_row_range("1-2-3", &first, &count) == -EINVAL &&
+		       parse_row_range("1 - 2", &first, &count) == -EINVAL &&
+		       parse_row_range("a-b", &first, &count) == -EINVAL,
+		       "parse_row_range refuses one number, missing ends, blanks, three parts");
+		tap_ok(parse_row_range("0-18446744073709551615", &first, &count) == -ERANGE &&
+		       parse_row_range("0-18446744073709551616", &first, &count) == -ERANGE,
+		       "parse_row_range refuses a count that does not fit");
+		tap_ok(first == 5 && count == 1, "and leaves its results alone on refusal");
+	}
 	tap_ok(!parse_u64("4K", &v, 1) && v == 4096 && !parse_u64("1GiB", &v, 1) &&
 	       v == 1ULL << 30 && !parse_u64("2t", &v, 1) && v == 2ULL << 40,
 	       "parse_u64 binary suffixes");

@@ -48,7 +48,7 @@ static void test_valid(void)
 		 "   \t  \n"
 		 "layers.1.engram.embed /models/a.safetensors layers.1.engram.embed %s\n"
 		 "\tl2\t/models/b c.d -   # no digest: computed, not compared\r\n"
-		 "l3 /m/c x -", SHA);
+		 "l3 /m/c x - 60000-119999", SHA);
 	ret = parse(text, strlen(text), &tc, err, sizeof(err));
 	if (!tap_ok(ret == 0 && tc.n == 3,
 		    "a file of three tables, comments and blank lines: 3 entries"))
@@ -64,6 +64,10 @@ static void test_valid(void)
 	       !tc.v[1].has_sha256 && tc.v[1].line == 5,
 	       "tabs, a trailing comment and CRLF; '-' is no digest");
 	tap_ok(!strcmp(tc.v[2].tensor, "x") && tc.v[2].line == 6, "a last line without newline");
+	tap_ok(!tc.v[0].held_rows && !tc.v[1].held_first && !tc.v[1].held_rows,
+	       "without a fifth field: the whole table");
+	tap_ok(tc.v[2].held_first == 60000 && tc.v[2].held_rows == 60000,
+	       "a fifth field: the shard's rows, FIRST-LAST inclusive");
 	tap_ok(tconf_find(&tc, "l2") == &tc.v[1] && !tconf_find(&tc, "l4"), "tconf_find");
 	tconf_free(&tc);
 	tap_ok(!tc.v && !tc.n, "tconf_free empties it");
@@ -82,8 +86,12 @@ static void test_refused(void)
 	int ret;
 
 	refused("a /f t\n", -EINVAL, "tables.conf:1: 3 fields, want 4", "three fields");
-	refused("\n\na /f t - x\n", -EINVAL, "tables.conf:3: 5 fields, want 4",
-		"five fields, with the line number");
+	refused("\n\na /f t - x y\n", -EINVAL, "tables.conf:3: 6 fields, want 4 or 5",
+		"six fields, with the line number");
+	refused("a /f t - x\n", -EINVAL, ":1: rows 'x' are not FIRST-LAST",
+		"a fifth field that is not a row range");
+	refused("a /f t - 9-3\n", -EINVAL, "rows '9-3' are not FIRST-LAST", "a reversed row range");
+	refused("a /f t - 3-\n", -EINVAL, "rows '3-' are not FIRST-LAST", "a row range without its end");
 	refused("a# /f t -\n", -EINVAL, ":1: 1 fields", "a comment cuts the line where it starts");
 	refused("bad/name /f t -\n", -EINVAL, "table name 'bad/name' is not valid",
 		"a name with a slash");

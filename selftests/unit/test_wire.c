@@ -35,6 +35,17 @@ static struct engram_wire_params neg_default(void)
 	return p;
 }
 
+/* The same limits on a connection of version @v, room for slots. */
+static struct engram_wire_params neg_v(u16 v)
+{
+	struct engram_wire_params p = neg_default();
+
+	p.version_min = v;
+	p.version_max = v;
+	p.max_request_bytes = engram_wire_request_size_slots(p.max_rows, p.max_ranges);
+	return p;
+}
+
 /* A request for @n rows, one range exactly big enough at stride 264. */
 static struct engram_wire_req req_simple(u32 n)
 {
@@ -58,7 +69,7 @@ static struct engram_wire_req req_simple(u32 n)
 
 static int build(const struct engram_wire_params *neg, const struct engram_wire_req *r)
 {
-	return engram_wire_req_build(buf, sizeof(buf), neg, r, rows);
+	return engram_wire_req_build(buf, sizeof(buf), neg, r, rows, NULL);
 }
 
 static int parse(const struct engram_wire_params *neg, size_t len, struct engram_wire_req *out)
@@ -114,12 +125,13 @@ static void test_names(void)
 			if (!strcmp(seen[i], seen[j]))
 				ok = 0;
 	}
-	tap_ok(ok && ENGRAM_WIRE_STATUS_MAX == 11,
-	       "12 statuses, each with its own name");
+	tap_ok(ok && ENGRAM_WIRE_STATUS_MAX == 12,
+	       "13 statuses, each with its own name");
 	tap_ok(!strcmp(engram_wire_status_name(ENGRAM_WIRE_ROW_OUT_OF_RANGE),
 		       "row_out_of_range") &&
+	       !strcmp(engram_wire_status_name(ENGRAM_WIRE_ROW_NOT_HELD), "row_not_held") &&
 	       !strcmp(engram_wire_status_name(ENGRAM_WIRE_OK), "ok") &&
-	       !strcmp(engram_wire_status_name(12), "unknown") &&
+	       !strcmp(engram_wire_status_name(13), "unknown") &&
 	       !strcmp(engram_wire_status_name(65535), "unknown"),
 	       "status names are stable; out of range is \"unknown\"");
 	tap_ok(!strcmp(engram_wire_type_name(ENGRAM_WIRE_CATALOG_REQUEST), "catalog_request") &&
@@ -133,8 +145,9 @@ static void test_sizes(void)
 	       sizeof(struct engram_wire_request) == 48 && sizeof(struct engram_wire_range) == 24 &&
 	       sizeof(struct engram_wire_response) == 32 &&
 	       sizeof(struct engram_wire_catalog) == 24 &&
-	       sizeof(struct engram_wire_catalog_entry) == 120,
-	       "uapi struct sizes 48/16/48/24/32/24/120");
+	       sizeof(struct engram_wire_catalog_entry) == 120 &&
+	       sizeof(struct engram_wire_held) == 16,
+	       "uapi struct sizes 48/16/48/24/32/24/120/16");
 	tap_ok(engram_wire_request_size(49152, 16) == 48 + 16 * 24 + 49152 * 4 &&
 	       engram_wire_request_size(0xffffffffU, 0xffff) ==
 	       48 + 0xffffULL * 24 + 0xffffffffULL * 4,
@@ -171,12 +184,13 @@ static void test_offer(void)
 	       "two offers negotiate to the smaller, and to version 1 with a version 1 peer");
 	tap_ok(!engram_wire_negotiate(&q, &p, &out, err, sizeof(err)) && out.version_min == 1 &&
 	       out.version_max == 1 && !engram_wire_check_answer(&p, &out, err, sizeof(err)),
-	       "a version 1 acceptor answers a 1-2 offer with 1, which the offerer takes");
+	       "a version 1 acceptor answers a 1-3 offer with 1, which the offerer takes");
 	engram_wire_offer(&q, 1, 1, 0);
 	tap_ok(q.version_min == ENGRAM_WIRE_VERSION_MIN && q.version_max == ENGRAM_WIRE_VERSION_MIN,
 	       "an offer below the oldest version is clamped to it");
-	tap_ok(ENGRAM_WIRE_VERSION == 2 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2,
-	       "version 2 is the newest, and the one with remote invalidation");
+	tap_ok(ENGRAM_WIRE_VERSION == 3 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
+	       ENGRAM_WIRE_VERSION_SHARDS == 3,
+	       "version 3 is the newest, with shards; remote invalidation since 2");
 }
 
 static void test_hello(void)
@@ -470,7 +484,7 @@ static void test_request_roundtrip(void)
 	tap_ok(ok, "every row index read back");
 	memcpy(buf2, buf, len);
 	p.rows_le = NULL;
-	tap_ok(engram_wire_req_build(buf, sizeof(buf), &neg, &p, rows) == len &&
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &neg, &p, rows, NULL) == len &&
 	       !memcmp(buf, buf2, len), "re-encoding the parsed request gives the same bytes");
 
 	/* Several ranges; each row inside one range. */
@@ -574,7 +588,8 @@ static void test_request_malformed(void)
 	}
 	for (i = 42; i < 48; i++) {
 		buf[i] = 0x40;
-		if (parse(&neg, len, &p) != ENGRAM_WIRE_MALFORMED || !strstr(err, "reserved"))
+		if (parse(&neg, len, &p) != ENGRAM_WIRE_MALFORMED ||
+		    !strstr(err, i < 44 ? "flags" : "reserved"))
 			all = 0;
 		buf[i] = 0;
 	}
@@ -611,7 +626,7 @@ static void test_request_malformed(void)
 	r = req_simple(101);
 	len = build(&neg, &r);
 	expect_status(&small, len, ENGRAM_WIRE_TOO_MANY_ROWS, "101 rows with max_rows 100");
-	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows) == -E2BIG,
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows, NULL) == -E2BIG,
 	       "builder refuses 101 rows with max_rows 100 (E2BIG)");
 	r = req_simple(100);
 	len = build(&neg, &r);
@@ -625,7 +640,7 @@ static void test_request_malformed(void)
 	r.ranges[2].length = RB;
 	len = build(&neg, &r);
 	expect_status(&small, len, ENGRAM_WIRE_TOO_MANY_RANGES, "3 ranges with max_ranges 2");
-	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows) == -E2BIG,
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows, NULL) == -E2BIG,
 	       "builder refuses 3 ranges with max_ranges 2 (E2BIG)");
 	len = build(&neg, &r);
 	buf[40] = 17;
@@ -638,9 +653,9 @@ static void test_request_malformed(void)
 	r = req_simple(40);
 	len = build(&neg, &r);
 	expect_status(&small, len, ENGRAM_WIRE_MALFORMED, "frame above max_request_bytes");
-	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows) == -E2BIG,
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &small, &r, rows, NULL) == -E2BIG,
 	       "builder refuses a frame above max_request_bytes");
-	tap_ok(engram_wire_req_build(buf, 100, &neg, &r, rows) == -EMSGSIZE,
+	tap_ok(engram_wire_req_build(buf, 100, &neg, &r, rows, NULL) == -EMSGSIZE,
 	       "builder refuses a buffer too small (EMSGSIZE)");
 }
 
@@ -747,37 +762,37 @@ static void test_request_rows(void)
 
 	len = build(&neg, &r);
 	parse(&neg, len, &p);
-	tap_ok(engram_wire_req_check_rows(&p, 1000, &bad) == ENGRAM_WIRE_OK && bad == 0,
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_OK && bad == 0,
 	       "rows all below 1000: OK, bad_index 0");
 
 	rows[0] = 1000;
 	len = build(&neg, &r);
 	parse(&neg, len, &p);
-	tap_ok(engram_wire_req_check_rows(&p, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 0,
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 0,
 	       "out-of-range row first: bad_index 0");
 	r = req_simple(9);
 	rows[4] = 0xffffffffU;
 	rows[6] = 5000;
 	len = build(&neg, &r);
 	parse(&neg, len, &p);
-	tap_ok(engram_wire_req_check_rows(&p, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 4,
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 4,
 	       "out-of-range rows in the middle: bad_index of the first (4)");
 	r = req_simple(9);
 	rows[8] = 1000;
 	len = build(&neg, &r);
 	parse(&neg, len, &p);
-	tap_ok(engram_wire_req_check_rows(&p, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 8,
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE && bad == 8,
 	       "out-of-range row last: bad_index 8");
-	tap_ok(engram_wire_req_check_rows(&p, 1001, &bad) == ENGRAM_WIRE_OK,
+	tap_ok(engram_wire_req_check_rows(&p, 1001, 0, 1001, &bad) == ENGRAM_WIRE_OK,
 	       "row 1000 is fine in a table of 1001 rows");
 	r = req_simple(9);
 	memset(rows, 0, 9 * sizeof(rows[0]));
 	rows[3] = rows[7] = 999;
 	len = build(&neg, &r);
 	tap_ok(parse(&neg, len, &p) == ENGRAM_WIRE_OK &&
-	       engram_wire_req_check_rows(&p, 1000, &bad) == ENGRAM_WIRE_OK,
+	       engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_OK,
 	       "duplicate rows are allowed");
-	tap_ok(engram_wire_req_check_rows(&p, 1ULL << 40, &bad) == ENGRAM_WIRE_OK,
+	tap_ok(engram_wire_req_check_rows(&p, 1ULL << 40, 0, 1ULL << 40, &bad) == ENGRAM_WIRE_OK,
 	       "table_rows above 2^32 does not wrap");
 }
 
@@ -798,7 +813,8 @@ static void test_response(void)
 	int st, ok = 1, tcp;
 
 	for (tcp = 0; tcp < 2; tcp++) {
-		for (st = 0; st <= ENGRAM_WIRE_STATUS_MAX; st++) {
+		/* Version 1's statuses: version 3 adds ROW_NOT_HELD (test_response_v3). */
+		for (st = 0; st <= ENGRAM_WIRE_INTERNAL; st++) {
 			memset(&r, 0, sizeof(r));
 			r.ticket = 0x0102030405060708ULL + st;
 			r.status = st;
@@ -928,6 +944,7 @@ static void mktable(struct engram_wire_table *t, const char *name, u64 gen)
 	t->sha256[31] = (u8)gen;
 	t->generation = gen;
 	t->rows = 384006168;
+	t->held_rows = t->rows;
 	t->row_bytes = RB;
 	t->state = ENGRAM_TABLE_READY;
 }
@@ -982,6 +999,7 @@ static void test_catalog(void)
 	tabs[2].state = ENGRAM_TABLE_LOADING;
 	memset(tabs[2].sha256, 0, 32);
 	tabs[2].rows = 0xffffffffULL;
+	tabs[2].held_rows = tabs[2].rows;
 	memset(tabs[0].name + 16, 'x', 10);	/* garbage after the NUL is not sent */
 	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, 3);
 	tap_ok(len == 24 + 3 * 120, "catalog of 3 tables encodes to 384 bytes");
@@ -1015,8 +1033,13 @@ static void test_catalog(void)
 		mktable(&tabs[i], n, 1000 + i);
 	}
 	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
-	tap_ok(len == ENGRAM_WIRE_MAX_CATALOG_BYTES && !cat_parse(len, &v) && v.nr_entries == 256,
+	tap_ok(len == 24 + 256 * 120 && !cat_parse(len, &v) && v.nr_entries == 256,
 	       "catalog of 256 tables (30,744 bytes)");
+	neg = neg_v(3);
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
+	tap_ok(len == ENGRAM_WIRE_MAX_CATALOG_BYTES && len == 24 + 256 * 136,
+	       "in version 3, 34,840 bytes: ENGRAM_WIRE_MAX_CATALOG_BYTES");
+	neg = neg_default();
 	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, 257) == -EINVAL,
 	       "catalog of 257 tables refused");
 	tap_ok(engram_wire_catalog_encode(buf, 100, &neg, 0, tabs, 1) == -EMSGSIZE,
@@ -1065,10 +1088,13 @@ static void test_catalog(void)
 	/* Other fields. */
 	mktable(&tabs[0], "t", 1);
 	tabs[0].rows = 0;
+	tabs[0].held_rows = 0;
 	expect_cat_bad(tabs, 1, "0 rows not in 1-4294967295", "a table of 0 rows");
 	tabs[0].rows = 1ULL << 32;
+	tabs[0].held_rows = tabs[0].rows;
 	expect_cat_bad(tabs, 1, "4294967296 rows", "a table of 2^32 rows");
 	tabs[0].rows = 5;
+	tabs[0].held_rows = 5;
 	tabs[0].row_bytes = 263;
 	expect_cat_bad(tabs, 1, "row_bytes 263", "row_bytes 263");
 	tabs[0].row_bytes = RB;
@@ -1147,7 +1173,202 @@ static int write_seeds(const char *dir)
 	tabs[2].state = ENGRAM_TABLE_LOADING;
 	ret |= write_seed(dir, "catalog", buf,
 			  engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, 3));
+
+	/* Version 3 (fuzz_wire's third set of limits): slots, rows held. */
+	neg = neg_v(3);
+	r = req_simple(4);
+	r.flags = ENGRAM_WIRE_REQ_SLOTS;
+	r.ranges[0].length = 8 * RB;
+	{
+		static const u32 slots[4] = { 7, 1, 0, 4 };
+
+		ret |= write_seed(dir, "request-slots", buf,
+				  engram_wire_req_build(buf, sizeof(buf), &neg, &r, rows, slots));
+	}
+	rsp = (struct engram_wire_resp){ .ticket = 9, .status = ENGRAM_WIRE_ROW_NOT_HELD,
+					 .bad_index = 3 };
+	ret |= write_seed(dir, "response-not-held", b,
+			  engram_wire_resp_encode(b, 32, &neg, false, &rsp));
+	tabs[1].held_first = 1000;
+	tabs[1].held_rows = 200000;
+	ret |= write_seed(dir, "catalog-v3", buf,
+			  engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, 3));
 	return ret ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------- version 3: shards */
+
+static void test_slots(void)
+{
+	struct engram_wire_params v3 = neg_v(3), v2 = neg_v(2);
+	struct engram_wire_req r = req_simple(4), p;
+	struct engram_wire_place pl;
+	u32 slots[4] = { 9, 0, 5, 2 };
+	int len, ok = 1;
+	u32 i;
+
+	/* Ten places, four of them filled. */
+	r.ranges[0].length = 10ULL * RB;
+	r.flags = ENGRAM_WIRE_REQ_SLOTS;
+	len = engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, slots);
+	tap_ok(len == 48 + 24 + 4 * 8 && buf[42] == ENGRAM_WIRE_REQ_SLOTS,
+	       "version 3: a request with slots is 8 bytes a row, flags 1 at offset 42");
+	tap_ok(parse(&v3, len, &p) == ENGRAM_WIRE_OK && p.flags == ENGRAM_WIRE_REQ_SLOTS &&
+	       p.nr_slots == 10 && p.slots_le, "it parses, with 10 places (%s)", err);
+	for (i = 0; i < 4; i++) {
+		engram_wire_req_place(&p, i, &pl);
+		if (engram_wire_req_slot(&p, i) != slots[i] || engram_wire_req_row(&p, i) != rows[i] ||
+		    pl.offset != (u64)slots[i] * RB || pl.addr != r.ranges[0].addr + slots[i] * RB)
+			ok = 0;
+	}
+	tap_ok(ok, "row i lands at slots[i] * stride");
+	tap_ok(engram_wire_req_build(buf2, sizeof(buf2), &v3, &p, rows, slots) == len &&
+	       !memcmp(buf, buf2, len), "the parsed request builds to the same bytes");
+	buf[0] = 2;
+	tap_ok(parse(&v2, len, &p) == ENGRAM_WIRE_MALFORMED,
+	       "version 2 refuses the slots flag as malformed (%s)", err);
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v2, &r, rows, slots) == -EINVAL,
+	       "the builder refuses slots on a version 2 connection");
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, NULL) == -EINVAL,
+	       "the builder refuses the slots flag without slots");
+	r.flags = 0;
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, slots) == -EINVAL,
+	       "and slots without the flag");
+	r.flags = 2;
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, NULL) == -EINVAL,
+	       "and a flag version 3 does not know");
+	r.flags = 0;
+	len = engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, NULL);
+	tap_ok(len == 48 + 24 + 4 * 4 && parse(&v3, len, &p) == ENGRAM_WIRE_OK && p.nr_slots == 4 &&
+	       !p.slots_le && engram_wire_req_slot(&p, 3) == 3,
+	       "version 3 without slots: as before, row i at i * stride");
+
+	/* A slot beyond the ranges, and a slot whose row straddles two. */
+	r = req_simple(4);
+	r.flags = ENGRAM_WIRE_REQ_SLOTS;
+	r.ranges[0].length = 9ULL * RB;
+	len = engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, slots);
+	tap_ok(len == -EINVAL, "the builder refuses slot 9 of 9 places");
+	r.ranges[0].length = 10ULL * RB;
+	len = engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, slots);
+	put32(buf + 48 + 24 + 16 + 4, 10);	/* slot of row 1: 0 -> 10 */
+	expect_status(&v3, len, ENGRAM_WIRE_DEST_TOO_SMALL, "slot 10 of 10 places");
+	r.nr_ranges = 2;
+	r.stride = 512;
+	r.ranges[0].length = 5ULL * 512 + 100;	/* slot 5 would straddle */
+	r.ranges[1].addr = 0x7f0000100000ULL;
+	r.ranges[1].length = 8ULL * 512;
+	slots[0] = 4;
+	slots[2] = 3;
+	len = engram_wire_req_build(buf, sizeof(buf), &v3, &r, rows, slots);
+	tap_ok(len > 0 && parse(&v3, len, &p) == ENGRAM_WIRE_OK,
+	       "two ranges, slots below the boundary: accepted (%s)", err);
+	put32(buf + 48 + 48 + 16, 5);		/* slot of row 0: 4 -> 5 */
+	expect_status(&v3, len, ENGRAM_WIRE_MALFORMED, "a slot whose row straddles two ranges");
+	tap_contains(err, "straddle", "... and the reason says so");
+}
+
+static void test_held_rows(void)
+{
+	struct engram_wire_params v3 = neg_v(3);
+	struct engram_wire_req r = req_simple(3), p;
+	u32 bad = 99;
+	int len;
+
+	rows[0] = 100;
+	rows[1] = 200;
+	rows[2] = 50;
+	len = build(&v3, &r);
+	tap_ok(len > 0 && parse(&v3, len, &p) == ENGRAM_WIRE_OK, "three rows: 100, 200, 50");
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 0, 1000, &bad) == ENGRAM_WIRE_OK && !bad,
+	       "the whole table held: all served");
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 50, 151, &bad) == ENGRAM_WIRE_OK && !bad,
+	       "rows 50-200 held: all served");
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 50, 150, &bad) == ENGRAM_WIRE_ROW_NOT_HELD &&
+	       bad == 1, "rows 50-199 held: ROW_NOT_HELD at position 1");
+	tap_ok(engram_wire_req_check_rows(&p, 1000, 51, 500, &bad) == ENGRAM_WIRE_ROW_NOT_HELD &&
+	       bad == 2, "rows 51-550 held: ROW_NOT_HELD at position 2 (below the shard)");
+	tap_ok(engram_wire_req_check_rows(&p, 150, 0, 150, &bad) == ENGRAM_WIRE_ROW_OUT_OF_RANGE &&
+	       bad == 1, "a 150-row table: ROW_OUT_OF_RANGE at position 1");
+	tap_ok(engram_wire_req_check_rows(&p, 201, 150, 51, &bad) == ENGRAM_WIRE_ROW_NOT_HELD &&
+	       bad == 0, "the first bad row decides: not held at 0 before out of range");
+}
+
+static void test_response_v3(void)
+{
+	struct engram_wire_params v3 = neg_v(3), v2 = neg_v(2);
+	struct engram_wire_resp r = { .ticket = 5, .status = ENGRAM_WIRE_ROW_NOT_HELD,
+				      .bad_index = 7 }, got;
+	int len;
+
+	len = engram_wire_resp_encode(buf, sizeof(buf), &v3, false, &r);
+	tap_ok(len == ENGRAM_WIRE_RESPONSE_BYTES &&
+	       !engram_wire_resp_decode(buf, len, &v3, false, &got, err, sizeof(err)) &&
+	       got.status == ENGRAM_WIRE_ROW_NOT_HELD && got.bad_index == 7,
+	       "version 3: ROW_NOT_HELD with its bad_index round-trips (%s)", err);
+	tap_ok(engram_wire_resp_encode(buf, sizeof(buf), &v2, false, &r) == -EINVAL,
+	       "version 2: the encoder refuses ROW_NOT_HELD");
+	buf[0] = 2;
+	err[0] = '\0';
+	tap_ok(engram_wire_resp_decode(buf, len, &v2, false, &got, err, sizeof(err)) == -EPROTO,
+	       "and the decoder too");
+	tap_contains(err, "unknown status 12 in version 2", "... saying why");
+}
+
+static void test_catalog_v3(void)
+{
+	struct engram_wire_params v3 = neg_v(3), v2 = neg_v(2);
+	struct engram_wire_catalog_view v;
+	struct engram_wire_table tabs[2], t;
+	int len;
+
+	mktable(&tabs[0], "whole", 1);
+	mktable(&tabs[1], "shard", 2);
+	tabs[1].held_first = 1000;
+	tabs[1].held_rows = 5000;
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v3, 0, tabs, 2);
+	tap_ok(len == 24 + 2 * 136, "version 3: 136-byte entries");
+	err[0] = '\0';
+	tap_ok(len > 0 && !engram_wire_catalog_parse(buf, len, &v3, &v, err, sizeof(err)) &&
+	       v.nr_entries == 2 && v.entry_bytes == 136, "it parses (%s)", err);
+	engram_wire_catalog_get(&v, 0, &t);
+	tap_ok(!t.held_first && t.held_rows == t.rows, "a whole table holds rows 0 to rows");
+	engram_wire_catalog_get(&v, 1, &t);
+	tap_ok(!strcmp(t.name, "shard") && t.held_first == 1000 && t.held_rows == 5000,
+	       "a shard holds its 5000 rows from row 1000");
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v2, 0, tabs, 2) == -EINVAL,
+	       "version 2 cannot list a shard: the encoder refuses it");
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v2, 0, tabs, 1);
+	err[0] = '\0';
+	tap_ok(len == 24 + 120 && !engram_wire_catalog_parse(buf, len, &v2, &v, err, sizeof(err)),
+	       "version 2: 120-byte entries, as before");
+	engram_wire_catalog_get(&v, 0, &t);
+	tap_ok(!t.held_first && t.held_rows == t.rows, "... read as whole tables");
+	buf[0] = 3;
+	err[0] = '\0';
+	tap_contains(engram_wire_catalog_parse(buf, len, &v3, &v, err, sizeof(err)) == -EPROTO ?
+		     err : NULL, "catalog of 1 entries in 144 bytes",
+		     "120-byte entries are not version 3's");
+
+	tabs[1].held_rows = 0;
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v3, 0, tabs, 2) == -EINVAL,
+	       "the encoder refuses a shard of 0 rows");
+	tabs[1].held_first = tabs[1].rows - 10;
+	tabs[1].held_rows = 11;
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v3, 0, tabs, 2) == -EINVAL,
+	       "and one that ends beyond the table");
+	tabs[1].held_rows = 10;
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v3, 0, tabs, 2);
+	tap_ok(len > 0, "the shard of the table's last 10 rows is fine");
+	put64(buf + 24 + 136 + 128, 11);
+	err[0] = '\0';
+	tap_contains(engram_wire_catalog_parse(buf, len, &v3, &v, err, sizeof(err)) == -EPROTO ?
+		     err : NULL, "rows held", "the parser refuses 11 rows from 10 before the end");
+	put64(buf + 24 + 136 + 120, tabs[1].rows);
+	put64(buf + 24 + 136 + 128, 1);
+	err[0] = '\0';
+	tap_ok(engram_wire_catalog_parse(buf, len, &v3, &v, err, sizeof(err)) == -EPROTO,
+	       "and a first row at the table's end");
 }
 
 int main(int argc, char **argv)
@@ -1169,5 +1390,9 @@ int main(int argc, char **argv)
 	test_response();
 	test_simple();
 	test_catalog();
+	test_slots();
+	test_held_rows();
+	test_response_v3();
+	test_catalog_v3();
 	return tap_done();
 }

@@ -64,6 +64,8 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_LATENCY_SUM_NS]	= "LATENCY_SUM_NS",
 	[ENGRAM_A_EVENT]		= "EVENT",
 	[ENGRAM_A_EVENTS_LOST]		= "EVENTS_LOST",
+	[ENGRAM_A_TABLE_HELD_FIRST]	= "TABLE_HELD_FIRST",
+	[ENGRAM_A_TABLE_HELD_ROWS]	= "TABLE_HELD_ROWS",
 };
 
 const char *engram_attr_name(int type)
@@ -120,6 +122,8 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_LATENCY_SUM_NS]	= { .type = NLA_U64 },
 	[ENGRAM_A_EVENT]		= { .type = NLA_U8 },
 	[ENGRAM_A_EVENTS_LOST]		= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_HELD_FIRST]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_HELD_ROWS]	= { .type = NLA_U64 },
 };
 
 int enl_parse(struct nl_msg *msg, struct nlattr **tb)

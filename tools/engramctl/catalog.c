@@ -39,6 +39,12 @@ static int reply_catalog(struct nl_msg *msg, void *arg)
 	snprintf(e->name, sizeof(e->name), "%s", nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
 	memcpy(e->sha256, nla_data(tb[ENGRAM_A_TABLE_SHA256]), sizeof(e->sha256));
 	e->rows = nla_get_u64(tb[ENGRAM_A_TABLE_ROWS]);
+	/* A kernel before shards holds whole tables. */
+	e->held_rows = e->rows;
+	if (tb[ENGRAM_A_TABLE_HELD_FIRST] && tb[ENGRAM_A_TABLE_HELD_ROWS]) {
+		e->held_first = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_FIRST]);
+		e->held_rows = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_ROWS]);
+	}
 	if (tb[ENGRAM_A_TABLE_GENERATION])
 		e->generation = nla_get_u64(tb[ENGRAM_A_TABLE_GENERATION]);
 	e->state = nla_get_u8(tb[ENGRAM_A_TABLE_STATE]);
@@ -95,6 +101,8 @@ static json_t *entry_json(const struct catalog_entry *e, int with_table)
 	    (!with_table &&
 	     json_set(o, "link_state", json_string(link_state_name(e->link_state)))) ||
 	    json_set(o, "state", json_string(table_state_name(e->state))) ||
+	    json_set(o, "held_first", json_u64(e->held_first)) ||
+	    json_set(o, "held_rows", json_u64(e->held_rows)) ||
 	    json_set(o, "generation", json_u64(e->generation))) {
 		json_decref(o);
 		return NULL;
@@ -190,6 +198,9 @@ int catalog_print_tables(const struct catalog *c, uint32_t only)
 				continue;
 			printf(" link %u (%s, %s", r->link, link_state_name(r->link_state),
 			       table_state_name(r->state));
+			if (r->held_rows != r->rows)
+				printf(", rows %" PRIu64 "-%" PRIu64, r->held_first,
+				       r->held_first + r->held_rows - 1);
 			if (strcmp(r->name, e->name))
 				printf(", as %s", r->name);
 			putchar(')');

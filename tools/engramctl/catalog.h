@@ -20,6 +20,8 @@ struct catalog_entry {
 	char name[ENGRAM_NAME_MAX];
 	uint8_t sha256[ENGRAM_SHA256_LEN];
 	uint64_t rows;
+	uint64_t held_first;	/* the rows the link's host holds: a shard, or all */
+	uint64_t held_rows;
 	uint64_t generation;
 	uint8_t state;
 };

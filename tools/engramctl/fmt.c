@@ -105,6 +105,29 @@ int parse_hex(const char *s, uint8_t *out, size_t n, char *err, size_t errlen)
 	return 0;
 }
 
+int parse_row_range(const char *s, uint64_t *first, uint64_t *count)
+{
+	const char *dash = strchr(s, '-');
+	uint64_t a, b;
+	char head[24];
+	int ret;
+
+	if (!dash || (size_t)(dash - s) >= sizeof(head))
+		return -EINVAL;
+	memcpy(head, s, dash - s);
+	head[dash - s] = '\0';
+	ret = parse_u64(head, &a, 0);
+	if (!ret)
+		ret = parse_u64(dash + 1, &b, 0);
+	if (ret)
+		return ret;
+	if (b < a || b == UINT64_MAX)
+		return -ERANGE;
+	*first = a;
+	*count = b - a + 1;
+	return 0;
+}
+
 int parse_u64(const char *s, uint64_t *out, int suffix)
 {
 	unsigned long long v;

@@ -24,6 +24,11 @@ int parse_hex(const char *s, uint8_t *out, size_t n, char *err, size_t errlen);
  * suffix when @suffix is set.
  */
 int parse_u64(const char *s, uint64_t *out, int suffix);
+/*
+ * "FIRST-LAST", both rows included, FIRST <= LAST: *first and *count.
+ * -EINVAL (not that form) or -ERANGE (LAST before FIRST, or overflow).
+ */
+int parse_row_range(const char *s, uint64_t *first, uint64_t *count);
 /* 1..ENGRAM_NAME_MAX-1 bytes of [A-Za-z0-9._-]. */
 int valid_table_name(const char *name);
 

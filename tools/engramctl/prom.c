@@ -78,9 +78,25 @@ static const struct {
 	[ENGRAM_STAT_SERVED_TCP_CPU_NS] = { "CPU time serving rows over TCP.", PROM_COUNTER },
 };
 
+/* The refusal counters, by wire status: version 3's came after the others. */
+static const int refusal_ids[] = {
+	ENGRAM_STAT_REFUSED_BAD_VERSION, ENGRAM_STAT_REFUSED_MALFORMED,
+	ENGRAM_STAT_REFUSED_UNKNOWN_TABLE, ENGRAM_STAT_REFUSED_TABLE_NOT_READY,
+	ENGRAM_STAT_REFUSED_ROW_OUT_OF_RANGE, ENGRAM_STAT_REFUSED_TOO_MANY_ROWS,
+	ENGRAM_STAT_REFUSED_TOO_MANY_RANGES, ENGRAM_STAT_REFUSED_DEST_TOO_SMALL,
+	ENGRAM_STAT_REFUSED_BUSY, ENGRAM_STAT_REFUSED_SHUTTING_DOWN,
+	ENGRAM_STAT_REFUSED_INTERNAL, ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
+};
+#define NR_REFUSALS	(sizeof(refusal_ids) / sizeof(refusal_ids[0]))
+
 static int refusal(int id)
 {
-	return id >= ENGRAM_STAT_REFUSED_BAD_VERSION && id <= ENGRAM_STAT_REFUSED_INTERNAL;
+	size_t k;
+
+	for (k = 0; k < NR_REFUSALS; k++)
+		if (refusal_ids[k] == id)
+			return 1;
+	return 0;
 }
 
 static int has(const struct stats_info *si, int id)
@@ -158,18 +174,19 @@ static void print_refusals(FILE *f, const char *scope, const struct prom_sample 
 {
 	char name[96], reason[64], value[32];
 	int id, any = 0;
-	size_t i;
+	size_t i, k;
 
 	for (i = 0; i < n; i++)
-		for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
-			any |= has(s[i].si, id);
+		for (k = 0; k < NR_REFUSALS; k++)
+			any |= has(s[i].si, refusal_ids[k]);
 	if (!any)
 		return;
 	snprintf(name, sizeof(name), "engram_rdma_%srefused_total", scope);
 	fprintf(f, "# HELP %s Row requests refused, by the status sent.\n# TYPE %s counter\n",
 		name, name);
 	for (i = 0; i < n; i++) {
-		for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++) {
+		for (k = 0; k < NR_REFUSALS; k++) {
+			id = refusal_ids[k];
 			if (!has(s[i].si, id))
 				continue;
 			snprintf(reason, sizeof(reason), "reason=\"%s\"",

@@ -120,6 +120,12 @@ static const char *differs(const struct tconf_entry *e, const struct table_info 
 	if (eg.rows != ti->rows || eg.weight_offset != ti->weight_offset ||
 	    eg.scale_offset != ti->scale_offset)
 		return "another tensor or geometry";
+	/* A module without shards reports no rows held: the whole table. */
+	if (e->held_rows ?
+	    !TI_HAS(ti, ENGRAM_A_TABLE_HELD_ROWS) || ti->held_first != e->held_first ||
+	    ti->held_rows != e->held_rows :
+	    TI_HAS(ti, ENGRAM_A_TABLE_HELD_ROWS) && ti->held_rows != ti->rows)
+		return "other rows held";
 	return NULL;
 }
 
@@ -180,7 +186,8 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 		return 0;
 	}
 	rc = table_load_file(&c->nl, e->file, e->tensor, e->name,
-			     e->has_sha256 ? e->sha256 : NULL, c->show_progress, 0, &ti);
+			     e->has_sha256 ? e->sha256 : NULL, e->held_first, e->held_rows,
+			     c->show_progress, 0, &ti);
 	if (rc == EXIT_INTR) {
 		report(c, e->name, "failed", "interrupted");
 		return EXIT_INTR;

@@ -79,7 +79,7 @@ static void sleep_ms(unsigned int ms)
 void usage_table(FILE *f)
 {
 	fputs("Usage: engramctl [-j] table load FILE --tensor PREFIX [--name NAME] [--sha256 HEX]\n"
-	      "                                [--no-progress]\n"
+	      "                                [--rows FIRST-LAST] [--no-progress]\n"
 	      "       engramctl [-j] table unload NAME | --config FILE\n"
 	      "       engramctl [-j] table list\n"
 	      "       engramctl [-j] table show [NAME]\n"
@@ -88,7 +88,8 @@ void usage_table(FILE *f)
 	      "\n"
 	      "load     pin PREFIX.weight [N,256] F8_E4M3 and PREFIX.scale [N,8] F8_E8M0 of the\n"
 	      "         safetensors FILE in the page cache and serve them as table NAME\n"
-	      "         (default: PREFIX); --sha256 is the expected digest of the whole file\n"
+	      "         (default: PREFIX); --sha256 is the expected digest of the whole file;\n"
+	      "         --rows makes this host a shard: it pins and serves those rows only\n"
 	      "unload   cancel a load or verify in progress and release the table\n"
 	      "list     one line per table\n"
 	      "show     every attribute of one table (all tables without NAME)\n"
@@ -278,7 +279,8 @@ static void cleanup_unload(struct enl *nl, const char *name)
  * not NULL, gets the table as it ended.  Returns an EXIT_* code.
  */
 int table_load_file(struct enl *nl, const char *file, const char *prefix, const char *name,
-		    const uint8_t *sha, int show_progress, int report, struct table_info *out)
+		    const uint8_t *sha, uint64_t held_first, uint64_t held_rows,
+		    int show_progress, int report, struct table_info *out)
 {
 	char path[PATH_MAX];
 	struct table_info ti;
@@ -295,6 +297,11 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 	}
 	if (read_geometry(file, fd, prefix, &eg))
 		goto out_fd;
+	if (held_rows && (held_first >= eg.rows || held_rows > eg.rows - held_first)) {
+		err_msg("%s: --rows %" PRIu64 "-%" PRIu64 " is not inside its %" PRIu64 " rows",
+			file, held_first, held_first + held_rows - 1, eg.rows);
+		goto out_fd;
+	}
 	if (!realpath(file, path)) {
 		err_msg("%s: realpath: %s", file, strerror(errno));
 		goto out_fd;
@@ -314,7 +321,9 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 	    nla_put_u64(msg, ENGRAM_A_TABLE_SCALE_OFFSET, eg.scale_offset) ||
 	    nla_put_u32(msg, ENGRAM_A_TABLE_WEIGHT_BYTES, ENGRAM_WEIGHT_BYTES) ||
 	    nla_put_u32(msg, ENGRAM_A_TABLE_SCALE_BYTES, ENGRAM_SCALE_BYTES) ||
-	    (sha && nla_put(msg, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, sha))) {
+	    (sha && nla_put(msg, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, sha)) ||
+	    (held_rows && (nla_put_u64(msg, ENGRAM_A_TABLE_HELD_FIRST, held_first) ||
+			   nla_put_u64(msg, ENGRAM_A_TABLE_HELD_ROWS, held_rows)))) {
 		nlmsg_free(msg);
 		err_msg("out of memory");
 		goto out_fd;
@@ -401,20 +410,22 @@ static int table_load(int argc, char **argv)
 		{ "tensor", required_argument, NULL, 't' },
 		{ "name", required_argument, NULL, 'n' },
 		{ "sha256", required_argument, NULL, 's' },
+		{ "rows", required_argument, NULL, 'r' },
 		{ "no-progress", no_argument, NULL, 'P' },
 		COMMON_LONGOPTS_JSON,
 		COMMON_LONGOPTS_PRETTY,
 		COMMON_LONGOPTS_HELP,
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *prefix = NULL, *name = NULL, *sha_hex = NULL, *file;
+	const char *prefix = NULL, *name = NULL, *sha_hex = NULL, *rows = NULL, *file;
+	uint64_t held_first = 0, held_rows = 0;
 	int show_progress = 1, c, rc = EXIT_FAIL;
 	uint8_t sha[ENGRAM_SHA256_LEN];
 	char err[128];
 	struct enl nl;
 
 	optind = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "t:n:s:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "t:n:s:r:", longopts, NULL)) != -1) {
 		switch (common_opt(c, argv, "table load", usage_table, &rc)) {
 		case 1:
 			continue;
@@ -431,11 +442,17 @@ static int table_load(int argc, char **argv)
 		case 's':
 			sha_hex = optarg;
 			break;
+		case 'r':
+			rows = optarg;
+			break;
 		case 'P':
 			show_progress = 0;
 			break;
 		}
 	}
+	if (rows && parse_row_range(rows, &held_first, &held_rows))
+		return usage_error("table load", "--rows takes FIRST-LAST, two row numbers, "
+				   "FIRST not above LAST");
 	if (optind != argc - 1)
 		return usage_error("table load", optind >= argc ? "FILE missing"
 								: "one FILE only");
@@ -452,8 +469,8 @@ static int table_load(int argc, char **argv)
 	}
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
-	rc = table_load_file(&nl, file, prefix, name, sha_hex ? sha : NULL, show_progress, 1,
-			     NULL);
+	rc = table_load_file(&nl, file, prefix, name, sha_hex ? sha : NULL, held_first, held_rows,
+			     show_progress, 1, NULL);
 	enl_close(&nl);
 	return rc;
 }

@@ -20,7 +20,8 @@ int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *
 	       struct table_info *ti);
 int table_dump(struct enl *nl, struct table_info **v, size_t *n);
 int table_load_file(struct enl *nl, const char *file, const char *prefix, const char *name,
-		    const uint8_t *sha, int show_progress, int report, struct table_info *out);
+		    const uint8_t *sha, uint64_t held_first, uint64_t held_rows,
+		    int show_progress, int report, struct table_info *out);
 int table_geometry(const char *file, const char *prefix, struct st_engram *eg);
 int table_interrupted(void);
 void table_signals_arm(void);

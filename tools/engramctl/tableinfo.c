@@ -79,6 +79,12 @@ int table_info_from_attrs(struct table_info *ti, struct nlattr **tb)
 		case ENGRAM_A_TABLE_ROWS:
 			ti->rows = nla_get_u64(nla);
 			break;
+		case ENGRAM_A_TABLE_HELD_FIRST:
+			ti->held_first = nla_get_u64(nla);
+			break;
+		case ENGRAM_A_TABLE_HELD_ROWS:
+			ti->held_rows = nla_get_u64(nla);
+			break;
 		case ENGRAM_A_TABLE_WEIGHT_BYTES:
 			ti->weight_bytes = nla_get_u32(nla);
 			break;
@@ -124,6 +130,12 @@ int table_info_from_attrs(struct table_info *ti, struct nlattr **tb)
 	return 0;
 }
 
+int table_info_is_shard(const struct table_info *ti)
+{
+	return TI_HAS(ti, ENGRAM_A_TABLE_HELD_ROWS) && TI_HAS(ti, ENGRAM_A_TABLE_ROWS) &&
+	       ti->held_rows != ti->rows;
+}
+
 double table_info_progress(const struct table_info *ti)
 {
 	if (!TI_HAS(ti, ENGRAM_A_TABLE_DONE_BYTES) || !TI_HAS(ti, ENGRAM_A_TABLE_FILE_BYTES) ||
@@ -149,6 +161,8 @@ json_t *table_info_json(const struct table_info *ti)
 #define U64(a, k, f) { ENGRAM_A_TABLE_##a, k, offsetof(struct table_info, f) }
 		U64(GENERATION, "generation", generation),
 		U64(ROWS, "rows", rows),
+		U64(HELD_FIRST, "held_first", held_first),
+		U64(HELD_ROWS, "held_rows", held_rows),
 		U64(WEIGHT_OFFSET, "weight_offset", weight_offset),
 		U64(SCALE_OFFSET, "scale_offset", scale_offset),
 		U64(FILE_BYTES, "file_bytes", file_bytes),
@@ -225,6 +239,9 @@ void table_info_print_line(FILE *f, const struct table_info *ti)
 		fprintf(f, " gen %" PRIu64, ti->generation);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_ROWS))
 		fprintf(f, " rows %" PRIu64, ti->rows);
+	if (table_info_is_shard(ti))
+		fprintf(f, " held %" PRIu64 "-%" PRIu64, ti->held_first,
+			ti->held_first + ti->held_rows - 1);
 	if (row_bytes_known(ti))
 		fprintf(f, " row_bytes %u", ti->weight_bytes + ti->scale_bytes);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_PINNED_BYTES))
@@ -267,6 +284,9 @@ void table_info_print_detail(FILE *f, const struct table_info *ti)
 		fprintf(f, "  %-15s %" PRIu64 "\n", "generation", ti->generation);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_ROWS))
 		fprintf(f, "  %-15s %" PRIu64 "\n", "rows", ti->rows);
+	if (table_info_is_shard(ti))
+		fprintf(f, "  %-15s %" PRIu64 "-%" PRIu64 " (%" PRIu64 " rows)\n", "held",
+			ti->held_first, ti->held_first + ti->held_rows - 1, ti->held_rows);
 	if (row_bytes_known(ti))
 		fprintf(f, "  %-15s %u (weight %u + scale %u)\n", "row bytes",
 			ti->weight_bytes + ti->scale_bytes, ti->weight_bytes, ti->scale_bytes);

@@ -18,6 +18,8 @@ struct table_info {
 	uint64_t generation;
 	uint8_t state;
 	uint64_t rows;
+	uint64_t held_first;	/* a shard: the rows this host holds */
+	uint64_t held_rows;
 	uint32_t weight_bytes;
 	uint32_t scale_bytes;
 	uint64_t weight_offset;
@@ -39,6 +41,8 @@ const char *verify_result_name(uint8_t result);
 
 /* From attributes parsed by enl_parse(); -EPROTO when TABLE_NAME is missing. */
 int table_info_from_attrs(struct table_info *ti, struct nlattr **tb);
+/* Whether the table is a shard: a row range of the file, not all of it. */
+int table_info_is_shard(const struct table_info *ti);
 /* Percent of the running load or verify, or -1 when not known. */
 double table_info_progress(const struct table_info *ti);
 

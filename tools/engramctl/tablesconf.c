@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * The tables file: "NAME FILE TENSOR SHA256" a line, blank lines and
- * comments from '#' to the end of a line.  Strict, because a unit loads
+ * The tables file: "NAME FILE TENSOR SHA256 [FIRST-LAST]" a line (the last
+ * field for a shard, the rows it holds), blank lines and comments from '#'
+ * to the end of a line.  Strict, because a unit loads
  * from it unattended at boot: a line that cannot be read exactly stops the
  * whole file from being used, and the message names the line.
  */
@@ -48,12 +49,17 @@ static size_t split(char *s, char **f, size_t max)
 static int parse_line(char *s, const char *path, unsigned int line, struct tconf_entry *e,
 		      char *err, size_t len)
 {
-	char *f[4], why[96];
-	size_t n = split(s, f, 4);
+	char *f[5], why[96];
+	size_t n = split(s, f, 5);
+	uint64_t first = 0, rows = 0;
 
-	if (n != 4)
+	if (n != 4 && n != 5)
 		return fail(err, len, -EINVAL, path, line,
-			    "%zu fields, want 4: NAME FILE TENSOR SHA256 (or - for no digest)", n);
+			    "%zu fields, want 4 or 5: NAME FILE TENSOR SHA256 (or - for no digest) [FIRST-LAST]",
+			    n);
+	if (n == 5 && parse_row_range(f[4], &first, &rows))
+		return fail(err, len, -EINVAL, path, line,
+			    "rows '%s' are not FIRST-LAST, two row numbers, FIRST <= LAST", f[4]);
 	if (!valid_table_name(f[0]))
 		return fail(err, len, -EINVAL, path, line,
 			    "table name '%s' is not valid: 1-%d characters of A-Z a-z 0-9 . _ -",
@@ -77,6 +83,8 @@ static int parse_line(char *s, const char *path, unsigned int line, struct tconf
 	strcpy(e->name, f[0]);
 	strcpy(e->file, f[1]);
 	strcpy(e->tensor, f[2]);
+	e->held_first = first;
+	e->held_rows = rows;
 	e->line = line;
 	return 0;
 }

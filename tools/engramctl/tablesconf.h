@@ -24,6 +24,8 @@ struct tconf_entry {
 	char tensor[TABLESCONF_TENSOR_MAX];
 	uint8_t sha256[ENGRAM_SHA256_LEN];
 	int has_sha256;		/* 0 for "-": the load hashes but compares with nothing */
+	uint64_t held_first;	/* a shard's rows (FIRST-LAST), or 0 and 0: all */
+	uint64_t held_rows;
 	unsigned int line;
 };
 

@@ -1130,6 +1130,8 @@ PUBLIC const char *engram_strerror(int err)
 		return "success";
 	case ERANGE:
 		return "row index out of range";
+	case ENXIO:
+		return "no host holds the row";
 	case ESTALE:
 		return "table or generation unknown to the server";
 	case ENOSPC:

@@ -30,6 +30,8 @@
  *
  * The errors of a fetch, as returned and as engram_result.error:
  *	-ERANGE		a row index is not below the table's rows (bad_index)
+ *	-ENXIO		no host the fetch may go to holds a row: each holds
+ *			only a range of the table's rows (bad_index)
  *	-ESTALE		the server no longer has this table and generation
  *	-ENOSPC		the destination cannot hold the rows at this stride
  *	-E2BIG		more rows (or ranges) than the link's max_rows allows
@@ -50,7 +52,7 @@
  * safetensors file holding NAME.weight [rows, 256] F8_E4M3 and NAME.scale
  * [rows, 8] F8_E8M0, as the server loaded it.  When a remote fetch fails
  * for a reason the network or the server caused (-ETIMEDOUT, -ENOTCONN,
- * -ESHUTDOWN, -EIO, -ESTALE, -EAGAIN, -EBUSY, -EPROTO, -ENODEV,
+ * -ESHUTDOWN, -EIO, -ESTALE, -EAGAIN, -EBUSY, -EPROTO, -ENODEV, -ENXIO,
  * -ECONNRESET and the like; never for a bad request such as -ERANGE,
  * -ENOENT or -EINVAL), the library reads the same rows
  * from the copy with pread() (O_DIRECT where the file system takes it),

@@ -137,6 +137,7 @@ bool local_fallback_errno(int err)
 	case EBUSY:		/* the server is out of tickets */
 	case EPROTO:
 	case ENODEV:
+	case ENXIO:		/* no host holds the row: the copy has every row */
 		return true;
 	default:
 		return false;

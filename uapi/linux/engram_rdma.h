@@ -250,6 +250,13 @@ enum engram_attr {
 	ENGRAM_A_LATENCY_SUM_NS,	/* u64, sum of the times ENGRAM_A_LATENCY counts */
 	ENGRAM_A_EVENT,			/* u8, enum engram_event */
 	ENGRAM_A_EVENTS_LOST,		/* u32, events dropped before this one */
+	/*
+	 * u64: a shard, the rows a host holds of a table (load: both or
+	 * neither; without them the whole table); reported for every table,
+	 * and for a link's catalog entries.
+	 */
+	ENGRAM_A_TABLE_HELD_FIRST,
+	ENGRAM_A_TABLE_HELD_ROWS,
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -405,17 +412,20 @@ enum engram_stat {
 	 */
 	ENGRAM_STAT_FAILOVERS,		/* parts sent again here after failing elsewhere */
 	ENGRAM_STAT_SPLITS,		/* parts of fetches split over replicas, sent here */
+	/* Refused for a row outside the host's shard (version 3), as REFUSED_*. */
+	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
 };
 
 /*
- * Wire protocol, versions 1 and 2 (Documentation/protocol.rst has the byte
+ * Wire protocol, versions 1 to 3 (Documentation/protocol.rst has the byte
  * tables).  Their frames have the same layout (the header carries the
  * negotiated version); version 2 lets an RDMA server send a RESPONSE as a
  * SEND with invalidate of the request's first range key, which a version 1
- * client does not expect.
+ * client does not expect; version 3 adds what shards need: the rows a host
+ * holds in its catalog, slots in a request, and ROW_NOT_HELD.
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
@@ -442,11 +452,13 @@ enum engram_stat {
  * CATALOG the server sends on its own (after connect, on change).
  *
  * REQUEST (client to server): struct engram_wire_request, then nr_ranges
- * struct engram_wire_range, then nr_rows __u32 row indices; length is
- * exactly 48 + 24 * nr_ranges + 4 * nr_rows.  Row i of the request lands
- * at byte offset i * dest_stride of the concatenation of the ranges; no
- * row may straddle two ranges.  Row indices are 32-bit: version 1 serves
- * tables of fewer than 2^32 rows.  Duplicate indices are allowed.
+ * struct engram_wire_range, then nr_rows __u32 row indices, then (with
+ * ENGRAM_WIRE_REQ_SLOTS, version 3) nr_rows __u32 slots; length is exactly
+ * 48 + 24 * nr_ranges + 4 * nr_rows (8 * nr_rows with slots).  Row i of
+ * the request lands at byte offset i * dest_stride (slot i * dest_stride
+ * with slots) of the concatenation of the ranges; no row may straddle two
+ * ranges.  Row indices are 32-bit: tables of fewer than 2^32 rows are
+ * served.  Duplicate indices are allowed.
  *
  * RESPONSE (server to client): struct engram_wire_response.  Over RDMA it
  * is a SEND posted after the RDMA WRITEs of the rows on the same QP, and
@@ -460,7 +472,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		2	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		3	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */
@@ -469,8 +481,8 @@ enum engram_stat {
 #define ENGRAM_WIRE_MAX_RANGES		16
 #define ENGRAM_WIRE_MAX_ROWS		0x100000	/* 1,048,576 */
 #define ENGRAM_WIRE_MAX_REQUEST_BYTES	0x800000	/* 8 MiB */
-/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 120 bytes. */
-#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 120)
+/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 136 bytes. */
+#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 136)
 
 enum engram_wire_type {
 	ENGRAM_WIRE_HELLO = 1,		/* TCP only: first frame each way */
@@ -494,10 +506,12 @@ enum engram_wire_status {
 	ENGRAM_WIRE_DEST_TOO_SMALL = 8,	/* the ranges cannot hold the rows at this stride */
 	ENGRAM_WIRE_BUSY = 9,		/* more tickets in flight than max_inflight */
 	ENGRAM_WIRE_SHUTTING_DOWN = 10,	/* server or table going away */
-	ENGRAM_WIRE_INTERNAL = 11	/* server-side failure; the request was valid */
+	ENGRAM_WIRE_INTERNAL = 11,	/* server-side failure; the request was valid */
+	/* Version 3: bad_index names the first row this host does not hold. */
+	ENGRAM_WIRE_ROW_NOT_HELD = 12
 };
 
-#define ENGRAM_WIRE_STATUS_MAX		ENGRAM_WIRE_INTERNAL
+#define ENGRAM_WIRE_STATUS_MAX		ENGRAM_WIRE_ROW_NOT_HELD
 
 /* Hello: 48 bytes, fits the 56 bytes of REQ private data left by the IP CM. */
 struct engram_wire_hello {
@@ -529,9 +543,17 @@ struct engram_wire_request {
 	__u32 nr_rows;			/* >= 1 */
 	__u32 dest_stride;		/* >= ENGRAM_ROW_BYTES */
 	__u16 nr_ranges;		/* >= 1 */
-	__u16 reserved0;		/* 0 */
+	__u16 flags;			/* ENGRAM_WIRE_REQ_*; 0 before version 3 */
 	__u32 reserved1;		/* 0 */
 };
+
+/*
+ * Version 3: nr_rows __u32 slots follow the row indices, and row i lands at
+ * byte offset slots[i] * dest_stride instead of i * dest_stride.  A GPU
+ * node whose table is sharded over hosts sends each host its rows with
+ * their places in the one destination.
+ */
+#define ENGRAM_WIRE_REQ_SLOTS		0x0001
 
 /* One destination range: 24 bytes.  TCP ignores addr and rkey. */
 struct engram_wire_range {
@@ -546,7 +568,7 @@ struct engram_wire_response {
 	struct engram_wire_hdr hdr;
 	__u16 status;			/* enum engram_wire_status */
 	__u16 reserved;			/* 0 */
-	__u32 bad_index;		/* ROW_OUT_OF_RANGE: position in the request */
+	__u32 bad_index;		/* ROW_OUT_OF_RANGE, ROW_NOT_HELD: its position */
 	__u64 bytes;			/* row bytes written (OK) or 0 */
 };
 
@@ -557,7 +579,7 @@ struct engram_wire_catalog {
 	__u32 reserved;			/* 0 */
 };
 
-/* One table: 120 bytes. */
+/* One table: 120 bytes, and in version 3 a struct engram_wire_held after it. */
 struct engram_wire_catalog_entry {
 	char name[ENGRAM_NAME_MAX];	/* [A-Za-z0-9._-], NUL-padded */
 	__u8 sha256[ENGRAM_SHA256_LEN];	/* all zero while not yet known */
@@ -565,6 +587,16 @@ struct engram_wire_catalog_entry {
 	__u64 rows;			/* 1 .. 2^32 - 1 */
 	__u32 row_bytes;		/* ENGRAM_ROW_BYTES */
 	__u32 state;			/* enum engram_table_state */
+};
+
+/*
+ * Version 3, after each catalog entry: the rows the host holds, a shard
+ * (engramctl load --rows) or the whole table (0 and rows).  A host lists
+ * only whole tables to a version 1 or 2 peer.
+ */
+struct engram_wire_held {
+	__u64 first_row;
+	__u64 nr_rows;			/* >= 1; first_row + nr_rows <= rows */
 };
 
 /*
@@ -672,7 +704,7 @@ struct engram_ioc_fetch {
 	/* out */
 	__u64 ticket;			/* SUBMIT: what to WAIT for */
 	__u32 wire_status;		/* enum engram_wire_status from the server */
-	__u32 bad_index;		/* ROW_OUT_OF_RANGE: first bad position */
+	__u32 bad_index;		/* ROW_OUT_OF_RANGE, ROW_NOT_HELD: first bad position */
 	__u64 rtt_ns;			/* FETCH: submit to completion */
 	__u64 reserved[2];		/* 0 */
 };

@@ -60,6 +60,7 @@ BUSY_POLL = 1 << 0          # LIBENGRAM_BUSY_POLL
 
 WIRE_OK = 0
 WIRE_ROW_OUT_OF_RANGE = 5
+WIRE_ROW_NOT_HELD = 12      # protocol version 3: a row no host holds
 
 
 class _TableInfo(ctypes.Structure):
@@ -187,7 +188,7 @@ def _error(ret: int, what: str, res: Optional["_Result"] = None,
     if res is not None:
         if wire_status or bad_index:
             msg += " (server status %s" % status_name(wire_status)
-            if wire_status == WIRE_ROW_OUT_OF_RANGE:
+            if wire_status in (WIRE_ROW_OUT_OF_RANGE, WIRE_ROW_NOT_HELD):
                 msg += ", bad_index %d" % bad_index
             msg += ")"
         else:
