@@ -218,6 +218,7 @@ static void send_catalog(struct conn *c, uint64_t ticket)
 	struct engram_wire_table t = {
 		.generation = 1, .rows = o.rows, .row_bytes = ENGRAM_ROW_BYTES,
 		.state = ENGRAM_TABLE_READY,
+		.held_rows = o.rows,	/* the whole table: version 3 says so */
 	};
 	uint8_t frame[TX_BYTES];
 	int len;
