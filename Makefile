@@ -47,9 +47,9 @@ check:
 
 # For iterating: everything before the guests (builds, style, unit tests,
 # DKMS, install), then one 6.12 guest with the harness, digest, fetch and
-# TCP tests; no fault run, no debug kernel.  Under 5 minutes.
+# TCP tests; no fault or replicas run, no debug kernel.  Under 5 minutes.
 check-quick:
-	KVERS=6.12 FAULT_KVERS= ARM64_PAIR= CHECK_DEBUG=0 MATRIX="$${MATRIX:-x86-5.10 arm64-6.12-16k}" \
+	KVERS=6.12 FAULT_KVERS= REPLICAS_KVERS= ARM64_PAIR= CHECK_DEBUG=0 MATRIX="$${MATRIX:-x86-5.10 arm64-6.12-16k}" \
 		GUEST_FILTER="$${GUEST_FILTER:-t_00 t_30 t_55 t_58}" selftests/check.sh
 
 # The single-guest suite on the other kernels the guests boot: Debian's
@@ -162,7 +162,8 @@ check-packages: deb tools
 
 # Replicas across hosts, three guests (selftests/vm/run-replicas.sh): two
 # host guests serve one file to a GPU-node guest, one of them unloads its
-# module and is then killed under its fetch loop.  Not yet in make check.
+# module and is then killed under its fetch loop.  make check runs it too
+# (REPLICAS_KVERS); this is the step alone.
 check-replicas: tools
 	$(MAKE) -C selftests/guest
 	selftests/vm/run-replicas.sh --kver 6.12 --timeout 1500

@@ -9,8 +9,8 @@
 #   arm64) -> user-space unit tests ->
 #   DKMS install/remove -> make install into a scratch DESTDIR -> Debian
 #   packages -> in-guest selftests under QEMU: the 6.1 and 6.12 suites side
-#   by side, the two-guest runs, the packages installed in a guest
-#   (t_85_packages), then the debug kernel's suite
+#   by side, the two-guest runs, the three-guest replicas run, the packages
+#   installed in a guest (t_85_packages), then the debug kernel's suite
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -24,7 +24,8 @@
 # GUEST_FILTER (arguments for selftests/guest/run.sh), VM_TIMEOUT (seconds
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
-# and "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
+# and "6.12"), REPLICAS_KVERS (kernels of the three-guest replicas run,
+# default "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
 # default "6.12"), PACKAGES_KVER (the kernel of the packages' guest,
 # default "6.12"; empty, or any GUEST_FILTER: not run).
 #
@@ -51,6 +52,10 @@ KVERS=${KVERS:-6.1 6.12}
 # asked for (PAIR_KVERS=6.1), to leave the budget to the debug kernel.
 PAIR_KVERS=${PAIR_KVERS-}
 FAULT_KVERS=${FAULT_KVERS-6.12}
+# Replicas and shards across two host guests and a GPU-node guest, one host
+# unloaded and killed under a fetch loop (run-replicas.sh): about three
+# minutes of both cores.
+REPLICAS_KVERS=${REPLICAS_KVERS-6.12}
 # The arm64 pair (run-arm64-pair.sh): an x86 host guest on this kernel
 # serving an arm64 16K-page GPU-node guest; empty: not run.
 ARM64_PAIR=${ARM64_PAIR-6.12}
@@ -261,10 +266,11 @@ vm_wait() {
 	read -r rc <"$logs/vm-$1.rc" 2>/dev/null || rc=125
 	return "$rc"
 }
-# two_guests pair|faults K GUEST...: run-pair.sh or run-faults.sh on kernel
-# K, then check each guest's kernel log.  The first host boot of the fault
-# run is killed outright and never writes its kernel log (it checked dmesg
-# itself just before): its console stands in.
+# two_guests pair|faults|replicas K GUEST...: run-pair.sh, run-faults.sh or
+# run-replicas.sh on kernel K, then check each guest's kernel log.  The
+# first host boot of the fault run and host1 of the replicas run are killed
+# outright and never write their kernel log (each checked dmesg itself just
+# before): their console stands in.
 two_guests() {
 	local what=$1 k=$2 g dlog t0=$SECONDS
 	shift 2
@@ -358,6 +364,7 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		[ -n "${built[$k]:-}" ] || continue
 		case " $PAIR_KVERS " in *" $k "*) two_guests pair "$k" host spark ;; esac
 		case " $FAULT_KVERS " in *" $k "*) two_guests faults "$k" spark host1 host2 ;; esac
+		case " $REPLICAS_KVERS " in *" $k "*) two_guests replicas "$k" spark host1 host2 ;; esac
 	done
 	for k in $ARM64_PAIR; do
 		two_guests arm64-pair "$k" arm64 host

@@ -32,7 +32,7 @@
  * with its own fd, buffer and seed (SEED + process number), each doing the
  * whole job.  Prints one line:
  *
- *   fetch_check: rows R batches B bad N errors N p50_us X p99_us Y
+ *   fetch_check: rows R batches B bad N errors N p50_us X p99_us Y max_us Z
  *
  * (R, B, bad and errors summed over the processes, latencies per fetch as
  * seen by the caller) and exits 0 only when R is --count times --procs and
@@ -1252,7 +1252,7 @@ int main(int argc, char **argv)
 	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
 	uint64_t tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
 	uint64_t fb_remote_max = 0, fb_local_max = 0, by_kind[NR_TOLERABLE] = { 0 };
-	uint64_t *all_lat, p50 = 0, p99 = 0, want;
+	uint64_t *all_lat, p50 = 0, p99 = 0, pmax = 0, want;
 	size_t slot, area;
 	uint8_t *shared;
 	int i, status = 0;
@@ -1359,13 +1359,14 @@ int main(int argc, char **argv)
 		qsort(all_lat, nr_lat, sizeof(*all_lat), cmp_u64);
 		p50 = all_lat[(nr_lat - 1) * 50 / 100];
 		p99 = all_lat[(nr_lat - 1) * 99 / 100];
+		pmax = all_lat[nr_lat - 1];
 	}
 	free(all_lat);
 
 	want = (o.rows_list && !o.expect ? o.nr_rows_list : o.count) * (uint64_t)o.procs;
 	printf("fetch_check: rows %" PRIu64 " batches %" PRIu64 " bad %" PRIu64 " errors %"
-	       PRIu64 " p50_us %" PRIu64 " p99_us %" PRIu64 "\n", rows, batches, bad, errors,
-	       p50 / 1000, p99 / 1000);
+	       PRIu64 " p50_us %" PRIu64 " p99_us %" PRIu64 " max_us %" PRIu64 "\n", rows,
+	       batches, bad, errors, p50 / 1000, p99 / 1000, pmax / 1000);
 	if (o.tolerate) {
 		printf("fetch_check: tolerated %" PRIu64 " slow %" PRIu64 " late %" PRIu64 "\n",
 		       tol, slow, late);

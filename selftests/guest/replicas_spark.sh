@@ -33,6 +33,8 @@ both_up() { wait_fetchable 5 --link 1 --timeout-ms 5000 && wait_fetchable 5 --li
 R1=rdma://192.0.2.1:18515@192.0.2.2
 R2=rdma://192.0.3.3:18515@192.0.3.4
 P=/sys/module/engram_rdma/parameters
+# Where the run's time goes, for the budget of make check.
+stamp() { diag "at ${SECONDS} s: $*"; }
 # held LINK NAME: "FIRST ROWS" of table NAME in link LINK's catalog, "" if absent.
 held() {
 	"$ENGRAMCTL" -j link tables | jget "' '.join(str(e[k]) for t in d for e in t['links'] if e['link'] == $1 and e['name'] == '$2' for k in ('held_first', 'held_rows'))"
@@ -60,6 +62,7 @@ relink() {
 	return 1
 }
 
+stamp "tables made, waiting for both links"
 if wait_for 300 both_up; then
 	ok "both hosts' links come up with the table"
 else
@@ -75,6 +78,7 @@ diag "link tables: $out"
 check "link tables: one file, served by both hosts" \
 	grep -Eq "^rep sha256 [0-9a-f]{16} rows $ROWS: link 1 \(up, ready\) link 2 \(up, ready\)$" <<<"$out"
 
+stamp "shards"
 # --- shards, one a host (before any fetch of rep: host1 acts on those) ---
 S=$SCRATCH/shards.safetensors G=$SCRATCH/gap.safetensors W=$SCRATCH/whole.safetensors
 make_table "$S" 120000 --seed 31 || bail "mktable shards"
@@ -109,6 +113,7 @@ check "a row between a table's two shards: ENXIO, row_not_held at position 1, no
 check "that table's rows on both hosts: exact" \
 	runs "${FG[@]}" --rows-list 5,49999,70000,119999 --timeout-ms 5000
 
+stamp "older peers"
 # --- an older host: host2 speaks version 1 once its link is gone --------------
 L2=$(relink 2 "$R2" 1)
 check "link to host2 again: version 1 ($L2)" test -n "$L2"
@@ -136,6 +141,7 @@ L1=${L1:-1}
 listed() { test -n "$(held "$L1" sh)"; }
 check "host1's shards are listed again" wait_for 30 listed
 
+stamp "100,000 rows"
 f1=$(link_stat "$L1" fetches) f2=$(link_stat "$L2" fetches)
 check "100,000 rows on no link, two processes: exact" \
 	run --count 100000 --batch 288,49152 --procs 2 --timeout-ms 20000 --seed 1
@@ -152,10 +158,12 @@ fo0=$(stat_global failovers)
 	--expect-no-fallbacks --stop-file "$STOP" --duration-s 1200 --seed 5 \
 	>"$TMPD/loop" 2>&1 &
 loop=$!
+stamp "the loop started"
 check "host1's module unloaded: its link goes down" wait_for 900 down "$L1"
 check "host1 serves again: its link comes back" wait_for 300 up "$L1"
 check "host1 killed: its link goes down" wait_for 600 down "$L1"
 t_down=$SECONDS
+stamp "host1's link went down"
 sleep 5
 touch "$STOP"
 wait $loop
@@ -169,6 +177,7 @@ check "parts were sent again to host2 when host1 went away ($(($(stat_global fai
 diag "failovers $(($(stat_global failovers) - fo0)), fetch timeouts on host1's link $(link_stat "$L1" fetch_timeouts), $((SECONDS - t_down)) s since host1 died"
 check "host2 alone: exact" run --count 20000 --batch 288,4096 --timeout-ms 10000 --seed 6
 
+stamp "end"
 check "link del of both links" sh -c "'$ENGRAMCTL' link del $L2 && '$ENGRAMCTL' link del $L1"
 check "no warning, oops or other splat in the kernel log" kmsg_clean
 done_testing
