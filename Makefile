@@ -21,7 +21,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
 	install-module install-tools uninstall uninstall-module uninstall-tools dkms-check deb clean debug-kernel check-debug check-quick fuzz \
-	soak matrix check-kernels check-packages check-replicas
+	soak matrix check-kernels check-packages check-replicas bench-replicas
 
 all: module tools
 
@@ -85,12 +85,20 @@ soak: deps tools
 	selftests/soak.sh
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
-# (build/bench); see Documentation/performance.rst.
+# (build/bench); then the replicas case in three guests (BENCH_REPLICAS=0:
+# not run; BENCH_REPLICAS_ROWS, _ITERS, _ROUNDS); see
+# Documentation/performance.rst.
 bench: deps tools
 	selftests/bench/run.sh $(if $(BENCH_KVER),--kver $(BENCH_KVER)) \
 		$(if $(BENCH_ITERS),--iters $(BENCH_ITERS)) \
 		$(if $(BENCH_MTU),--mtu $(BENCH_MTU)) \
 		$(if $(BENCH_OUT),--out $(BENCH_OUT))
+
+# make bench's replicas case alone (three guests), into $(BENCH_OUT) or
+# build/bench-replicas.
+bench-replicas: deps tools
+	selftests/bench/run.sh --replicas-only $(if $(BENCH_KVER),--kver $(BENCH_KVER)) \
+		--out $(or $(BENCH_OUT),build/bench-replicas)
 
 unit: tools
 	$(MAKE) -C selftests/unit run

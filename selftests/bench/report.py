@@ -3,13 +3,14 @@
 """Turn the "BENCH {json}" lines of selftests/bench/bench.sh into results.
 
     report.py --in LOG --json OUT.json [--png OUT.png] [--env KEY=VALUE]...
-              [--check]
+              [--check] [--replicas-only]
 
 Writes one JSON file with every case, the environment and a top-level
 "ratios" object; prints a markdown table on stdout; draws the plot with
 gnuplot when --png is given.  --check (make check's smoke run): exit 1 unless
 every expected case is there, ran all its iterations, and every fetched row
-was exact.  Timings are never asserted.
+was exact.  Timings are never asserted.  --replicas-only: the log holds
+only make bench's replicas case (selftests/bench/run.sh --replicas-only).
 
 Every ratio is "this / that" of one measure, named in RATIO_DOC, so whether
 higher or lower is better is stated next to it in the JSON.
@@ -84,11 +85,49 @@ RATIO_DOC = {
         "RDMA fetches, sleeping (completions in other CPUs' softirqs not in it); lower "
         "is better",
     "client_cpu_ns_per_row_1": "as client_cpu_ns_per_row_49152, 1-row fetches",
+    # make bench's replicas case (selftests/bench/replicas.sh), three guests.
+    "replicas_vs_one_49152_p1":
+        "rows/s of 1 process fetching 49,152 rows at a time from two host guests that "
+        "serve the same table (opened on no link: each fetch split over both) / from one "
+        "(opened on link 1), median over rounds; higher is better",
+    "replicas_vs_one_49152_p2":
+        "as replicas_vs_one_49152_p1, 2 processes (spread and split)",
+    "replicas_vs_one_288_p2":
+        "as replicas_vs_one_49152_p1, 2 processes fetching 288 rows at a time (spread "
+        "over the two hosts, not split)",
 }
 
 # The round medians that replace the single-run figure of the same name.
 ROUND_OVERRIDES = ("rtt_288_vs_perftest", "bw_49152_vs_ib_write_bw")
 ROUND_RE = re.compile(r"^r(\d+)_(.+)$")
+# replicas.sh's labels: repl_one|two_ROWS_pPROCS_rROUND.
+REPL_RE = re.compile(r"^repl_(one|two)_(\d+)_p(\d+)_r(\d+)$")
+
+
+def replicas(d):
+    """{(rows, procs): {round: {"one": case, "two": case}}} of replicas.sh."""
+    out = {}
+    for label, c in d.items():
+        m = REPL_RE.match(label)
+        if m:
+            key = (int(m.group(2)), int(m.group(3)))
+            out.setdefault(key, {}).setdefault(int(m.group(4)), {})[m.group(1)] = c
+    return dict(sorted(out.items(), key=lambda kv: (-kv[0][0], kv[0][1])))
+
+
+def median_of(vals):
+    vals = [v for v in vals if v is not None]
+    return round(statistics.median(vals), 4) if vals else None
+
+
+def replicas_ratios(d):
+    """replicas_vs_one_ROWS_pP: two replicas' rows/s over one host's, per round, median."""
+    r = {}
+    for (rows, procs), rounds in replicas(d).items():
+        per = [ratio(c.get("two", {}).get("rows_per_s"), c.get("one", {}).get("rows_per_s"))
+               for c in rounds.values()]
+        r[f"replicas_vs_one_{rows}_p{procs}"] = median_of(per)
+    return r
 
 
 def load_cases(path):
@@ -245,6 +284,7 @@ def ratios(d, cases=()):
     for k, v in med.items():
         if k not in r or (k in ROUND_OVERRIDES and v is not None):
             r[k] = v
+    r.update(replicas_ratios(d))
     return r
 
 
@@ -271,16 +311,26 @@ def expected_labels(full, rounds=0):
     return labels
 
 
-def check(cases, d):
+def check(cases, d, replicas_only=False):
     """Every case ran all its iterations, every row was exact."""
     problems = []
     kinds = [c.get("case") for c in cases]
-    for k in ("env", "end"):
+    for k in () if replicas_only else ("env", "end"):
         if k not in kinds:
             problems.append(f"no '{k}' line: the run did not finish")
     problems += [f"unparsable line: {c['line']}" for c in cases if c.get("case") == "bad"]
     env = next((c for c in cases if c.get("case") == "env"), {})
-    for label in expected_labels(not env.get("smoke"), int(env.get("rounds", 0))):
+    labels = [] if replicas_only else \
+        expected_labels(not env.get("smoke"), int(env.get("rounds", 0)))
+    labels += sorted(k for k in d if REPL_RE.match(k))
+    if replicas_only:
+        for (rows, procs), rounds in replicas(d).items():
+            for n, sides in rounds.items():
+                problems += [f"repl_{side}_{rows}_p{procs}_r{n}: missing"
+                             for side in ("one", "two") if side not in sides]
+        if not replicas(d):
+            problems.append("no case of the replicas run")
+    for label in labels:
         c = d.get(label)
         if c is None:
             problems.append(f"{label}: missing")
@@ -315,6 +365,27 @@ def fmt(v, digits=1):
     if isinstance(v, float) and (abs(v) >= 1000 or v == int(v)) and digits <= 1:
         return f"{v:,.0f}"
     return f"{v:,.{digits}f}"
+
+
+def replicas_markdown(d, r):
+    """The replicas case's table, empty when it did not run."""
+    out = []
+    rep = replicas(d)
+    if not rep:
+        return out
+    out.append("| replicas (three guests, wall time, row checks included) | processes "
+               "| one host rows/s | two replicas rows/s | one host p50 µs "
+               "| two replicas p50 µs | two / one, median of rounds |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|")
+    for (rows, procs), rounds in rep.items():
+        def med(side, key):
+            return median_of([c.get(side, {}).get(key) for c in rounds.values()])
+        out.append(f"| {rows:,} rows | {procs} | {fmt(med('one', 'rows_per_s'))} | "
+                   f"{fmt(med('two', 'rows_per_s'))} | {fmt(med('one', 'p50_us'))} | "
+                   f"{fmt(med('two', 'p50_us'))} | "
+                   f"{fmt(r.get(f'replicas_vs_one_{rows}_p{procs}'), 3)} |")
+    out.append("")
+    return out
 
 
 def markdown(d, r, env):
@@ -363,10 +434,11 @@ def markdown(d, r, env):
         out.append(f"| {m} | {fmt(c.get('bytes'))} | {fmt(c.get('sha256sum_s'), 3)} | "
                    f"{fmt(c.get('load_s'), 3)} | {fmt(c.get('verify_s'), 3)} |")
     out.append("")
+    out += replicas_markdown(d, r)
     out.append("| ratio | value | meaning |")
     out.append("|---|---:|---|")
     for k, v in r.items():
-        out.append(f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC[k]} |")
+        out.append(f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC.get(k, '')} |")
     _, per = ratios_over_rounds(d)
     if per:
         out.append("")
@@ -495,6 +567,7 @@ def main():
     ap.add_argument("--rst", help="also write the tables as reStructuredText")
     ap.add_argument("--env", action="append", default=[])
     ap.add_argument("--check", action="store_true")
+    ap.add_argument("--replicas-only", action="store_true")
     a = ap.parse_args()
 
     cases = load_cases(a.inp)
@@ -505,13 +578,19 @@ def main():
         k, _, v = kv.partition("=")
         env[k] = v
     r = ratios(d, cases)
+    if a.replicas_only:
+        r = {k: v for k, v in r.items() if k.startswith("replicas_")}
     _, per = ratios_over_rounds(d)
     doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC, "ratio_rounds": per,
            "cases": [c for c in cases if c.get("case") not in ("env", "end")]}
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")
-    md = markdown(d, r, env)
+    if a.replicas_only:
+        md = "\n".join(replicas_markdown(d, r) + ["| ratio | value | meaning |", "|---|---:|---|"] +
+                       [f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC.get(k, '')} |" for k, v in r.items()])
+    else:
+        md = markdown(d, r, env)
     print(md)
     if a.rst:
         with open(a.rst, "w") as f:
@@ -519,9 +598,11 @@ def main():
     if a.png:
         plot(d, a.png, env)
     if a.check:
-        problems = check(cases, d)
+        problems = check(cases, d, a.replicas_only)
         for p in problems:
             print(f"report.py: {p}", file=sys.stderr)
+        if a.replicas_only:
+            return 1 if problems else 0
         missing = [k for k in ("bw_49152_vs_ib_write_bw", "rtt_288_vs_perftest",
                                "load_vs_sha256sum", "tcp_vs_rdma_49152", "remote_vs_local_288",
                                "rtt_1_vs_perftest", "bw_49152_vs_ib_write_bw_4224",

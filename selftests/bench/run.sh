@@ -5,26 +5,32 @@
 # figures into a markdown table (stdout), a JSON file and a PNG plot:
 #
 #   run.sh [--kver 6.1|6.12] [--iters N] [--rows N] [--mtu BYTES] [--smoke]
-#          [--out DIR]
+#          [--out DIR] [--replicas-only]
 #
 # Results go to DIR (default build/bench): bench.json (every figure, the
 # environment and the "ratios" object), bench.md, bench.png and bench.log
 # (the guests' output).  BENCH_TOPO=1 (the default) is one guest that is
 # host and GPU node at once over rxe loopback; BENCH_TOPO=2 is two guests,
 # a host (192.0.2.1) and a Spark (192.0.2.2), joined by QEMU's socket
-# netdev on 127.0.0.1 as in selftests/vm/run-pair.sh.  Exits non-zero when
-# a case is missing, a fetch failed or a row was wrong; never on a timing.
+# netdev on 127.0.0.1 as in selftests/vm/run-pair.sh.  Then, unless
+# BENCH_REPLICAS=0, the replicas case (selftests/bench/replicas.sh): the
+# throughput of one GPU-node guest against two host guests that serve the
+# same table, beside the same against one of them, in the three guests of
+# selftests/vm/run-replicas.sh (its output in replicas.log and under
+# replicas/); --replicas-only runs that case alone.  Exits non-zero when a case is missing, a fetch failed or a
+# row was wrong; never on a timing.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 top=$(cd "$here/../.." && pwd)
-KVER=${BENCH_KVER:-6.12} OUT=$top/build/bench ARGS=()
+KVER=${BENCH_KVER:-6.12} OUT=$top/build/bench ARGS=() ONLY=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--kver) KVER=${2:?}; shift 2 ;;
 	--iters|--rows|--mtu) ARGS+=("$1" "${2:?}"); shift 2 ;;
 	--smoke) ARGS+=(--smoke); shift ;;
 	--out) OUT=${2:?}; shift 2 ;;
+	--replicas-only) ONLY=replicas; shift ;;
 	*) echo "run.sh: unknown option '$1'" >&2; exit 2 ;;
 	esac
 done
@@ -35,7 +41,10 @@ mkdir -p "$OUT"
 log=$OUT/bench.log
 # A 1.1 GB table pinned in the page cache, its file on the scratch disk.
 VM=(--kver "$KVER" --mem 4G --disk-size 8G --timeout 10800)
+rc=0 topology=""
+[ -z "$ONLY" ] || { : >"$log"; TOPO=none; }
 case "$TOPO" in
+none) ;;
 1)
 	"$top/selftests/vm/run.sh" "${VM[@]}" -- "selftests/bench/bench.sh ${ARGS[*]}" |
 		tee "$log"
@@ -67,14 +76,36 @@ if [ "$rc" -ne 0 ]; then
 	echo "run.sh: the guest's bench failed (exit $rc); its output is in $log" >&2
 	exit 1
 fi
+if [ "${BENCH_REPLICAS:-1}" != 0 ] || [ -n "$ONLY" ]; then
+	# Each guest's environment comes first in its command.
+	renv=""
+	for v in BENCH_REPLICAS_ROWS BENCH_REPLICAS_ITERS BENCH_REPLICAS_ROUNDS; do
+		[ -z "${!v:-}" ] || renv="$renv $v=${!v}"
+	done
+	"$top/selftests/vm/run-replicas.sh" --kver "$KVER" --timeout 5400 --logs "$OUT/replicas" \
+		--scripts "$renv selftests/bench/replicas.sh spark" "$renv selftests/bench/replicas.sh" \
+		>"$OUT/replicas.log" 2>&1
+	rc=$?
+	grep -E '^(not )?ok|^# ' "$OUT/replicas.log" | grep -v '^# vm:'
+	cat "$OUT/replicas.log" >>"$log"
+	if [ "$rc" -ne 0 ]; then
+		echo "run.sh: the replicas case failed (exit $rc); its output is in $OUT/replicas.log" >&2
+		exit 1
+	fi
+	topology="${topology:+$topology; }replicas: 3 guests (2 hosts and a Spark)"
+fi
 qemu=$(qemu-system-x86_64 --version | sed -n '1s/.*version \([^ ]*\).*/\1/p')
 hostcpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
-python3 "$here/report.py" --in "$log" --json "$OUT/bench.json" --png "$OUT/bench.png" \
-	--rst "$OUT/bench.rst" \
+# The plot is of the one-guest cases: none with --replicas-only.
+opts=(--png "$OUT/bench.png" --rst "$OUT/bench.rst")
+[ -z "$ONLY" ] || opts=(--replicas-only)
+python3 "$here/report.py" --in "$log" --json "$OUT/bench.json" "${opts[@]}" \
 	--env "commit=$commit" --env "qemu=$qemu" --env "host_cpu=$hostcpu" \
 	--env "host_cpus=$(nproc)" --env "topology=$topology" --check \
 	>"$OUT/bench.md"
 rc=$?
 cat "$OUT/bench.md"
-echo "run.sh: results in $OUT/bench.json, $OUT/bench.md, $OUT/bench.png"
+png=", $OUT/bench.png"
+[ -z "$ONLY" ] || png=""
+echo "run.sh: results in $OUT/bench.json, $OUT/bench.md$png"
 exit $rc

@@ -57,6 +57,38 @@ else
 	nok "a case left out is named (p50, p99) and the rest still drawn"
 	sed 's/^/#   /' "$tmp/some.err"
 fi
+
+# make bench's replicas case: each round's ratio (two replicas over one
+# host), their median, a row of the table, and --check names a replicas
+# case whose rows were wrong.
+repl() {
+	# repl SIDE ROWS PROCS ROUND ROWS_PER_S [BAD_ROWS]
+	printf 'BENCH {"kind": "fetch", "label": "repl_%s_%d_p%d_r%d", "rows": %d, "procs": %d, "iters": 2, "fetches": %d, "rows_per_s": %s, "p50_us": 100, "rows_checked": 10, "bad_rows": %d, "errors": 0, "fallbacks": 0}\n' \
+		"$1" "$2" "$3" "$4" "$2" "$3" $((2 * $3)) "$5" "${6:-0}"
+}
+{
+	results
+	for r in 1 2 3; do repl one 49152 1 $r 1000; done
+	repl two 49152 1 1 1500
+	repl two 49152 1 2 3000
+	repl two 49152 1 3 1800
+} >"$tmp/repl.log"
+/usr/bin/python3 "$rep" --in "$tmp/repl.log" --json "$tmp/repl.json" >"$tmp/repl.md" 2>"$tmp/repl.err"
+got=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ratios"].get("replicas_vs_one_49152_p1"))' "$tmp/repl.json" 2>&1)
+if [ "$got" = 1.8 ] && grep -q '^| 49,152 rows | 1 | .* | 1.800 |$' "$tmp/repl.md"; then
+	ok "replicas: the median of the rounds' ratios (1.5, 3.0, 1.8: 1.8), and its table row"
+else
+	nok "replicas: the median of the rounds' ratios (got '$got')"
+	grep 'replicas\|rows |' "$tmp/repl.md" | sed 's/^/#   /'
+fi
+repl two 49152 1 4 2000 3 >>"$tmp/repl.log"
+/usr/bin/python3 "$rep" --in "$tmp/repl.log" --json "$tmp/repl.json" --check >/dev/null 2>"$tmp/repl.err"
+if grep -q 'repl_two_49152_p1_r4: bad_rows 3' "$tmp/repl.err"; then
+	ok "replicas: --check names a case whose rows were wrong"
+else
+	nok "replicas: --check names a case whose rows were wrong"
+	sed 's/^/#   /' "$tmp/repl.err"
+fi
 echo "1..$n"
 echo "# $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]
