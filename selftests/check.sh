@@ -77,13 +77,15 @@ case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
 # each pays the guest's own fixed cost again (boot, setup, the kmemleak scans
 # and the gcov counters: about four minutes).  DEBUG_FILTER2 names tests for
 # such a second guest all the same.
-# t_62_link_faults is there for the lines it runs that nothing else on
-# this kernel does (the link's fault paths: Documentation/testing.rst,
-# "Line coverage").  t_54_deadline gave way to the packages' guest: it
+# t_62_link_faults (the link's fault paths) gave way to the three-guest
+# replicas run: with it here the last full run took 3,513 s of the hour,
+# and it took 107 s here; it still runs on Debian's 6.1 (and here when
+# named: DEBUG_FILTER="... t_62_link_faults"), but the lines only it
+# reached are no longer counted in the coverage.  t_54_deadline gave way to the packages' guest: it
 # added no line (the coverage with the unit tests was 89.7 % without it and
 # 89.6 % with it) and took 152 s here; it still runs on Debian's 6.12 and
 # in make check-debug.
-DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_62_link_faults t_67_failfunc t_68_failslab t_69_kfuzz}
+DEBUG_FILTER=${DEBUG_FILTER:-t_40_malformed t_67_failfunc t_68_failslab t_69_kfuzz}
 DEBUG_FILTER2=${DEBUG_FILTER2-}
 DEBUG_PAIR=${DEBUG_PAIR:-0}
 # t_67_failfunc fails, for the hooks of kmod/inject.h whose failures no

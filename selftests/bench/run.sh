@@ -17,8 +17,8 @@
 # throughput of one GPU-node guest against two host guests that serve the
 # same table, beside the same against one of them, in the three guests of
 # selftests/vm/run-replicas.sh (its output in replicas.log and under
-# replicas/); --replicas-only runs that case alone.  Exits non-zero when a case is missing, a fetch failed or a
-# row was wrong; never on a timing.
+# replicas/); --replicas-only runs that case alone.  Exits non-zero when
+# a case is missing, a fetch failed or a row was wrong; never on a timing.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
