@@ -79,7 +79,7 @@ case " $KVERS " in *" debug "*) CHECK_DEBUG=0 ;; esac
 # such a second guest all the same.
 # t_62_link_faults (the link's fault paths) gave way to the three-guest
 # replicas run: with it here the last full run took 3,513 s of the hour,
-# and it took 107 s here; it still runs on Debian's 6.1 (and here when
+# and it took 89 s here; it still runs on Debian's 6.1 (and here when
 # named: DEBUG_FILTER="... t_62_link_faults"), but the lines only it
 # reached are no longer counted in the coverage.  t_54_deadline gave way to the packages' guest: it
 # added no line (the coverage with the unit tests was 89.7 % without it and
