@@ -29,10 +29,8 @@ make_table "$F" "$ROWS" --seed 7 || bail "mktable"
 
 if [ "$ROLE" != spark ]; then
 	check "the table loads" "$ENGRAMCTL" load "$F" --tensor "$PREFIX" --name bench --no-progress
-	some() { [ "$(stat_global connections)" -gt 0 ]; }
-	none() { [ "$(stat_global connections)" -eq 0 ]; }
-	check "the Spark connects" wait_for 900 some
-	check "the Spark lets go of this host in the end" wait_for 3600 none
+	check "the Spark connects" wait_for 900 peer_connected
+	check "the Spark lets go of this host in the end" wait_for 3600 no_peer
 	diag "served $(stat_global served_rdma_rows) rows over RDMA"
 	done_testing
 fi
@@ -45,8 +43,8 @@ both() { ready 1 && ready 2; }
 check "both hosts serve the table" wait_for 900 both
 
 fails=0
-# one CASE ROWS PROCS ROUND: one measurement; CASE one (link 1) or two (no link).
-one() {
+# measure SIDE ROWS PROCS ROUND: one case; SIDE one (link 1) or two (no link).
+measure() {
 	local link=() out rc err=$SCRATCH/replicas-bench.err
 	[ "$1" = one ] && link=(--link 1)
 	out=$("${B[@]}" "${link[@]}" --rows "$2" --procs "$3" --iters "$ITERS" --warmup 2 \
@@ -65,7 +63,7 @@ for r in $(seq 1 "$ROUNDS"); do
 	for c in "49152 1" "49152 2" "288 2"; do
 		for side in $order; do
 			# shellcheck disable=SC2086
-			one "$side" $c "$r"
+			measure "$side" $c "$r"
 		done
 	done
 done

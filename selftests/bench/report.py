@@ -324,11 +324,12 @@ def check(cases, d, replicas_only=False):
         expected_labels(not env.get("smoke"), int(env.get("rounds", 0)))
     labels += sorted(k for k in d if REPL_RE.match(k))
     if replicas_only:
-        for (rows, procs), rounds in replicas(d).items():
+        rep = replicas(d)
+        for (rows, procs), rounds in rep.items():
             for n, sides in rounds.items():
                 problems += [f"repl_{side}_{rows}_p{procs}_r{n}: missing"
                              for side in ("one", "two") if side not in sides]
-        if not replicas(d):
+        if not rep:
             problems.append("no case of the replicas run")
     for label in labels:
         c = d.get(label)
@@ -388,6 +389,13 @@ def replicas_markdown(d, r):
     return out
 
 
+def ratio_table(r):
+    """The ratios with what each means."""
+    out = ["| ratio | value | meaning |", "|---|---:|---|"]
+    out += [f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC.get(k, '')} |" for k, v in r.items()]
+    return out
+
+
 def markdown(d, r, env):
     out = []
     out.append(f"engram-rdma bench: kernel {env.get('kernel', '?')}, "
@@ -435,10 +443,7 @@ def markdown(d, r, env):
                    f"{fmt(c.get('load_s'), 3)} | {fmt(c.get('verify_s'), 3)} |")
     out.append("")
     out += replicas_markdown(d, r)
-    out.append("| ratio | value | meaning |")
-    out.append("|---|---:|---|")
-    for k, v in r.items():
-        out.append(f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC.get(k, '')} |")
+    out += ratio_table(r)
     _, per = ratios_over_rounds(d)
     if per:
         out.append("")
@@ -587,8 +592,7 @@ def main():
         json.dump(doc, f, indent=1, sort_keys=False)
         f.write("\n")
     if a.replicas_only:
-        md = "\n".join(replicas_markdown(d, r) + ["| ratio | value | meaning |", "|---|---:|---|"] +
-                       [f"| `{k}` | {fmt(v, 3)} | {RATIO_DOC.get(k, '')} |" for k, v in r.items()])
+        md = "\n".join(replicas_markdown(d, r) + ratio_table(r))
     else:
         md = markdown(d, r, env)
     print(md)

@@ -131,6 +131,9 @@ table_field() {
 	"$ENGRAMCTL" -j list | jget "next(t['$2'] for t in d if t['name'] == '$1')"
 }
 stat_global() { "$ENGRAMCTL" -j stats | jget "d['global']['$1']"; }
+# Has this host's server a connection from a peer now, or none?
+peer_connected() { [ "$(stat_global connections)" -gt 0 ]; }
+no_peer() { [ "$(stat_global connections)" -eq 0 ]; }
 # round_medians FILE [UNIT]: FILE holds "NAME VALUE" lines, one per name
 # and round; prints each line as "# round: ...", then each NAME's median
 # with every round's value (the one-off bench scripts' summary).

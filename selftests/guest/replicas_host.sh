@@ -41,13 +41,11 @@ check "shard gp, rows $GP, loads" "$ENGRAMCTL" load "$G" --tensor $PREFIX --name
 	--no-progress
 check "table w loads whole" "$ENGRAMCTL" load "$W" --tensor $PREFIX --name w --no-progress
 if [ "$H" = 2 ]; then
-	some() { [ "$(stat_global connections)" -gt 0 ]; }
-	none() { [ "$(stat_global connections)" -eq 0 ]; }
-	check "the Spark connects" wait_for 600 some
-	check "the Spark drops its link here" wait_for 900 none
+	check "the Spark connects" wait_for 600 peer_connected
+	check "the Spark drops its link here" wait_for 900 no_peer
 	echo 1 >/sys/module/engram_rdma/parameters/protocol_version
 	diag "protocol_version=1 from now on"
-	check "the Spark links here again" wait_for 300 some
+	check "the Spark links here again" wait_for 300 peer_connected
 fi
 check "the Spark fetches rep from this host" bounded 900 resumed 840 rep
 
@@ -67,7 +65,6 @@ if [ "$H" = 1 ]; then
 	bail "still running 30 s after sysrq b"
 fi
 
-gone() { [ "$(stat_global connections)" -eq 0 ]; }
-check "the Spark lets go of this host in the end" wait_for 900 gone
+check "the Spark lets go of this host in the end" wait_for 900 no_peer
 check "no warning, oops or other splat in this guest's kernel log" kmsg_clean
 done_testing
