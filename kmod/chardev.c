@@ -147,7 +147,7 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 		ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256);
 		first = engram_link_id(l);
 	} else {
-		/* On no link: every link that serves the table's SHA-256. */
+		/* On no link: every link that serves the table (its identity). */
 		ot->rg = engram_replica_open(a.flags, a.name, a.sha256, &ot->e, &ot->max_rows,
 					     &first);
 		if (IS_ERR(ot->rg)) {
@@ -172,6 +172,8 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 	a.row_bytes = ot->e.row_bytes;
 	a.max_rows = ot->max_rows;
 	memcpy(a.sha256_out, ot->e.sha256, sizeof(a.sha256_out));
+	a.weight_offset = ot->e.weight_offset;
+	a.scale_offset = ot->e.scale_offset;
 	ret = engram_chardev_put_arg(uarg, &a, sizeof(a), usize);
 	mutex_lock(&ef->mutex);
 	if (ret)

@@ -167,9 +167,32 @@ struct engram_replica_cand {
 	bool places;			/* takes requests with row places (version 3) */
 };
 
-int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
-			       struct engram_replica_cand *c, struct engram_wire_table *e,
-			       unsigned int max);
+/**
+ * struct engram_table_ident - the table a handle opened on no link names
+ * @sha256: its file's digest
+ * @rows: its rows
+ * @weight_offset: where its weight tensor is in the file; 0 when only
+ *	hosts below protocol version 4, which cannot say, served it at open
+ * @scale_offset: where its scale tensor is, likewise
+ * @name: the name it was opened by, with @by_name
+ * @by_name: it was opened by name
+ *
+ * The digest names a file, and a file holds several tables: only all of
+ * the digest, the geometry and the tensors' places name one table.
+ */
+struct engram_table_ident {
+	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 rows;
+	u64 weight_offset;
+	u64 scale_offset;
+	char name[ENGRAM_NAME_MAX];
+	bool by_name;
+};
+
+int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
+			      struct engram_table_ident *id, struct engram_wire_table *e);
+int engram_link_admin_replicas(const struct engram_table_ident *id,
+			       struct engram_replica_cand *c, unsigned int max);
 bool engram_link_admin_entry_name(struct engram_link *l, u64 generation, char *name);
 
 /* link.c */

@@ -319,6 +319,8 @@ struct engram_link_catalog_info {
 	u64 rows;
 	u64 held_first;			/* the rows the link's host holds */
 	u64 held_rows;
+	u64 weight_offset;		/* the tensors in the file; 0: not said (before v4) */
+	u64 scale_offset;
 	u64 generation;
 	u8 state;			/* enum engram_table_state */
 };

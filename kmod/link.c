@@ -498,6 +498,7 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 {
 	struct engram_fetch *f;
 	unsigned long flags;
+	bool bad_pos;
 
 	spin_lock_irqsave(&l->lock, flags);
 	f = xa_load(&l->fetches, resp->ticket);
@@ -511,15 +512,28 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 	f->responded = true;
 	f->wire_status = resp->status;
 	f->bad_index = resp->bad_index;
+	bad_pos = (resp->status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
+		   resp->status == ENGRAM_WIRE_ROW_NOT_HELD) && resp->bad_index >= f->nr_rows;
+	if (bad_pos) {
+		/* Callers index their rows with it: a position past them is a lie. */
+		f->wire_status = ENGRAM_WIRE_MALFORMED;
+		f->bad_index = 0;
+	}
 	/* A fetch already timed out stays timed out: its caller was told so. */
 	if (f->error)
 		;
+	else if (bad_pos)
+		f->error = -EPROTO;
 	else if (resp->status == ENGRAM_WIRE_OK &&
 		 resp->bytes != (u64)f->nr_rows * ENGRAM_ROW_BYTES)
 		f->error = -EPROTO;
 	else
 		f->error = engram_link_status_errno(resp->status);
 	spin_unlock_irqrestore(&l->lock, flags);
+	if (bad_pos)
+		pr_warn_ratelimited("link %u: %s for ticket %llu names row %u of %u: a protocol error\n",
+				    l->id, engram_wire_status_name(resp->status), resp->ticket,
+				    resp->bad_index, f->nr_rows);
 	if (resp->status != ENGRAM_WIRE_OK)
 		engram_stats_count_refusal(&l->stats, resp->status);
 	return f;

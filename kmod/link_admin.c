@@ -53,9 +53,17 @@ static bool engram_link_admin_entry_ready(const struct engram_wire_table *e)
 	return e->state == ENGRAM_TABLE_READY || e->state == ENGRAM_TABLE_VERIFYING;
 }
 
+/*
+ * By SHA-256 alone, a link's catalog names one table only if every entry
+ * with that digest is the same table (shards of it may be several): two
+ * tensors of one file are two tables, and which the caller meant cannot be
+ * told.  Nor can it from a host below version 4, which does not say where
+ * an entry's tensors are.
+ */
 static int engram_link_admin_find_locked(struct engram_link *l, u32 flags, const char *name,
 					 const u8 *sha256, struct engram_wire_table *out)
 {
+	const struct engram_wire_table *found = NULL;
 	int ret = -ENOENT;
 	u32 i;
 
@@ -64,14 +72,23 @@ static int engram_link_admin_find_locked(struct engram_link *l, u32 flags, const
 
 		if (!engram_link_admin_entry_match(e, flags, name, sha256))
 			continue;
+		if (found && !(flags & ENGRAM_OPEN_BY_NAME) &&
+		    (!e->weight_offset || e->weight_offset != found->weight_offset ||
+		     e->scale_offset != found->scale_offset || e->rows != found->rows)) {
+			pr_info_ratelimited("link %u: '%s' and '%s' are both tables of file %*phN: open one by name\n",
+					    l->id, found->name, e->name, ENGRAM_SHA256_LEN, sha256);
+			return -ENOTUNIQ;
+		}
 		if (!engram_link_admin_entry_ready(e)) {
 			ret = -EAGAIN;
 			continue;
 		}
-		*out = *e;
-		return 0;
+		if (!found) {
+			found = e;
+			*out = *e;
+		}
 	}
-	return ret;
+	return found ? 0 : ret;
 }
 
 /**
@@ -129,55 +146,175 @@ struct engram_link *engram_link_admin_open_table(u32 link_id, u32 flags, const c
 	return found ? found : ERR_PTR(ret);
 }
 
+/* Ready entries of @l's catalog with the file digest @sha256; l->lock held. */
+static unsigned int engram_link_admin_same_file(const struct engram_link *l, const u8 *sha256)
+{
+	unsigned int i, n = 0;
+
+	for (i = 0; i < l->nr_catalog; i++)
+		if (engram_link_admin_entry_ready(&l->catalog[i]) &&
+		    !memcmp(l->catalog[i].sha256, sha256, ENGRAM_SHA256_LEN))
+			n++;
+	return n;
+}
+
+/*
+ * Does @e serve the table @id?  Its digest and geometry must be the
+ * table's, and so must its tensors' places.  Where either side cannot say
+ * where the tensors are (a host below version 4, or a table that only such
+ * hosts served at open), an entry is taken only when it is the one table of
+ * that file on its host (@same of them), under the name asked for if any.
+ */
+static bool engram_link_admin_serves(const struct engram_wire_table *e, unsigned int same,
+				     const struct engram_table_ident *id)
+{
+	if (!engram_link_admin_entry_ready(e) || e->rows != id->rows ||
+	    e->row_bytes != ENGRAM_ROW_BYTES ||
+	    memcmp(e->sha256, id->sha256, ENGRAM_SHA256_LEN))
+		return false;
+	if (e->weight_offset && id->weight_offset)
+		return e->weight_offset == id->weight_offset &&
+		       e->scale_offset == id->scale_offset;
+	return same == 1 && (!id->by_name || !strcmp(e->name, id->name));
+}
+
+/* Is @e the same table as @id resolved so far (@id->rows 0: none yet)? */
+static bool engram_link_admin_agrees(const struct engram_wire_table *e,
+				     const struct engram_table_ident *id)
+{
+	if (!id->rows)
+		return true;
+	if (e->rows != id->rows || memcmp(e->sha256, id->sha256, ENGRAM_SHA256_LEN))
+		return false;
+	return !e->weight_offset || !id->weight_offset ||
+	       (e->weight_offset == id->weight_offset && e->scale_offset == id->scale_offset);
+}
+
 /**
- * engram_link_admin_replicas() - the links, and the rows, that serve a table now
+ * engram_link_admin_resolve() - which table an open on no link names
  * @flags: ENGRAM_OPEN_BY_NAME and/or ENGRAM_OPEN_BY_SHA256
  * @name: with BY_NAME
  * @sha256: with BY_SHA256
+ * @id: set to the table's identity
+ * @e: set to a catalog entry of it, one with the tensors' places if any
+ *
+ * Every ready entry that matches the name and digest asked for must be
+ * one table: same digest, geometry and tensors.  Hosts below version 4
+ * do not say where a table's tensors are, so one of their entries counts
+ * only when it is the one table of its file on that host; then the table
+ * is known by digest, rows and (if opened so) name alone, and only entries
+ * alone with their digest on their host are taken for it later.
+ *
+ * Return: 0; -ENOTUNIQ (logged, with the tables' names) when the entries
+ * name two tables, or an older host's cannot be told apart; -ENOENT when
+ * no link that is up has a ready entry (the caller finds out why).
+ */
+int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
+			      struct engram_table_ident *id, struct engram_wire_table *e)
+{
+	struct engram_wire_table clash, vague;
+	u32 clash_link = 0, vague_link = 0, first_link = 0;
+	struct engram_link *l;
+	unsigned long irq;
+	int ret = -ENOENT;
+	u32 i;
+
+	memset(id, 0, sizeof(*id));
+	rcu_read_lock();
+	list_for_each_entry_rcu(l, &engram_links, node) {
+		spin_lock_irqsave(&l->lock, irq);
+		for (i = 0; l->state == ENGRAM_LINK_UP && l->live && i < l->nr_catalog; i++) {
+			const struct engram_wire_table *ent = &l->catalog[i];
+
+			if (!engram_link_admin_entry_match(ent, flags, name, sha256) ||
+			    !engram_link_admin_entry_ready(ent))
+				continue;
+			if (!ent->weight_offset &&
+			    engram_link_admin_same_file(l, ent->sha256) > 1) {
+				/* Never a candidate (engram_link_admin_serves()). */
+				vague = *ent;
+				vague_link = l->id;
+				continue;
+			}
+			if (!engram_link_admin_agrees(ent, id)) {
+				clash = *ent;
+				clash_link = l->id;
+				ret = -ENOTUNIQ;
+				break;
+			}
+			/* Entries that say where the tensors are define the table. */
+			if (!id->rows || (!id->weight_offset && ent->weight_offset)) {
+				memcpy(id->sha256, ent->sha256, ENGRAM_SHA256_LEN);
+				id->rows = ent->rows;
+				id->weight_offset = ent->weight_offset;
+				id->scale_offset = ent->scale_offset;
+				*e = *ent;
+				first_link = l->id;
+				ret = 0;
+			}
+		}
+		spin_unlock_irqrestore(&l->lock, irq);
+		if (ret == -ENOTUNIQ)
+			break;
+	}
+	rcu_read_unlock();
+	if (ret == -ENOTUNIQ) {
+		pr_info_ratelimited("open of %s: link %u's '%s' and link %u's '%s' are different tables (file %*phN): name one, or open it on a link\n",
+				    (flags & ENGRAM_OPEN_BY_NAME) ? name : "a digest",
+				    first_link, e->name, clash_link, clash.name,
+				    ENGRAM_SHA256_LEN, clash.sha256);
+		return ret;
+	}
+	if (ret && vague_link) {
+		pr_info_ratelimited("open of %s: link %u's '%s' cannot be told from another table of its file there (a host below protocol version 4): open it on that link by name\n",
+				    (flags & ENGRAM_OPEN_BY_NAME) ? name : "a digest",
+				    vague_link, vague.name);
+		return -ENOTUNIQ;
+	}
+	if (!ret && (flags & ENGRAM_OPEN_BY_NAME)) {
+		id->by_name = true;
+		strscpy(id->name, name, sizeof(id->name));
+	}
+	return ret;
+}
+
+/**
+ * engram_link_admin_replicas() - the links, and the rows, that serve a table now
+ * @id: the table, from engram_link_admin_resolve()
  * @c: filled with up to @max candidates: each a catalog entry of the table
  *	ready on a link that is up (a host that holds two shards of it under
  *	two names is two), its link held, with the entry's generation and
  *	rows held and the link's limits and fetches on the wire
- * @e: when not NULL, the catalog entry of the first one
  * @max: room in @c
  *
- * Takes no lock but each link's own: it runs for every fetch of a table
- * opened on no link.
+ * Entries of other tables of the same file never count, whatever their
+ * names (engram_link_admin_serves()).  Takes no lock but each link's own:
+ * it runs for every fetch of a table opened on no link.
  *
- * Return: how many candidates were put in @c; -ENOTUNIQ when, by name
- * only, two of them hold different files under that name.
+ * Return: how many candidates were put in @c.
  */
-int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
-			       struct engram_replica_cand *c, struct engram_wire_table *e,
-			       unsigned int max)
+int engram_link_admin_replicas(const struct engram_table_ident *id,
+			       struct engram_replica_cand *c, unsigned int max)
 {
-	struct engram_wire_table *first = e;
 	struct engram_link *l;
 	unsigned long irq;
 	unsigned int n = 0;
-	int ret = 0;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(l, &engram_links, node) {
-		unsigned int i, got = 0;
+		unsigned int i, same, got = 0;
 
 		spin_lock_irqsave(&l->lock, irq);
-		for (i = 0; l->state == ENGRAM_LINK_UP && l->live && i < l->nr_catalog; i++) {
+		same = l->state == ENGRAM_LINK_UP && l->live ?
+			engram_link_admin_same_file(l, id->sha256) : 0;
+		for (i = 0; same && i < l->nr_catalog; i++) {
 			const struct engram_wire_table *ent = &l->catalog[i];
 			struct engram_replica_cand *ci = &c[n + got];
 
 			if (n + got == max)
 				break;
-			if (!engram_link_admin_entry_match(ent, flags, name, sha256) ||
-			    !engram_link_admin_entry_ready(ent))
+			if (!engram_link_admin_serves(ent, same, id))
 				continue;
-			if (first && n + got &&
-			    memcmp(first->sha256, ent->sha256, ENGRAM_SHA256_LEN)) {
-				ret = -ENOTUNIQ;
-				break;
-			}
-			if (first && !(n + got))
-				*first = *ent;
 			ci->link = l;
 			ci->generation = ent->generation;
 			ci->held_first = ent->held_first;
@@ -194,15 +331,10 @@ int engram_link_admin_replicas(u32 flags, const char *name, const u8 *sha256,
 		for (i = 0; i < got; i++)
 			engram_link_get(l);
 		n += got;
-		if (ret || n == max)
+		if (n == max)
 			break;
 	}
 	rcu_read_unlock();
-	if (ret) {
-		while (n)
-			engram_link_put(c[--n].link);
-		return ret;
-	}
 	return n;
 }
 
@@ -438,6 +570,8 @@ int engram_link_admin_catalog_nth(unsigned long n, struct engram_link_catalog_in
 			ci->rows = e->rows;
 			ci->held_first = e->held_first;
 			ci->held_rows = e->held_rows;
+			ci->weight_offset = e->weight_offset;
+			ci->scale_offset = e->scale_offset;
 			ci->generation = e->generation;
 			ci->state = e->state;
 			ret = 0;

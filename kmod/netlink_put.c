@@ -228,6 +228,11 @@ int engram_netlink_put_link_catalog(struct sk_buff *skb, const struct engram_lin
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ROWS, ci->rows, ENGRAM_A_PAD) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_FIRST, ci->held_first, ENGRAM_A_PAD) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_HELD_ROWS, ci->held_rows, ENGRAM_A_PAD) ||
+	    (ci->weight_offset &&
+	     (nla_put_u64_64bit(skb, ENGRAM_A_TABLE_WEIGHT_OFFSET, ci->weight_offset,
+				ENGRAM_A_PAD) ||
+	      nla_put_u64_64bit(skb, ENGRAM_A_TABLE_SCALE_OFFSET, ci->scale_offset,
+				ENGRAM_A_PAD))) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_GENERATION, ci->generation, ENGRAM_A_PAD) ||
 	    nla_put_u8(skb, ENGRAM_A_TABLE_STATE, ci->state))
 		return -EMSGSIZE;

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Replicas: a table opened on no link is served by every link that is up
- * and whose catalog holds the table's SHA-256 ready.  Two hosts that serve
- * the same SHA-256 serve byte-identical rows, so any of them may answer
- * any row, and a GPU node keeps fetching while one host is away.
+ * and whose catalog holds that table ready: the same file digest, geometry
+ * and tensors' places in the file (struct engram_table_ident; the digest
+ * alone names a file, which holds several tables).  Two hosts that serve
+ * the same table serve byte-identical rows, so any of them may answer any
+ * row, and a GPU node keeps fetching while one host is away.
  *
  * A fetch of such a table (the fd's fetch, which has no link) is sent as
  * one or more parts, each an ordinary fetch on one link for a run of its
@@ -59,7 +61,7 @@ struct engram_replica_member {
 /**
  * struct engram_replica - a table opened on no link
  * @name: its name in the catalogs, as first found
- * @sha256: what identifies it on every link
+ * @id: what identifies it on every link
  * @rows: its rows, as the catalogs say
  * @turn: where the next look for the least busy candidate starts
  * @lock: guards @m and @nr
@@ -68,7 +70,7 @@ struct engram_replica_member {
  */
 struct engram_replica {
 	char name[ENGRAM_NAME_MAX];
-	u8 sha256[ENGRAM_SHA256_LEN];
+	struct engram_table_ident id;
 	u64 rows;
 	atomic_t turn;
 	struct mutex lock;		/* @m and @nr */
@@ -147,7 +149,7 @@ static struct engram_link_table *engram_replica_lt(struct engram_replica *rg,
 		m->link = c->link;
 		m->held_first = c->held_first;
 		m->held_rows = c->held_rows;
-		lt = engram_link_table_get(c->link, name, rg->sha256);
+		lt = engram_link_table_get(c->link, name, rg->id.sha256);
 		m->lt = lt;
 	}
 out:
@@ -164,11 +166,13 @@ out:
  * @max_rows: the most rows one of its fetches may ask for
  * @first_link: the id of that first link
  *
- * By name alone, every link that has a table of that name must agree on
- * its SHA-256; from then on the table is the SHA-256, whatever names other
- * hosts give it.
+ * Every link that has a table of that name and digest must agree on which
+ * table it is (engram_link_admin_resolve()); from then on the table is
+ * that identity, whatever names other hosts give it, and a name reloaded
+ * with another table no longer serves it.
  *
- * Return: the table, or ERR_PTR: -ENOTUNIQ (two files under the name),
+ * Return: the table, or ERR_PTR: -ENOTUNIQ (two tables under the name, or
+ * more than one table of the file by digest alone),
  * -ENOTCONN (no link is up), -ENOENT (no link has it), -EAGAIN (it is not
  * ready anywhere), -ENOMEM.
  */
@@ -177,14 +181,16 @@ struct engram_replica *engram_replica_open(u32 flags, const char *name, const u8
 					   u32 *first_link)
 {
 	struct engram_replica_cand c[ENGRAM_REPLICA_MAX];
+	struct engram_table_ident id;
 	struct engram_replica *rg;
 	struct engram_link *l;
 	unsigned int i;
 	int n;
 
-	n = engram_link_admin_replicas(flags, name, sha256, c, out, ARRAY_SIZE(c));
-	if (n < 0)
+	n = engram_link_admin_resolve(flags, name, sha256, &id, out);
+	if (n == -ENOTUNIQ)
 		return ERR_PTR(n);
+	n = n ? 0 : engram_link_admin_replicas(&id, c, ARRAY_SIZE(c));
 	if (!n) {
 		/* Why not: that search knows the most useful reason. */
 		l = engram_link_admin_open_table(0, flags, name, sha256, out, max_rows);
@@ -200,7 +206,7 @@ struct engram_replica *engram_replica_open(u32 flags, const char *name, const u8
 	}
 	mutex_init(&rg->lock);
 	strscpy(rg->name, out->name, sizeof(rg->name));
-	memcpy(rg->sha256, out->sha256, sizeof(rg->sha256));
+	rg->id = id;
 	rg->rows = out->rows;
 	*max_rows = 0;
 	for (i = 0; i < n; i++) {
@@ -608,9 +614,7 @@ static void engram_replica_work(struct work_struct *work)
 	spin_unlock_irqrestore(&rf->lock, flags);
 	if (list_empty(&todo))
 		return;
-	/* By SHA-256 alone, never -ENOTUNIQ: 0 or more replicas. */
-	n = engram_link_admin_replicas(ENGRAM_OPEN_BY_SHA256, NULL, rf->rg->sha256, c, NULL,
-				       ARRAY_SIZE(c));
+	n = engram_link_admin_replicas(&rf->rg->id, c, ARRAY_SIZE(c));
 	list_for_each_entry_safe(p, tmp, &todo, retry_node) {
 		bool last;
 
@@ -809,10 +813,9 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	int n, ret = 0, err = 0;
 	bool last;
 
-	n = engram_link_admin_replicas(ENGRAM_OPEN_BY_SHA256, NULL, rg->sha256, c, NULL,
-				       ARRAY_SIZE(c));
-	if (n <= 0)
-		return n ? n : -ENOTCONN;
+	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c));
+	if (!n)
+		return -ENOTCONN;
 	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
 	if (!rf) {
 		engram_replica_put_cands(c, n);
@@ -824,7 +827,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	INIT_WORK(&rf->work, engram_replica_work);
 	rf->rg = rg;
 	rf->f = f;
-	memcpy(f->digest, rg->sha256, sizeof(f->digest));
+	memcpy(f->digest, rg->id.sha256, sizeof(f->digest));
 	f->start = ktime_get();
 
 	for (i = 0; i < n; i++) {

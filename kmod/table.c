@@ -27,6 +27,7 @@
 #include <linux/netlink.h>
 #include <linux/overflow.h>
 #include <linux/pagemap.h>
+#include <linux/random.h>
 #include <linux/rculist.h>
 #include <linux/sched.h>
 #include <linux/slab.h>
@@ -1073,6 +1074,8 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
 		out[n].rows = t->rows;
 		out[n].held_first = t->held_first;
 		out[n].held_rows = t->held_rows;
+		out[n].weight_offset = t->weight_offset;
+		out[n].scale_offset = t->scale_offset;
 		out[n].row_bytes = ENGRAM_ROW_BYTES;
 		spin_lock(&t->lock);
 		if (t->have_sha)
@@ -1109,10 +1112,15 @@ void engram_table_device_added(void)
 int engram_table_init(void)
 {
 	/*
-	 * Generations start from the wall clock so that a table reloaded after
-	 * a module reload never repeats an identity a client may have cached.
+	 * Generations start at a random point, not the clock: a module
+	 * reloaded within a second, or after the clock stepped back, must not
+	 * reissue a generation a client may still send, since a request names
+	 * its table by generation and an 8-byte digest prefix, which two
+	 * tables of one file share.  Bits 20-61 are random: a million loads
+	 * follow without wrapping, and two module loads meet with odds of
+	 * about 2^-42.
 	 */
-	atomic64_set(&engram_generation, (u64)ktime_get_real_seconds() << 20);
+	atomic64_set(&engram_generation, get_random_u64() & GENMASK_ULL(61, 20));
 	/* Unbound: loads are long, I/O-bound and may run side by side. */
 	engram_wq = alloc_workqueue("engram_rdma", WQ_UNBOUND, 0);
 	return engram_wq ? 0 : -ENOMEM;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Wire protocol codec, versions 1 to 3.
+ * Wire protocol codec, versions 1 to 4.
  *
  * Every message is read and written byte by byte at the offsets of the
  * uapi structs, so neither the host's byte order nor its alignment rules
@@ -49,9 +49,11 @@ ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_response) == ENGRAM_WIRE_RESPONSE
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_catalog) == ENGRAM_WIRE_CATALOG_BYTES);
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_catalog_entry) == ENGRAM_WIRE_ENTRY_BYTES);
 ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_held) == ENGRAM_WIRE_HELD_BYTES);
+ENGRAM_STATIC_ASSERT(sizeof(struct engram_wire_tensor) == ENGRAM_WIRE_TENSOR_BYTES);
 ENGRAM_STATIC_ASSERT(ENGRAM_WIRE_MAX_CATALOG_BYTES ==
 		     ENGRAM_WIRE_CATALOG_BYTES + ENGRAM_MAX_TABLES *
-		     (ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES));
+		     (ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES +
+		      ENGRAM_WIRE_TENSOR_BYTES));
 /* A TCP RESPONSE of ENGRAM_WIRE_MAX_ROWS rows still fits the u32 length. */
 ENGRAM_STATIC_ASSERT((u64)ENGRAM_WIRE_MAX_ROWS * ENGRAM_ROW_BYTES +
 		     ENGRAM_WIRE_RESPONSE_BYTES < (1ULL << 32));
@@ -71,6 +73,8 @@ ENGRAM_STATIC_ASSERT((u64)ENGRAM_WIRE_REQUEST_BYTES +
 #define CAT(f)		offsetof(struct engram_wire_catalog, f)
 #define ENTRY(f)	offsetof(struct engram_wire_catalog_entry, f)
 #define HELD(f)		(ENGRAM_WIRE_ENTRY_BYTES + offsetof(struct engram_wire_held, f))
+#define TENSOR(f)	(ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES + \
+			 offsetof(struct engram_wire_tensor, f))
 
 static u16 get16(const u8 *p)
 {
@@ -1245,17 +1249,24 @@ static bool state_valid(u32 state)
  * engram_wire_entry_bytes() - bytes of one catalog entry on a connection
  * @neg: negotiated parameters
  *
- * Return: 120, and 136 from version 3 (the rows held follow the entry).
+ * Return: 120, 136 from version 3 (the rows held follow the entry), 152
+ * from version 4 (then the tensors' offsets).
  */
 u32 engram_wire_entry_bytes(const struct engram_wire_params *neg)
 {
+	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_TENSOR)
+		return ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES +
+		       ENGRAM_WIRE_TENSOR_BYTES;
 	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_SHARDS)
 		return ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES;
 	return ENGRAM_WIRE_ENTRY_BYTES;
 }
 
-/* One entry's own rules; @e is the wire entry, with rows held if @held. */
-static int entry_check(const u8 *e, bool held, u32 i, char *err, size_t errlen)
+/*
+ * One entry's own rules; @e is the wire entry, with rows held if @held and
+ * then the tensors' offsets if @tensor.
+ */
+static int entry_check(const u8 *e, bool held, bool tensor, u32 i, char *err, size_t errlen)
 {
 	const char *name = (const char *)e + ENTRY(name);
 	size_t n;
@@ -1301,6 +1312,15 @@ static int entry_check(const u8 *e, bool held, u32 i, char *err, size_t errlen)
 			return -EPROTO;
 		}
 	}
+	if (tensor && (get64(e + TENSOR(weight_offset)) < 8 ||
+		       get64(e + TENSOR(scale_offset)) < 8 ||
+		       get64(e + TENSOR(weight_offset)) == get64(e + TENSOR(scale_offset)))) {
+		/* A safetensors file's data starts after its 8-byte header length. */
+		wire_err(err, errlen, "entry %u '%s': tensor offsets %llu and %llu", i, name,
+			 (unsigned long long)get64(e + TENSOR(weight_offset)),
+			 (unsigned long long)get64(e + TENSOR(scale_offset)));
+		return -EPROTO;
+	}
 	return 0;
 }
 
@@ -1317,7 +1337,8 @@ static int entry_check(const u8 *e, bool held, u32 i, char *err, size_t errlen)
  * (entries of engram_wire_entry_bytes()), and every entry: name valid and
  * NUL-padded, 1..2^32 - 1 rows, row_bytes ENGRAM_ROW_BYTES, a known state,
  * a digest for READY and VERIFYING tables, in version 3 at least one row
- * held and none beyond the table; and no two entries with the same name
+ * held and none beyond the table, in version 4 tensor offsets of at least 8
+ * that differ; and no two entries with the same name
  * or the same identity (digest prefix and generation).
  *
  * Return: 0, or -EPROTO with @err set.
@@ -1352,7 +1373,9 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 	}
 	e = b + ENGRAM_WIRE_CATALOG_BYTES;
 	for (i = 0; i < n; i++, e += eb) {
-		if (entry_check(e, eb > ENGRAM_WIRE_ENTRY_BYTES, i, err, errlen))
+		if (entry_check(e, eb > ENGRAM_WIRE_ENTRY_BYTES,
+				eb > ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES, i, err,
+				errlen))
 			return -EPROTO;
 		for (j = 0, o = b + ENGRAM_WIRE_CATALOG_BYTES; j < i; j++, o += eb) {
 			if (!memcmp(e + ENTRY(name), o + ENTRY(name), ENGRAM_NAME_MAX)) {
@@ -1398,6 +1421,12 @@ void engram_wire_catalog_get(const struct engram_wire_catalog_view *cat, u32 i,
 	if (cat->entry_bytes > ENGRAM_WIRE_ENTRY_BYTES) {
 		table->held_first = get64(e + HELD(first_row));
 		table->held_rows = get64(e + HELD(nr_rows));
+	}
+	table->weight_offset = 0;
+	table->scale_offset = 0;
+	if (cat->entry_bytes > ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES) {
+		table->weight_offset = get64(e + TENSOR(weight_offset));
+		table->scale_offset = get64(e + TENSOR(scale_offset));
 	}
 }
 
@@ -1460,6 +1489,10 @@ int engram_wire_catalog_encode(void *buf, size_t size,
 		if (eb > ENGRAM_WIRE_ENTRY_BYTES) {
 			put64(e + HELD(first_row), t->held_first);
 			put64(e + HELD(nr_rows), t->held_rows);
+		}
+		if (eb > ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES) {
+			put64(e + TENSOR(weight_offset), t->weight_offset);
+			put64(e + TENSOR(scale_offset), t->scale_offset);
 		}
 	}
 	if (engram_wire_catalog_parse(b, len, neg, &check, why, sizeof(why)))

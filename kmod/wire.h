@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Wire protocol codec (versions 1 to 3): encode, decode and validate every message of the
+ * Wire protocol codec (versions 1 to 4): encode, decode and validate every message of the
  * RDMA and TCP transports.  Pure logic with no kernel state and no
  * allocation, so the same file builds in userspace (ENGRAM_USERSPACE) where
  * it is unit-tested and fuzzed.  The layout is in uapi/linux/engram_rdma.h,
@@ -23,6 +23,7 @@
 #define ENGRAM_WIRE_CATALOG_BYTES	24
 #define ENGRAM_WIRE_ENTRY_BYTES		120
 #define ENGRAM_WIRE_HELD_BYTES		16
+#define ENGRAM_WIRE_TENSOR_BYTES	16
 /* The smallest valid request: one range, one row. */
 #define ENGRAM_WIRE_MIN_REQUEST_BYTES	(ENGRAM_WIRE_REQUEST_BYTES + \
 					 ENGRAM_WIRE_RANGE_BYTES + 4)
@@ -148,6 +149,13 @@ struct engram_wire_resp {
  * @held_first: the first row the host holds (0 for a whole table)
  * @held_rows: how many rows from @held_first it holds (@rows for a whole
  *	table); a version 1 or 2 catalog only lists whole tables
+ * @weight_offset: where the weight tensor starts in the file (version 4;
+ *	0 from an older peer, which cannot say)
+ * @scale_offset: where the scale tensor starts, likewise
+ *
+ * The table's identity is @sha256, @rows, @row_bytes and the two offsets
+ * (Documentation/protocol.rst): the digest alone names a file, and a file
+ * holds several tables.
  */
 struct engram_wire_table {
 	char name[ENGRAM_NAME_MAX];
@@ -158,6 +166,8 @@ struct engram_wire_table {
 	u32 state;
 	u64 held_first;
 	u64 held_rows;
+	u64 weight_offset;
+	u64 scale_offset;
 };
 
 /**
@@ -188,6 +198,8 @@ const char *engram_wire_type_name(unsigned int type);
 #define ENGRAM_WIRE_VERSION_REMOTE_INV	2
 /* The first with shards: held rows in the catalog, slots, ROW_NOT_HELD. */
 #define ENGRAM_WIRE_VERSION_SHARDS	3
+/* The first whose catalog says where each table's tensors are in its file. */
+#define ENGRAM_WIRE_VERSION_TENSOR	4
 
 void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
 		       u16 version_max);

@@ -196,6 +196,7 @@ struct job {
 	bool snap_valid;		/* run_batches' snap holds the buffer to compare */
 	int last_remote_error;		/* of the last fallback */
 	int fallback_notes;		/* lines printed about fallbacks */
+	unsigned int other_table;	/* re-opens that found the name on another table */
 	int diags;
 	struct proc_result *res;
 	uint64_t *lat;
@@ -218,7 +219,7 @@ static const struct {
 	{ "ETIME", ETIME }, { "EEXIST", EEXIST }, { "EBADF", EBADF }, { "ENODATA", ENODATA },
 	{ "EBADMSG", EBADMSG }, { "ENOTDIR", ENOTDIR }, { "ENETDOWN", ENETDOWN },
 	{ "ENETUNREACH", ENETUNREACH }, { "EHOSTUNREACH", EHOSTUNREACH },
-	{ "ECONNREFUSED", ECONNREFUSED },
+	{ "ECONNREFUSED", ECONNREFUSED }, { "ENOTUNIQ", ENOTUNIQ },
 };
 
 static const char *errname(int err)
@@ -864,10 +865,24 @@ static void tolerated(struct job *j, int ret, uint32_t n, uint64_t ms, uint8_t *
 	memcpy(snap, j->buf, j->buf_len);
 	j->snap_valid = true;
 	if (ret == -ESTALE || ret == -ENOENT) {
+		struct engram_table_info ti;
+
 		h = engram_table_open(j->e, o->link, o->table, o->sha_hex ? o->sha256 : NULL,
-				      &j->info);
-		if (h >= 0)	/* the old handle stays with the fd: harmless */
+				      &ti);
+		/*
+		 * The name may now be another table (another tensor of the
+		 * file): the rows checked are the --weight-offset table's, so
+		 * such a handle is not taken, and the fetches keep failing.
+		 */
+		if (h >= 0 && ti.weight_offset && o->weight_offset &&
+		    (ti.weight_offset != o->weight_offset || ti.scale_offset != o->scale_offset)) {
+			if (!j->other_table++)
+				fprintf(stderr, "fetch_check: [%d] the name now opens another table (weight at %" PRIu64 "): not taken\n",
+					j->procno, ti.weight_offset);
+		} else if (h >= 0) {	/* the old handle stays with the fd: harmless */
+			j->info = ti;
 			j->handle = (uint32_t)h;
+		}
 	}
 	if (ret == -ENOTCONN || ret == -ENOENT || ret == -ESTALE) {
 		/* Failing at once while the link is down: do not spin. */

@@ -764,7 +764,7 @@ static void open_cases(void)
 	a = mk_open();
 	a.reserved0 = 1;
 	expect(open_with(&a), EINVAL, "OPEN_TABLE: reserved0 nonzero is EINVAL");
-	for (i = 0; i < 4; i++) {
+	for (i = 0; i < (int)ARRAY_SIZE(a.reserved); i++) {
 		a = mk_open();
 		a.reserved[i] = 1ULL << (i * 16);
 		expect(open_with(&a), EINVAL, "OPEN_TABLE: reserved[%d] nonzero is EINVAL", i);

@@ -46,6 +46,11 @@
  * connected until the client closes the connection or LINGER-MS passed.
  * Link B is not needed.
  *
+ * --answer-inv bad-index: the same version 2 server answers the REQUEST
+ * (with no control write) with ROW_OUT_OF_RANGE whose bad_index,
+ * 0xffffffff, is no position of the fetch's rows, by a plain SEND; the
+ * client must refuse it as a protocol error, never hand the position on.
+ *
  * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
  * a NAK (remote access, invalid request or operation error), "rdma_hostile:
  * NAME: dropped (transport retry counter exceeded)" when the other end
@@ -638,9 +643,12 @@ static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint
  */
 static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 {
+	bool bad_index = !strcmp(o.answer_inv, "bad-index");
 	struct engram_wire_resp resp = {
-		.ticket = c->req.ticket, .status = ENGRAM_WIRE_OK,
-		.bytes = (uint64_t)c->req.nr_rows * ENGRAM_ROW_BYTES,
+		.ticket = c->req.ticket,
+		.status = bad_index ? ENGRAM_WIRE_ROW_OUT_OF_RANGE : ENGRAM_WIRE_OK,
+		.bad_index = bad_index ? 0xffffffffU : 0,
+		.bytes = bad_index ? 0 : (uint64_t)c->req.nr_rows * ENGRAM_ROW_BYTES,
 	};
 	/* Not a send slot: a heartbeat's echo may be in flight from those. */
 	uint8_t *b = data_buf(c);
@@ -656,13 +664,16 @@ static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 	if (len < 0)
 		die("response encode: %d", len);
 	sge.length = (uint32_t)len;
+	if (bad_index)
+		wr.opcode = IBV_WR_SEND;
 	c->attack_done = false;
 	if (ibv_post_send(c->qp, &wr, &bad))
 		die("SEND with invalidate: %s", strerror(errno));
 	if (!pump(STEP_MS, attack_done, c))
 		die("SEND with invalidate: no completion in %u ms", STEP_MS);
-	printf("rdma_hostile: answer-inv-%s: RESPONSE ok invalidating 0x%x (first key 0x%x):"
-	       " %s\n", o.answer_inv, rkey, c->req.ranges[0].rkey,
+	printf("rdma_hostile: answer-inv-%s: RESPONSE %s invalidating 0x%x (first key 0x%x):"
+	       " %s\n", o.answer_inv, engram_wire_status_name(resp.status),
+	       bad_index ? 0 : rkey, c->req.ranges[0].rkey,
 	       c->attack_status == IBV_WC_SUCCESS ? "delivered" : status_name(c->attack_status));
 	return c->attack_status;
 }
@@ -675,6 +686,13 @@ static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 
 	if (a->neg.version_max < ENGRAM_WIRE_VERSION_REMOTE_INV)
 		die("link A negotiated version %u, not 2", a->neg.version_max);
+	if (!strcmp(o.answer_inv, "bad-index")) {
+		/* No control write: a refused fetch's buffer must stay untouched. */
+		answer_inv(a, 0);
+		pump(o.linger_ms / 30, NULL, NULL);
+		printf("rdma_hostile: done\n");
+		return 0;
+	}
 	if (r0.length < 2 * CONTROL_BYTES)
 		die("range 0 has %" PRIu64 " bytes, need %u", (uint64_t)r0.length,
 		    2 * CONTROL_BYTES);
@@ -713,7 +731,7 @@ static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdma_hostile --addr IP --port-a P --port-b P --host-port P"
-		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged]\n");
+		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged|bad-index]\n");
 	exit(2);
 }
 
@@ -749,7 +767,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.addr || !o.port_a || !o.port_b || !o.host_port || !o.rows)
 		usage();
-	if (o.answer_inv && strcmp(o.answer_inv, "second") && strcmp(o.answer_inv, "forged"))
+	if (o.answer_inv && strcmp(o.answer_inv, "second") && strcmp(o.answer_inv, "forged") &&
+	    strcmp(o.answer_inv, "bad-index"))
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 

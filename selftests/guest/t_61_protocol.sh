@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: GPL-2.0
 # Wire protocol versions and the RESPONSE that invalidates (one guest, rxe
 # loopback, host and client at once):
-# - protocol_version takes 1 to 3 only, with a log line for anything else;
-# - by default a link negotiates version 3 (shards: t_73_shards), which
+# - protocol_version takes 1 to 4 only, with a log line for anything else;
+# - by default a link negotiates version 4 (tensor offsets: t_74_identity;
+#   shards since 3: t_73_shards), which
 #   keeps what version 2 brought: the server sends each RESPONSE
 #   as a SEND with invalidate of the first range's key, and the client
 #   counts one remote_invalidations per fetch (one range or several; with
@@ -28,13 +29,13 @@ make_table "$F" $ROWS --seed 61 || bail "mktable"
 module_unload || bail "rmmod"
 
 dmesg_mark
-check "protocol_version=4 is refused at load" sh -c "! insmod $MODULE protocol_version=4 2>/dev/null"
-check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=4: want 1-3'"
+check "protocol_version=5 is refused at load" sh -c "! insmod $MODULE protocol_version=5 2>/dev/null"
+check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=5: want 1-4'"
 module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
-check "protocol_version is 3 by default" test "$(cat $P/protocol_version)" = 3
+check "protocol_version is 4 by default" test "$(cat $P/protocol_version)" = 4
 check "protocol_version refuses 0 at run time" sh -c "! echo 0 2>/dev/null > $P/protocol_version"
-check "and 4" sh -c "! echo 4 2>/dev/null > $P/protocol_version"
-check "and is still 3" test "$(cat $P/protocol_version)" = 3
+check "and 5" sh -c "! echo 5 2>/dev/null > $P/protocol_version"
+check "and is still 4" test "$(cat $P/protocol_version)" = 4
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name proto >/dev/null 2>&1
 check "the table loads" test "$(table_state proto)" = ready
 WOFF=$(table_field proto weight_offset)
@@ -44,13 +45,13 @@ FC=("$CHECK" --table proto --file "$F" --weight-offset "$WOFF" --scale-offset "$
 	--rows-total $ROWS --timeout-ms 20000)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
 
-# --- version 3: a RESPONSE invalidates, as from version 2 on -------------------
+# --- version 4: a RESPONSE invalidates, as from version 2 on -------------------
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "it negotiated version 3" test "$(link_field "$ID" protocol)" = 3
-check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 3'"
-check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +3$'"
+check "it negotiated version 4" test "$(link_field "$ID" protocol)" = 4
+check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 4'"
+check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +4$'"
 ri0=$(link_stat "$ID" remote_invalidations) f0=$(link_stat "$ID" fetches)
 check "200 fetches of one range (1 and 288 rows) are exact" \
 	run --link "$ID" --count 28900 --batch 1,288 --seed 1
@@ -99,7 +100,7 @@ check "in version 1 a fetch of one range posts a LOCAL_INV: the failing post fai
 check "and used the knob" test "$(cat $P/fault_client_inv_fail)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
 check "still at version 1" test "$(link_field "$ID" protocol)" = 1
-echo 3 > $P/protocol_version
+echo 4 > $P/protocol_version
 
 check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"
 check "the module loads again" module_load

@@ -133,6 +133,17 @@ check "forged: only the control's 16 bytes landed, nothing after the return" \
 check "forged: the link counts a transport error" \
 	test "$(link_stat "$link" transport_errors)" -ge 1
 "$ENGRAMCTL" link del "$link" >/dev/null 2>&1
+# A refusal whose bad_index is no position of the fetch (0xffffffff):
+# callers index their rows with it, so it is a protocol error (issue 37).
+hostile_v2 bad-index 18668 --rows-list 1,2,3,4 --expect-errno EPROTO
+check "bad-index: the fetch fails with EPROTO, not ERANGE (exit $frc)" test $frc -eq 0
+check "bad-index: the peer's RESPONSE was delivered" \
+	grep -q "^rdma_hostile: answer-inv-bad-index: RESPONSE row_out_of_range.*: delivered" \
+	"$TMPD/inv-bad-index.out"
+check "bad-index: the caller is never given the position" \
+	grep -q "expected EPROTO, got EPROTO (wire_status malformed, bad_index 0)" \
+	"$TMPD/fetch-bad-index.out"
+"$ENGRAMCTL" link del "$link" >/dev/null 2>&1
 
 # The host still serves its own clients, with a PD per connection.
 F=$SCRATCH/pd.safetensors

@@ -44,7 +44,7 @@ check "both links come up and see the table" both_up
 out=$("$ENGRAMCTL" link tables 2>&1)
 diag "link tables: $out"
 check "link tables: the table, served by links 1 and 2" \
-	grep -Eq "^rep sha256 [0-9a-f]{16} rows $ROWS: link 1 \(up, ready\) link 2 \(up, ready\)$" <<<"$out"
+	grep -Eq "^rep sha256 [0-9a-f]{16} rows $ROWS weight@[0-9]+ scale@[0-9]+: link 1 \(up, ready\) link 2 \(up, ready\)$" <<<"$out"
 check "link tables -j: one table, two links" test "$("$ENGRAMCTL" -j link tables |
 	jget "[(t['rows'], [l['link'] for l in t['links']]) for t in d]")" = "[($ROWS, [1, 2])]"
 check "link show names what each host serves" \

@@ -208,6 +208,11 @@ static void fuzz_catalog(const u8 *d, size_t n, const struct engram_wire_params 
 		      tabs[i].held_rows <= tabs[i].rows - tabs[i].held_first);
 		if (neg->version_max < ENGRAM_WIRE_VERSION_SHARDS)
 			CHECK(!tabs[i].held_first && tabs[i].held_rows == tabs[i].rows);
+		if (neg->version_max < ENGRAM_WIRE_VERSION_TENSOR)
+			CHECK(!tabs[i].weight_offset && !tabs[i].scale_offset);
+		else
+			CHECK(tabs[i].weight_offset >= 8 && tabs[i].scale_offset >= 8 &&
+			      tabs[i].weight_offset != tabs[i].scale_offset);
 	}
 	CHECK(engram_wire_catalog_encode(out, sizeof(out), neg, v.ticket, tabs,
 					 v.nr_entries) == (int)n);
@@ -218,12 +223,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	/*
 	 * The limits test_wire's seeds were built with, tight ones, and
-	 * version 3's (slots, rows held, ROW_NOT_HELD).
+	 * version 3's (slots, rows held, ROW_NOT_HELD), and version 4's
+	 * (the tensors' offsets in the catalog).
 	 */
 	static const struct engram_wire_params wide = { 1, 1, 64, 16, 262576, 65536 };
 	static const struct engram_wire_params tight = { 1, 1, 1, 2, 160, 16 };
 	static const struct engram_wire_params v3 = { 3, 3, 64, 16, 524720, 65536 };
-	const struct engram_wire_params *negs[] = { &wide, &tight, &v3 };
+	static const struct engram_wire_params v4 = { 4, 4, 64, 16, 524720, 65536 };
+	const struct engram_wire_params *negs[] = { &wide, &tight, &v3, &v4 };
 	unsigned int i;
 
 	fuzz_hello(data, size);

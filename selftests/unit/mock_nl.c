@@ -282,6 +282,11 @@ static int reply_catalog(const struct mock_link *k, const struct mock_table *t,
 	nla_put_string(r, ENGRAM_A_TABLE_NAME, t->name);
 	nla_put(r, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, t->sha256);
 	nla_put_u64(r, ENGRAM_A_TABLE_ROWS, t->rows);
+	if (t->woff) {
+		/* As a host of protocol version 4 lists it. */
+		nla_put_u64(r, ENGRAM_A_TABLE_WEIGHT_OFFSET, t->woff);
+		nla_put_u64(r, ENGRAM_A_TABLE_SCALE_OFFSET, t->soff);
+	}
 	nla_put_u64(r, ENGRAM_A_TABLE_GENERATION, t->gen + k->id);
 	nla_put_u8(r, ENGRAM_A_TABLE_STATE, t->state);
 	ret = cb ? cb(r, arg) : 0;

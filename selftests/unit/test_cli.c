@@ -739,7 +739,7 @@ static void test_listen_allow(void)
 
 static void test_link(void)
 {
-	struct mock_table *tt;
+	struct mock_table *tt, *tt2;
 	json_t *j;
 	int rc;
 
@@ -835,6 +835,30 @@ static void test_link(void)
 			"abab", 4),
 	       "link tables -j: the table with an array of its links") || (show_output(), 0);
 	json_decref(j);
+	/*
+	 * Two tables of one file (one digest, other tensors) are two tables,
+	 * never one table's replicas.
+	 */
+	tt->woff = 4096;
+	tt->soff = 4096 + 1000 * 256;
+	tt2 = mock_add("emb14", ENGRAM_TABLE_READY, 1000);
+	memcpy(tt2->sha256, tt->sha256, sizeof(tt2->sha256));
+	tt2->woff = tt->soff + 1000 * 8;
+	tt2->soff = tt2->woff + 1000 * 256;
+	rc = run("link", "tables", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "emb sha256 abababababababab rows 1000 weight@4096 scale@260096: "
+			    "link 1 (up, ready) link 3 (up, ready)\n"
+			    "emb14 sha256 abababababababab rows 1000 weight@268096 scale@524096: "
+			    "link 1 (up, ready) link 3 (up, ready)\n"),
+	       "link tables: two tables of one file are told apart by their tensors") ||
+		(show_output(), 0);
+	rc = run("-j", "link", "tables", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_array_size(j) == 2 &&
+	       json_integer_value(json_object_get(json_array_get(j, 1), "weight_offset")) == 268096,
+	       "link tables -j: each with its weight_offset") || (show_output(), 0);
+	json_decref(j);
+	tt2->used = 0;
 	rc = run("link", "show", "1", NULL);
 	tap_ok(rc == 0 && strstr(out, "  serves          emb (ready)\n"),
 	       "link show: the tables the link's host serves") || (show_output(), 0);

@@ -35,7 +35,8 @@ static int layout(void)
 	F(engram_table_info, handle); F(engram_table_info, link); F(engram_table_info, rows);
 	F(engram_table_info, generation); F(engram_table_info, row_bytes);
 	F(engram_table_info, max_rows); F(engram_table_info, sha256);
-	F(engram_table_info, name); F(engram_table_info, reserved);
+	F(engram_table_info, name); F(engram_table_info, weight_offset);
+	F(engram_table_info, scale_offset); F(engram_table_info, reserved);
 	printf("\nengram_result %zu", sizeof(struct engram_result));
 	F(engram_result, ticket); F(engram_result, error); F(engram_result, wire_status);
 	F(engram_result, bad_index); F(engram_result, flags); F(engram_result, rtt_ns);

@@ -100,6 +100,16 @@ static void put64(u8 *p, u64 v)
 	put32(p + 4, (u32)(v >> 32));
 }
 
+static u64 get64(const u8 *p)
+{
+	u64 v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
 /* Parse @len bytes of buf and expect @st; say what came back when not. */
 static void expect_status(const struct engram_wire_params *neg, size_t len, int st,
 			  const char *what)
@@ -184,13 +194,13 @@ static void test_offer(void)
 	       "two offers negotiate to the smaller, and to version 1 with a version 1 peer");
 	tap_ok(!engram_wire_negotiate(&q, &p, &out, err, sizeof(err)) && out.version_min == 1 &&
 	       out.version_max == 1 && !engram_wire_check_answer(&p, &out, err, sizeof(err)),
-	       "a version 1 acceptor answers a 1-3 offer with 1, which the offerer takes");
+	       "a version 1 acceptor answers a 1-4 offer with 1, which the offerer takes");
 	engram_wire_offer(&q, 1, 1, 0);
 	tap_ok(q.version_min == ENGRAM_WIRE_VERSION_MIN && q.version_max == ENGRAM_WIRE_VERSION_MIN,
 	       "an offer below the oldest version is clamped to it");
-	tap_ok(ENGRAM_WIRE_VERSION == 3 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
-	       ENGRAM_WIRE_VERSION_SHARDS == 3,
-	       "version 3 is the newest, with shards; remote invalidation since 2");
+	tap_ok(ENGRAM_WIRE_VERSION == 4 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
+	       ENGRAM_WIRE_VERSION_SHARDS == 3 && ENGRAM_WIRE_VERSION_TENSOR == 4,
+	       "version 4 is the newest, with tensor offsets; shards since 3, remote invalidation since 2");
 }
 
 static void test_hello(void)
@@ -945,6 +955,8 @@ static void mktable(struct engram_wire_table *t, const char *name, u64 gen)
 	t->generation = gen;
 	t->rows = 384006168;
 	t->held_rows = t->rows;
+	t->weight_offset = 4096 + gen;
+	t->scale_offset = t->weight_offset + t->rows * 256;
 	t->row_bytes = RB;
 	t->state = ENGRAM_TABLE_READY;
 }
@@ -1037,8 +1049,11 @@ static void test_catalog(void)
 	       "catalog of 256 tables (30,744 bytes)");
 	neg = neg_v(3);
 	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
-	tap_ok(len == ENGRAM_WIRE_MAX_CATALOG_BYTES && len == 24 + 256 * 136,
-	       "in version 3, 34,840 bytes: ENGRAM_WIRE_MAX_CATALOG_BYTES");
+	tap_ok(len == 24 + 256 * 136, "in version 3, 34,840 bytes");
+	neg = neg_v(4);
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
+	tap_ok(len == ENGRAM_WIRE_MAX_CATALOG_BYTES && len == 24 + 256 * 152,
+	       "in version 4, 38,936 bytes: ENGRAM_WIRE_MAX_CATALOG_BYTES");
 	neg = neg_default();
 	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, 257) == -EINVAL,
 	       "catalog of 257 tables refused");
@@ -1371,6 +1386,51 @@ static void test_catalog_v3(void)
 	       "and a first row at the table's end");
 }
 
+static void test_catalog_v4(void)
+{
+	struct engram_wire_params v4 = neg_v(4), v3 = neg_v(3);
+	struct engram_wire_catalog_view v;
+	struct engram_wire_table tabs[2], t;
+	int len;
+
+	/* Two tables of one file: one digest, two places in it. */
+	mktable(&tabs[0], "layer1", 1);
+	mktable(&tabs[1], "layer14", 2);
+	memcpy(tabs[1].sha256, tabs[0].sha256, sizeof(tabs[1].sha256));
+	tabs[1].weight_offset = tabs[0].scale_offset + tabs[0].rows * 8;
+	tabs[1].scale_offset = tabs[1].weight_offset + tabs[1].rows * 256;
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v4, 0, tabs, 2);
+	tap_ok(len == 24 + 2 * 152, "version 4: 152-byte entries");
+	err[0] = '\0';
+	tap_ok(len > 0 && !engram_wire_catalog_parse(buf, len, &v4, &v, err, sizeof(err)) &&
+	       v.entry_bytes == 152, "two tables of one file in one catalog parse (%s)", err);
+	tap_ok(get64(buf + 24 + 152 + 136) == tabs[1].weight_offset &&
+	       get64(buf + 24 + 152 + 144) == tabs[1].scale_offset,
+	       "the offsets follow the rows held, weight then scale");
+	engram_wire_catalog_get(&v, 1, &t);
+	tap_ok(t.weight_offset == tabs[1].weight_offset && t.scale_offset == tabs[1].scale_offset &&
+	       !memcmp(t.sha256, tabs[0].sha256, sizeof(t.sha256)),
+	       "they round-trip: same digest, other tensors");
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v3, 0, tabs, 2);
+	tap_ok(len == 24 + 2 * 136 && !engram_wire_catalog_parse(buf, len, &v3, &v, err, sizeof(err)),
+	       "version 3 lists them without offsets");
+	engram_wire_catalog_get(&v, 0, &t);
+	tap_ok(!t.weight_offset && !t.scale_offset, "read as 0: not known");
+
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v4, 0, tabs, 2);
+	put64(buf + 24 + 136, 7);
+	err[0] = '\0';
+	tap_contains(engram_wire_catalog_parse(buf, len, &v4, &v, err, sizeof(err)) == -EPROTO ?
+		     err : NULL, "tensor offsets 7", "a weight offset inside the header length is refused");
+	put64(buf + 24 + 136, get64(buf + 24 + 144));
+	err[0] = '\0';
+	tap_contains(engram_wire_catalog_parse(buf, len, &v4, &v, err, sizeof(err)) == -EPROTO ?
+		     err : NULL, "tensor offsets", "and one tensor at both places");
+	tabs[0].scale_offset = 0;
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v4, 0, tabs, 2) == -EINVAL,
+	       "the encoder refuses a table without its tensors' places in version 4");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
@@ -1394,5 +1454,6 @@ int main(int argc, char **argv)
 	test_held_rows();
 	test_response_v3();
 	test_catalog_v3();
+	test_catalog_v4();
 	return tap_done();
 }

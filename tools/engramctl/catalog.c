@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * What the links' hosts serve.  A GPU node fetches a table opened on no
- * link from every link whose catalog holds its SHA-256, so the view that
+ * link from every link whose catalog holds that table, so the view that
  * matters is per table: which links serve it, in what state.  Tables are
- * told apart by SHA-256, not by name: two hosts may name one file
- * differently, or two files alike.
+ * told apart by identity, not by name: the file's SHA-256, the rows and
+ * where the tensors are in the file (one file holds several tables; two
+ * hosts may name one table differently, or two tables alike).  A host
+ * before protocol version 4 does not say where the tensors are: its
+ * entries go with those of the same digest, rows and name.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -44,6 +47,10 @@ static int reply_catalog(struct nl_msg *msg, void *arg)
 	if (tb[ENGRAM_A_TABLE_HELD_FIRST] && tb[ENGRAM_A_TABLE_HELD_ROWS]) {
 		e->held_first = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_FIRST]);
 		e->held_rows = nla_get_u64(tb[ENGRAM_A_TABLE_HELD_ROWS]);
+	}
+	if (tb[ENGRAM_A_TABLE_WEIGHT_OFFSET] && tb[ENGRAM_A_TABLE_SCALE_OFFSET]) {
+		e->weight_offset = nla_get_u64(tb[ENGRAM_A_TABLE_WEIGHT_OFFSET]);
+		e->scale_offset = nla_get_u64(tb[ENGRAM_A_TABLE_SCALE_OFFSET]);
 	}
 	if (tb[ENGRAM_A_TABLE_GENERATION])
 		e->generation = nla_get_u64(tb[ENGRAM_A_TABLE_GENERATION]);
@@ -97,6 +104,9 @@ static json_t *entry_json(const struct catalog_entry *e, int with_table)
 	    (with_table && json_set(o, "sha256", json_string(fmt_hex(hex, e->sha256,
 								       sizeof(e->sha256))))) ||
 	    (with_table && json_set(o, "rows", json_u64(e->rows))) ||
+	    (with_table && e->weight_offset &&
+	     (json_set(o, "weight_offset", json_u64(e->weight_offset)) ||
+	      json_set(o, "scale_offset", json_u64(e->scale_offset)))) ||
 	    (!with_table && json_set(o, "link", json_u64(e->link))) ||
 	    (!with_table &&
 	     json_set(o, "link_state", json_string(link_state_name(e->link_state)))) ||
@@ -124,14 +134,23 @@ json_t *catalog_link_json(const struct catalog *c, uint32_t id)
 	return arr;
 }
 
-/* Is entry @i the first of its SHA-256 (among those of link @only)? */
-static int first_of_sha(const struct catalog *c, size_t i, uint32_t only)
+/* Are @a and @b one table: the same file, rows and tensors? */
+static int same_table(const struct catalog_entry *a, const struct catalog_entry *b)
+{
+	if (memcmp(a->sha256, b->sha256, ENGRAM_SHA256_LEN) || a->rows != b->rows)
+		return 0;
+	if (a->weight_offset && b->weight_offset)
+		return a->weight_offset == b->weight_offset && a->scale_offset == b->scale_offset;
+	return !a->weight_offset && !b->weight_offset && !strcmp(a->name, b->name);
+}
+
+/* Is entry @i the first of its table (among those of link @only)? */
+static int first_of_table(const struct catalog *c, size_t i, uint32_t only)
 {
 	size_t j;
 
 	for (j = 0; j < i; j++)
-		if ((!only || c->v[j].link == only) &&
-		    !memcmp(c->v[j].sha256, c->v[i].sha256, ENGRAM_SHA256_LEN))
+		if ((!only || c->v[j].link == only) && same_table(&c->v[j], &c->v[i]))
 			return 0;
 	return 1;
 }
@@ -146,7 +165,7 @@ static json_t *tables_json(const struct catalog *c, uint32_t only)
 	for (i = 0; !bad && i < c->n; i++) {
 		const struct catalog_entry *e = &c->v[i];
 
-		if ((only && e->link != only) || !first_of_sha(c, i, only))
+		if ((only && e->link != only) || !first_of_table(c, i, only))
 			continue;
 		t = json_object();
 		links = json_array();
@@ -163,10 +182,12 @@ static json_t *tables_json(const struct catalog *c, uint32_t only)
 		fmt_hex(hex, e->sha256, sizeof(e->sha256));
 		bad = json_set(t, "name", json_string(e->name)) ||
 		      json_set(t, "sha256", json_string(hex)) ||
-		      json_set(t, "rows", json_u64(e->rows));
+		      json_set(t, "rows", json_u64(e->rows)) ||
+		      (e->weight_offset &&
+		       (json_set(t, "weight_offset", json_u64(e->weight_offset)) ||
+			json_set(t, "scale_offset", json_u64(e->scale_offset))));
 		for (j = i; !bad && j < c->n; j++)
-			if ((!only || c->v[j].link == only) &&
-			    !memcmp(c->v[j].sha256, e->sha256, ENGRAM_SHA256_LEN))
+			if ((!only || c->v[j].link == only) && same_table(&c->v[j], e))
 				bad = json_array_append_new(links, entry_json(&c->v[j], 0));
 	}
 	if (bad) {
@@ -186,15 +207,18 @@ int catalog_print_tables(const struct catalog *c, uint32_t only)
 	for (i = 0; i < c->n; i++) {
 		const struct catalog_entry *e = &c->v[i];
 
-		if ((only && e->link != only) || !first_of_sha(c, i, only))
+		if ((only && e->link != only) || !first_of_table(c, i, only))
 			continue;
-		printf("%s sha256 %.16s rows %" PRIu64 ":", e->name,
+		printf("%s sha256 %.16s rows %" PRIu64, e->name,
 		       fmt_hex(hex, e->sha256, sizeof(e->sha256)), e->rows);
+		if (e->weight_offset)
+			printf(" weight@%" PRIu64 " scale@%" PRIu64, e->weight_offset,
+			       e->scale_offset);
+		putchar(':');
 		for (j = i; j < c->n; j++) {
 			const struct catalog_entry *r = &c->v[j];
 
-			if ((only && r->link != only) ||
-			    memcmp(r->sha256, e->sha256, ENGRAM_SHA256_LEN))
+			if ((only && r->link != only) || !same_table(r, e))
 				continue;
 			printf(" link %u (%s, %s", r->link, link_state_name(r->link_state),
 			       table_state_name(r->state));

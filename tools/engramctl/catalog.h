@@ -22,6 +22,8 @@ struct catalog_entry {
 	uint64_t rows;
 	uint64_t held_first;	/* the rows the link's host holds: a shard, or all */
 	uint64_t held_rows;
+	uint64_t weight_offset;	/* the tensors in the file; 0: not said (a host before v4) */
+	uint64_t scale_offset;
 	uint64_t generation;
 	uint8_t state;
 };
@@ -38,7 +40,7 @@ void catalog_free(struct catalog *c);
 void catalog_print_link(FILE *f, const struct catalog *c, uint32_t id);
 /* The tables of link @id, as JSON objects; NULL when out of memory. */
 json_t *catalog_link_json(const struct catalog *c, uint32_t id);
-/* engramctl link tables [ID]: each table (by SHA-256) and its links. */
+/* engramctl link tables [ID]: each table (by identity) and its links. */
 int catalog_print_tables(const struct catalog *c, uint32_t only);
 
 #endif

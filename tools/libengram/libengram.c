@@ -282,6 +282,25 @@ static int local_path_for(struct engram *e, const char *name, char **path)
 	return ret == -ENOENT ? 0 : ret;
 }
 
+/*
+ * The file a local copy's digest proved is the table's file: its tensors
+ * under the table's name must then be the ones the hosts serve, or a
+ * fallback would read another table of that file.
+ */
+static int local_same_tensors(struct engram *e, const struct engram_table_info *info,
+			      const struct local_copy *lc)
+{
+	bool same_file;
+
+	pthread_mutex_lock(&e->lock);
+	same_file = e->check == LOCAL_CHECK_SHA256;
+	pthread_mutex_unlock(&e->lock);
+	if (!same_file || !info->weight_offset ||
+	    (lc->weight_offset == info->weight_offset && lc->scale_offset == info->scale_offset))
+		return 0;
+	return -EBADMSG;
+}
+
 /* Open a local copy and check, once, that it is the table. */
 static int local_attach(struct engram *e, const char *path, const char *tensor, uint64_t rows,
 			const uint8_t *sha256, uint8_t *sha256_out, struct local_copy **out)
@@ -406,6 +425,8 @@ PUBLIC int64_t engram_table_open(struct engram *e, uint32_t link, const char *na
 	t.info.generation = o.generation;
 	t.info.row_bytes = o.row_bytes;
 	t.info.max_rows = o.max_rows;
+	t.info.weight_offset = o.weight_offset;
+	t.info.scale_offset = o.scale_offset;
 	memcpy(t.info.sha256, o.sha256_out, ENGRAM_SHA256_LEN);
 	if (name)
 		memcpy(t.info.name, name, len);
@@ -419,6 +440,11 @@ PUBLIC int64_t engram_table_open(struct engram *e, uint32_t link, const char *na
 			free(path);
 			if (ret)
 				return ret;
+			ret = local_same_tensors(e, &t.info, t.local);
+			if (ret) {
+				local_close(t.local);
+				return ret;
+			}
 		}
 	}
 	return table_add(e, &t, info);
@@ -479,6 +505,11 @@ PUBLIC int engram_table_set_local(struct engram *e, uint32_t handle, const char 
 	ret = local_attach(e, path, tensor, ti.rows, ti.sha256, NULL, &lc);
 	if (ret)
 		return ret;
+	ret = local_same_tensors(e, &ti, lc);
+	if (ret) {
+		local_close(lc);
+		return ret;
+	}
 	ret = -ENOENT;
 	pthread_mutex_lock(&e->lock);
 	for (i = 0; i < e->nr_tables; i++) {

@@ -157,7 +157,15 @@ struct engram_table_info {
 	uint32_t max_rows;		/* rows per fetch on that link */
 	uint8_t sha256[LIBENGRAM_SHA256_LEN];	/* SHA-256 of the table's file */
 	char name[LIBENGRAM_NAME_MAX];	/* as asked for; "" when opened by sha256 only */
-	uint64_t reserved[4];		/* 0 */
+	/*
+	 * Where the table's tensors are in its file: with sha256, rows and
+	 * row_bytes, which table of the file this is (a file holds several).
+	 * 0 when only hosts below protocol version 4 serve it, or for a table
+	 * opened from its local copy alone.
+	 */
+	uint64_t weight_offset;
+	uint64_t scale_offset;
+	uint64_t reserved[2];		/* 0 */
 };
 
 /* One destination range of engram_fetch_ranges(). */
@@ -226,9 +234,14 @@ int engram_fd(const struct engram *e);
  * At least one of @name and @sha256 must be given; with both, both must
  * match.  The handle is valid until the context is closed.
  *
+ * One file holds several tables (layers 1 and 14), so its SHA-256 alone
+ * may name more than one: then, and when two hosts give one name to two
+ * different tables, the open fails with -ENOTUNIQ.  @info's weight_offset
+ * and scale_offset say which table of the file the handle names.
+ *
  * Return: the handle (0 .. UINT32_MAX), or -EINVAL, -ENAMETOOLONG (name
  * of LIBENGRAM_NAME_MAX bytes or more), or the kernel's error (-ENOENT:
- * no such table on a link that is up, ...).
+ * no such table on a link that is up, -ENOTUNIQ, ...).
  */
 int64_t engram_table_open(struct engram *e, uint32_t link, const char *name,
 			  const uint8_t *sha256, struct engram_table_info *info);
@@ -247,7 +260,9 @@ int64_t engram_table_open(struct engram *e, uint32_t link, const char *name,
  * Return: 0; -ENOENT for an unknown handle; -EEXIST when the table has a
  * copy already; -EINVAL when the file is not safetensors or lacks the
  * tensors (or @tensor is NULL for a table opened by SHA-256 only);
- * -EBADMSG when it is not this table; or open(2)'s errno.
+ * -EBADMSG when it is not this table (with the SHA-256 check, also when
+ * its tensors under that name are not where the hosts' are: another table
+ * of the same file); or open(2)'s errno.
  */
 int engram_table_set_local(struct engram *e, uint32_t handle, const char *path,
 			   const char *tensor);

@@ -472,7 +472,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		3	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		4	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */
@@ -481,8 +481,8 @@ enum engram_stat {
 #define ENGRAM_WIRE_MAX_RANGES		16
 #define ENGRAM_WIRE_MAX_ROWS		0x100000	/* 1,048,576 */
 #define ENGRAM_WIRE_MAX_REQUEST_BYTES	0x800000	/* 8 MiB */
-/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 136 bytes. */
-#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 136)
+/* A CATALOG lists at most ENGRAM_MAX_TABLES tables: 24 + 256 * 152 bytes. */
+#define ENGRAM_WIRE_MAX_CATALOG_BYTES	(24 + ENGRAM_MAX_TABLES * 152)
 
 enum engram_wire_type {
 	ENGRAM_WIRE_HELLO = 1,		/* TCP only: first frame each way */
@@ -579,7 +579,10 @@ struct engram_wire_catalog {
 	__u32 reserved;			/* 0 */
 };
 
-/* One table: 120 bytes, and in version 3 a struct engram_wire_held after it. */
+/*
+ * One table: 120 bytes; from version 3 a struct engram_wire_held after it,
+ * from version 4 then a struct engram_wire_tensor.
+ */
 struct engram_wire_catalog_entry {
 	char name[ENGRAM_NAME_MAX];	/* [A-Za-z0-9._-], NUL-padded */
 	__u8 sha256[ENGRAM_SHA256_LEN];	/* all zero while not yet known */
@@ -597,6 +600,18 @@ struct engram_wire_catalog_entry {
 struct engram_wire_held {
 	__u64 first_row;
 	__u64 nr_rows;			/* >= 1; first_row + nr_rows <= rows */
+};
+
+/*
+ * Version 4, after the rows held: where the table's tensors are in its
+ * file.  The file's SHA-256 names the file, not the table: one file holds
+ * several Engram tables (layers 1 and 14).  A table's identity is the
+ * digest, these offsets and its geometry (rows, row_bytes); two entries
+ * with one identity serve the same bytes, whatever their names.
+ */
+struct engram_wire_tensor {
+	__u64 weight_offset;		/* >= 8: byte offset of the weight tensor */
+	__u64 scale_offset;		/* >= 8: byte offset of the scale tensor */
 };
 
 /*
@@ -639,7 +654,10 @@ struct engram_ioc_open {
 	__u32 row_bytes;		/* ENGRAM_ROW_BYTES */
 	__u32 max_rows;			/* negotiated rows per fetch on that link */
 	__u8 sha256_out[ENGRAM_SHA256_LEN];
-	__u64 reserved[4];		/* 0 */
+	/* the table's tensors in its file; 0 when only hosts below version 4 serve it */
+	__u64 weight_offset;
+	__u64 scale_offset;
+	__u64 reserved[2];		/* 0 */
 };
 
 #define ENGRAM_OPEN_SIZE_VER0	208

@@ -73,7 +73,9 @@ class _TableInfo(ctypes.Structure):
         ("max_rows", ctypes.c_uint32),
         ("sha256", ctypes.c_uint8 * SHA256_LEN),
         ("name", ctypes.c_char * NAME_MAX),
-        ("reserved", ctypes.c_uint64 * 4),
+        ("weight_offset", ctypes.c_uint64),
+        ("scale_offset", ctypes.c_uint64),
+        ("reserved", ctypes.c_uint64 * 2),
     ]
 
 
@@ -373,7 +375,7 @@ class Table:
     """A table opened with Engram.open_table(); valid while its Engram is open."""
 
     __slots__ = ("handle", "name", "link", "rows", "generation", "row_bytes", "max_rows",
-                 "sha256")
+                 "sha256", "weight_offset", "scale_offset")
 
     handle: int
     name: Optional[str]
@@ -383,6 +385,10 @@ class Table:
     row_bytes: int
     max_rows: int
     sha256: bytes
+    # Where its tensors are in the file (which table of the file it is);
+    # 0 when the hosts serving it cannot say (protocol version 3 or older).
+    weight_offset: int
+    scale_offset: int
 
     def __init__(self, info: _TableInfo) -> None:
         self.handle = info.handle
@@ -393,6 +399,8 @@ class Table:
         self.row_bytes = info.row_bytes
         self.max_rows = info.max_rows
         self.sha256 = bytes(info.sha256)
+        self.weight_offset = info.weight_offset
+        self.scale_offset = info.scale_offset
 
     def __repr__(self) -> str:
         return ("Table(name=%r, handle=%d, link=%d, rows=%d, generation=%d, max_rows=%d, "
