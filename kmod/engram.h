@@ -67,6 +67,7 @@ void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(bool (*stop)(void));
 void engram_fault_map(void);
+bool engram_fault_verify_mismatch(void);
 /* fault.c: test knobs on the client side; any context. */
 bool engram_fault_client_req_fail(void);
 bool engram_fault_client_inv_fail(void);

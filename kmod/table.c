@@ -370,6 +370,8 @@ static void engram_table_do_verify(struct engram_table *t)
 		return;
 	engram_count(&t->stats, ENGRAM_STAT_VERIFY_RUNS);
 	engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_RUNS);
+	if (!ret && engram_fault_verify_mismatch())
+		sha[0] ^= 1;
 	if (ret)
 		result = ENGRAM_VERIFY_ERROR;
 	else if (memcmp(sha, t->sha, sizeof(sha)))
@@ -379,13 +381,29 @@ static void engram_table_do_verify(struct engram_table *t)
 	if (result != ENGRAM_VERIFY_OK) {
 		engram_count(&t->stats, ENGRAM_STAT_VERIFY_FAILURES);
 		engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_FAILURES);
-		pr_warn("table %s: verify %s (%d)\n", t->name,
-			result == ENGRAM_VERIFY_MISMATCH ? "found a digest mismatch" : "failed",
-			ret);
 	}
 	spin_lock(&t->lock);
 	t->verify_result = result;
 	spin_unlock(&t->lock);
+	if (result == ENGRAM_VERIFY_MISMATCH) {
+		/*
+		 * The pinned bytes are not the file's any more: every row
+		 * served from now on could be a wrong row that looks right.
+		 * FAILED stops serving (TABLE_NOT_READY), and the catalog
+		 * tells GPU nodes, whose fetches go to a healthy replica or
+		 * to libengram's exact local read.  The pages stay pinned
+		 * until the table is unloaded or loaded again.
+		 */
+		pr_err("table %s: verify found the pinned pages' digest no longer the file's: not served any more; unload it or load it again\n",
+		       t->name);
+		engram_table_set_result(t, ENGRAM_TABLE_FAILED, EBADMSG,
+					"verify: pinned pages no longer match the file's SHA-256");
+		engram_table_changed();
+		return;
+	}
+	if (ret)
+		pr_warn("table %s: verify could not run to the end (%d); still served\n",
+			t->name, ret);
 	engram_table_set_result(t, ENGRAM_TABLE_READY, 0, NULL);
 }
 

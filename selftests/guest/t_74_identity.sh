@@ -18,6 +18,9 @@
 # - with protocol_version=3 (a host that cannot say where tensors are) a
 #   link-0 open that cannot tell the tables apart is ENOTUNIQ, and one that
 #   can (one table of the file) is exact;
+# - a verify that finds the pinned bytes changed (fault_verify_mismatch)
+#   stops that table serving: link-0 fetches go on from its healthy
+#   replica, a named link's fall back to libengram's exact local read;
 # - generations do not come from the clock, so a module reload cannot
 #   reissue one.
 # timeout: 600
@@ -99,6 +102,40 @@ grouped() { test "$("$ENGRAMCTL" link tables | grep '^layer1 ' | grep -o 'as ali
 check "link tables shows alias1 as layer1 on both links: one table" wait_for 10 grouped
 check "alias1 on link 0: layer 1's rows, exact" \
 	run "${fc1[@]}" --table alias1 --count 50000 --batch 288,4096 --seed 6
+
+# --- a verify that finds the pinned bytes changed: that table stops serving
+"${fc1[@]}" --table layer1 --count 2000000 --batch 288,4096 --timeout-ms 5000 \
+	--duration-s "$(slow 6)" --seed 12 >"$ENGRAM_TEST_TMP/l0" 2>&1 &
+l0=$!
+"${fc1[@]}" --table alias1 --link 1 --count 2000000 --batch 288 --timeout-ms 5000 \
+	--local "$F" --local-tensor layers.1.engram.embed --expect-fallbacks 1 \
+	--duration-s "$(slow 6)" --seed 13 >"$ENGRAM_TEST_TMP/l1" 2>&1 &
+l1=$!
+sleep "$(slow 2)"
+dmesg_mark
+echo 1 >$P/fault_verify_mismatch
+out=$("$ENGRAMCTL" verify alias1 2>&1)
+rc=$?
+diag "verify: $out"
+check "a verify that finds a mismatch exits 1 and says the table is no longer served" \
+	test $rc -eq 1 -a -n "$(grep 'verify MISMATCH: no longer served' <<<"$out")"
+check "alias1 is failed (EBADMSG)" \
+	test "$(table_state alias1) $(table_field alias1 error)" = "failed $(python3 -c 'import errno; print(errno.EBADMSG)')"
+check "the kernel log says so" sh -c "dmesg | tail -n +$((DMESG_MARK + 1)) | grep -q 'table alias1: verify found .* not served any more'"
+wait $l0
+rc0=$?
+wait $l1
+rc1=$?
+sed 's/^/# layer1 on link 0: /' "$ENGRAM_TEST_TMP/l0"
+sed 's/^/# alias1 on link 1: /' "$ENGRAM_TEST_TMP/l1"
+check "layer 1 on link 0 throughout: every fetch exact, none failed (the healthy entries took them)" \
+	test $rc0 -eq 0
+check "alias1 on its link: exact, from the host and then from libengram's local copy" \
+	test $rc1 -eq 0
+check "the verify failure is counted" test "$(stat_global verify_failures)" -ge 1
+check "a failed table loads again under its name" \
+	sh -c "'$ENGRAMCTL' load '$F' --tensor layers.1.engram.embed --name alias1 >/dev/null"
+check "... ready" test "$(table_state alias1)" = ready
 
 # --- a name reloaded with the other tensor under an open link-0 handle
 "${fc14[@]}" --table layer14 --count 2000000 --batch 288 --timeout-ms 2000 --tolerate \

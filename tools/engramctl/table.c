@@ -584,7 +584,12 @@ static int table_verify(int argc, char **argv)
 	}
 	if (opts.json)
 		print_json_table(&ti);
-	if (ti.state == ENGRAM_TABLE_FAILED) {
+	if (TI_HAS(&ti, ENGRAM_A_TABLE_VERIFY_RESULT) &&
+	    ti.verify_result == ENGRAM_VERIFY_MISMATCH) {
+		if (!opts.json)
+			printf("%s: verify MISMATCH: no longer served (unload or load it again)\n",
+			       name);
+	} else if (ti.state == ENGRAM_TABLE_FAILED) {
 		print_table_error(&ti, "table failed during verify");
 	} else if (!TI_HAS(&ti, ENGRAM_A_TABLE_VERIFY_RESULT)) {
 		err_msg("%s: kernel reported no verify result", name);
@@ -593,9 +598,6 @@ static int table_verify(int argc, char **argv)
 			printf("%s: verify ok (sha256 %s)\n", name,
 			       fmt_hex(hex, ti.sha256, ENGRAM_SHA256_LEN));
 		rc = EXIT_OK;
-	} else if (ti.verify_result == ENGRAM_VERIFY_MISMATCH) {
-		if (!opts.json)
-			printf("%s: verify MISMATCH\n", name);
 	} else {
 		print_table_error(&ti, ti.verify_result == ENGRAM_VERIFY_ERROR ?
 				  "verify could not run to the end" : "verify did not run");
