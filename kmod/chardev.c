@@ -476,7 +476,6 @@ err:
 /* Take a finished fetch off the fd; the caller still holds a reference. */
 static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 {
-	unsigned int i;
 	bool mine = false;
 
 	mutex_lock(&ef->mutex);
@@ -495,9 +494,7 @@ static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetc
 	}
 	engram_link_table_fetched(f->lt, f->error, f->wire_status, f->nr_rows, f->rtt_ns);
 	if (!f->error)
-		for (i = 0; i < f->nr_pieces; i++)
-			engram_ubuf_sync(f->pieces[i].buf, f->ibdev, f->pieces[i].off,
-					 f->pieces[i].len, false);
+		engram_link_fetch_sync_rows(f);
 	engram_chardev_fetch_put(f);		/* the list's */
 }
 

@@ -210,6 +210,7 @@ void engram_link_break_fetch(struct engram_fetch *f);
 void engram_link_count(struct engram_link *l, enum engram_stat stat, u64 n);
 int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);
+void engram_link_fetch_sync_rows(struct engram_fetch *f);
 u32 engram_link_mr_pages(const struct engram_link *l);
 
 int engram_link_status_errno(unsigned int wire_status);

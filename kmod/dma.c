@@ -258,30 +258,39 @@ out:
 }
 
 /**
- * engram_dma_sync() - hand pages of a mapped array to the device, or back
+ * engram_dma_sync() - hand bytes of a mapped array to the device, or back
  * @o: the owner
  * @dev: the device
- * @first: first page index
- * @last: last page index
+ * @start: first byte, from the start of the array's first page
+ * @len: bytes
  * @to_device: before the device accesses them (true) or after (false)
  *
- * A no-op on coherent machines without bounce buffers, and for an array
- * not mapped for @dev.  Takes no lock; may run while the map is being
- * removed (unmapping waits for an RCU grace period).
+ * Exactly those bytes, not their whole pages: with bounce buffers
+ * (swiotlb) or a non-coherent device, a sync for the CPU copies what the
+ * device side holds over the CPU's bytes, and the rest of a page may hold
+ * rows another fetch, device or the CPU (TCP) placed meanwhile.  A no-op
+ * on coherent machines without bounce buffers, and for an array not
+ * mapped for @dev.  Takes no lock; may run while the map is being removed
+ * (unmapping waits for an RCU grace period).
  */
-void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev,
-		     unsigned long first, unsigned long last, bool to_device)
+void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev, u64 start, u64 len,
+		     bool to_device)
 {
 	struct engram_dma_map *m;
-	unsigned long i;
+	u64 end = start + len;
 
 	rcu_read_lock();
 	m = engram_dma_find(o, dev);
-	for (i = first; m && i <= last && i < m->nr; i++) {
+	while (m && start < end && (start >> PAGE_SHIFT) < m->nr) {
+		unsigned long i = start >> PAGE_SHIFT;
+		u32 off = start & ~PAGE_MASK;
+		u32 n = min_t(u64, PAGE_SIZE - off, end - start);
+
 		if (to_device)
-			ib_dma_sync_single_for_device(dev, m->addr[i], PAGE_SIZE, m->dir);
+			ib_dma_sync_single_for_device(dev, m->addr[i] + off, n, m->dir);
 		else
-			ib_dma_sync_single_for_cpu(dev, m->addr[i], PAGE_SIZE, m->dir);
+			ib_dma_sync_single_for_cpu(dev, m->addr[i] + off, n, m->dir);
+		start += n;
 	}
 	rcu_read_unlock();
 }

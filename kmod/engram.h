@@ -225,8 +225,8 @@ const dma_addr_t *engram_dma_map(struct engram_dma_owner *o, struct ib_device *d
 				 struct page **pages, unsigned long nr,
 				 enum dma_data_direction dir, bool *created);
 const dma_addr_t *engram_dma_lookup(struct engram_dma_owner *o, struct ib_device *dev);
-void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev,
-		     unsigned long first, unsigned long last, bool to_device);
+void engram_dma_sync(struct engram_dma_owner *o, struct ib_device *dev, u64 start, u64 len,
+		     bool to_device);
 void engram_dma_unmap_all(struct engram_dma_owner *o);
 void engram_dma_unmap_device(struct ib_device *dev);
 

@@ -23,6 +23,7 @@
 
 #include "compat.h"
 #include "event.h"
+#include "pieces.h"
 #include "inject.h"
 #include "link.h"
 #include "trace.h"
@@ -1105,6 +1106,45 @@ void engram_link_fetch_end(struct engram_fetch *f)
 	if (engram_fetch_done(f))
 		return;
 	engram_link_expire(f);
+}
+
+/**
+ * engram_link_fetch_sync_rows() - give the rows a fetch placed to the CPU
+ * @f: an ended fetch (or part) that succeeded over RDMA (f->ibdev set)
+ *
+ * Syncs the bytes of each of its rows where it placed them, and nothing
+ * else of its pieces: a part with row places spans rows of other parts,
+ * and stride gaps are the caller's.  Rows fill the pieces in order, each
+ * whole in one piece (engram_pieces_cut()), at place * stride of their
+ * concatenation.  Process context.
+ */
+void engram_link_fetch_sync_rows(struct engram_fetch *f)
+{
+	struct engram_pieces_cursor cur = {};
+	u64 len[ENGRAM_WIRE_MAX_RANGES], off;
+	unsigned int j;
+	u32 i;
+
+	if (!f->ibdev || !f->nr_pieces)
+		return;
+	if (!f->places && f->stride == ENGRAM_ROW_BYTES) {
+		/* Rows back to back: the pieces are exactly their bytes. */
+		for (j = 0; j < f->nr_pieces; j++)
+			engram_ubuf_sync(f->pieces[j].buf, f->ibdev, f->pieces[j].off,
+					 f->pieces[j].len, false);
+		return;
+	}
+	for (j = 0; j < f->nr_pieces; j++)
+		len[j] = f->pieces[j].len;
+	for (i = 0; i < f->nr_rows; i++) {
+		u64 pos = (u64)(f->places ? f->places[i] : i) * f->stride;
+
+		if (WARN_ON_ONCE(engram_pieces_locate(len, f->nr_pieces, pos, ENGRAM_ROW_BYTES,
+						      &cur, &off)))
+			return;
+		engram_ubuf_sync(f->pieces[cur.piece].buf, f->ibdev,
+				 f->pieces[cur.piece].off + off, ENGRAM_ROW_BYTES, false);
+	}
 }
 
 /**

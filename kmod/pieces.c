@@ -99,3 +99,33 @@ int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
 	}
 	return base >= total ? 0 : -ENOSPC;
 }
+
+/**
+ * engram_pieces_locate() - the piece a row's bytes are in, and where
+ * @len: the pieces' lengths, in the order rows fill them
+ * @n: how many
+ * @pos: the row's first byte in the pieces' concatenation (place * stride)
+ * @row_bytes: bytes of one row
+ * @cur: the cursor of the previous call, or zeroed
+ * @off: set to the row's first byte in piece @cur->piece
+ *
+ * What a fetch synced back for the CPU is exactly its rows' bytes, found
+ * here: never the gaps between them, nor the rows of other parts that its
+ * pieces span.
+ *
+ * Return: 0; -ERANGE when no piece holds the whole row.
+ */
+int engram_pieces_locate(const u64 *len, unsigned int n, u64 pos, u32 row_bytes,
+			 struct engram_pieces_cursor *cur, u64 *off)
+{
+	if (pos < cur->base) {
+		cur->piece = 0;
+		cur->base = 0;
+	}
+	while (cur->piece < n && pos >= cur->base + len[cur->piece])
+		cur->base += len[cur->piece++];
+	if (cur->piece == n || pos + row_bytes > cur->base + len[cur->piece])
+		return -ERANGE;
+	*off = pos - cur->base;
+	return 0;
+}

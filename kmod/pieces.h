@@ -38,4 +38,20 @@ int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
 		      u64 window, u64 page_size, struct engram_pieces_piece *out,
 		      u32 max_pieces, u32 *nr_pieces);
 
+/**
+ * struct engram_pieces_cursor - where engram_pieces_locate() stopped
+ * @piece: the piece it was in
+ * @base: that piece's first byte in the pieces' concatenation
+ *
+ * Zero it before the first row: rows in ascending places are then found
+ * in one pass over the pieces.
+ */
+struct engram_pieces_cursor {
+	unsigned int piece;
+	u64 base;
+};
+
+int engram_pieces_locate(const u64 *len, unsigned int n, u64 pos, u32 row_bytes,
+			 struct engram_pieces_cursor *cur, u64 *off);
+
 #endif

@@ -949,7 +949,6 @@ out:
 void engram_replica_reap(struct engram_fetch *f)
 {
 	struct engram_fetch *p;
-	unsigned int i;
 
 	if (list_empty(&f->rf->parts)) {
 		/* Refused before anything was sent: a row no host holds. */
@@ -962,11 +961,8 @@ void engram_replica_reap(struct engram_fetch *f)
 		if (!p->link)
 			continue;	/* never sent */
 		engram_link_table_fetched(p->lt, p->error, p->wire_status, p->nr_rows, p->rtt_ns);
-		if (p->error)
-			continue;
-		for (i = 0; i < p->nr_pieces; i++)
-			engram_ubuf_sync(p->pieces[i].buf, p->ibdev, p->pieces[i].off,
-					 p->pieces[i].len, false);
+		if (!p->error)
+			engram_link_fetch_sync_rows(p);
 	}
 }
 

@@ -160,17 +160,15 @@ const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
  * @len: bytes
  * @to_device: before a fetch (true) or after it (false)
  *
- * A no-op on coherent machines without bounce buffers.  Elsewhere the pages
- * are mapped bidirectionally, so syncing whole pages keeps the bytes of
- * those pages that the device did not write (stride gaps, neighbours) as
- * the CPU left them.  Process context.
+ * A no-op on coherent machines without bounce buffers.  Elsewhere exactly
+ * those bytes are synced (engram_dma_sync()): after a fetch, only the bytes
+ * of the rows it placed, so that nothing else in their pages (stride gaps,
+ * rows of other parts of a fetch, placed by another device or by TCP) is
+ * overwritten with what the device side held.  Any context.
  */
 void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
 		      bool to_device)
 {
-	u64 start = (b->addr & ~PAGE_MASK) + off;
-
 	if (len)
-		engram_dma_sync(&b->maps, dev, start >> PAGE_SHIFT,
-				(start + len - 1) >> PAGE_SHIFT, to_device);
+		engram_dma_sync(&b->maps, dev, (b->addr & ~PAGE_MASK) + off, len, to_device);
 }

@@ -191,6 +191,59 @@ static void test_page_sizes(void)
 	page_size = 4096;
 }
 
+/*
+ * The bytes a part syncs back are exactly its rows': a part of every
+ * other row of a fetch (two shards alternating), cut into pieces of a
+ * small window, with a stride gap.  Every byte of the span is marked by
+ * who owns it; the rows located must cover the part's rows and nothing of
+ * the others' or of the gaps.
+ */
+static void test_locate(void)
+{
+	enum { ROWS = 600, STRIDE = 300 };
+	static u8 owner[ROWS * STRIDE];
+	static u32 places[ROWS / 2];
+	struct engram_pieces_dest d = { .addr = 0, .off = 0, .len = sizeof(owner) };
+	struct engram_pieces_cursor cur = { 0 };
+	u64 len[MAXP], off, start, pos;
+	u32 i, k, span = ROWS - 1;
+	int bad = 0, outside = 0;
+
+	for (i = 0; i < ROWS / 2; i++)
+		places[i] = 2 * i;	/* the part's; odd places are the other shard's */
+	k = !cut(span, STRIDE, &d, 1, 4 * page_size, MAXP);
+	tap_ok(k && n > 2, "a part spanning 599 places cut into %u pieces", n);
+	memset(owner, 0, sizeof(owner));
+	for (i = 0; i < n; i++)
+		len[i] = out[i].len;
+	for (i = 0; i < ROWS / 2; i++) {
+		pos = (u64)places[i] * STRIDE;
+		if (places[i] >= span || engram_pieces_locate(len, n, pos, ROW, &cur, &off)) {
+			bad += places[i] < span;
+			continue;
+		}
+		start = out[cur.piece].off + off;	/* the buffer's byte */
+		for (k = 0; k < ROW; k++)
+			owner[start + k]++;
+	}
+	for (i = 0; i < span; i++)
+		for (k = 0; k < STRIDE && (u64)i * STRIDE + k < sizeof(owner); k++) {
+			u8 want = !(i & 1) && k < ROW;
+
+			outside += owner[(u64)i * STRIDE + k] != want;
+		}
+	tap_ok(!bad && !outside,
+	       "each of the part's rows is found whole, once; no byte of a gap or of the other shard's rows (%d not found, %d wrong)",
+	       bad, outside);
+	cur.piece = 0;
+	cur.base = 0;
+	tap_ok(engram_pieces_locate(len, n, (u64)span * STRIDE, ROW, &cur, &off) == -ERANGE,
+	       "a place past the pieces: ERANGE");
+	tap_ok(!engram_pieces_locate(len, n, 4 * STRIDE, ROW, &cur, &off) &&
+	       !engram_pieces_locate(len, n, 0, ROW, &cur, &off) && cur.piece == 0 && off == 0,
+	       "a cursor past the place asked for starts over");
+}
+
 int main(void)
 {
 	static const u64 pages[] = { 4096, 16384, 65536 };
@@ -198,6 +251,7 @@ int main(void)
 
 	test_fixed();
 	test_page_sizes();
+	test_locate();
 	for (i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
 		page_size = pages[i];
 		test_random();
