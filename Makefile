@@ -21,7 +21,7 @@ KREL	= $(shell sed -n 's/^\#define UTS_RELEASE "\(.*\)"/\1/p' \
 
 .PHONY: all module tools deps check bench unit style vm-run demo install krel \
 	install-module install-tools uninstall uninstall-module uninstall-tools dkms-check deb clean debug-kernel check-debug check-quick fuzz \
-	soak matrix check-kernels check-packages check-replicas bench-replicas
+	soak soak-exact matrix check-kernels check-packages check-replicas bench-replicas
 
 all: module tools
 
@@ -83,6 +83,18 @@ fuzz: debug-kernel tools
 # (build/soak); see Documentation/testing.rst.
 soak: deps tools
 	selftests/soak.sh
+
+# The randomized exactness checker (selftests/guest/exact_random.sh) for
+# SOAK_EXACT_S seconds (3600) with seed SOAK_EXACT_SEED (drawn from the
+# clock and printed when not given: the same seed replays the schedule),
+# in one SOAK_EXACT_KVER (6.12) guest; t_76_exact in make check is its
+# 90-second pass.  See Documentation/testing.rst.
+soak-exact: deps tools
+	$(MAKE) -s -C selftests/guest
+	seed=$(or $(SOAK_EXACT_SEED),$$(($$(date +%s) % 1000000))); secs=$(or $(SOAK_EXACT_S),3600); \
+	echo "soak-exact: seed $$seed, $$secs s"; \
+	selftests/vm/run.sh --kver $(or $(SOAK_EXACT_KVER),6.12) --timeout $$((secs + 900)) \
+		-- selftests/guest/exact_random.sh $$seed $$secs 3
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
 # (build/bench); then the replicas case in three guests (BENCH_REPLICAS=0:

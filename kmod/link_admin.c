@@ -286,6 +286,7 @@ int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
  *	two names is two), its link held, with the entry's generation and
  *	rows held and the link's limits and fetches on the wire
  * @max: room in @c
+ * @up: set to whether any link is up, or NULL
  *
  * Entries of other tables of the same file never count, whatever their
  * names (engram_link_admin_serves()).  Takes no lock but each link's own:
@@ -294,17 +295,22 @@ int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
  * Return: how many candidates were put in @c.
  */
 int engram_link_admin_replicas(const struct engram_table_ident *id,
-			       struct engram_replica_cand *c, unsigned int max)
+			       struct engram_replica_cand *c, unsigned int max, bool *up)
 {
 	struct engram_link *l;
 	unsigned long irq;
 	unsigned int n = 0;
+
+	if (up)
+		*up = false;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(l, &engram_links, node) {
 		unsigned int i, same, got = 0;
 
 		spin_lock_irqsave(&l->lock, irq);
+		if (up && l->state == ENGRAM_LINK_UP && l->live)
+			*up = true;
 		same = l->state == ENGRAM_LINK_UP && l->live ?
 			engram_link_admin_same_file(l, id->sha256) : 0;
 		for (i = 0; same && i < l->nr_catalog; i++) {

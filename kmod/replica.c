@@ -190,7 +190,7 @@ struct engram_replica *engram_replica_open(u32 flags, const char *name, const u8
 	n = engram_link_admin_resolve(flags, name, sha256, &id, out);
 	if (n == -ENOTUNIQ)
 		return ERR_PTR(n);
-	n = n ? 0 : engram_link_admin_replicas(&id, c, ARRAY_SIZE(c));
+	n = n ? 0 : engram_link_admin_replicas(&id, c, ARRAY_SIZE(c), NULL);
 	if (!n) {
 		/* Why not: that search knows the most useful reason. */
 		l = engram_link_admin_open_table(0, flags, name, sha256, out, max_rows);
@@ -614,7 +614,7 @@ static void engram_replica_work(struct work_struct *work)
 	spin_unlock_irqrestore(&rf->lock, flags);
 	if (list_empty(&todo))
 		return;
-	n = engram_link_admin_replicas(&rf->rg->id, c, ARRAY_SIZE(c));
+	n = engram_link_admin_replicas(&rf->rg->id, c, ARRAY_SIZE(c), NULL);
 	list_for_each_entry_safe(p, tmp, &todo, retry_node) {
 		bool last;
 
@@ -797,7 +797,8 @@ static int engram_replica_parts_runs(struct engram_replica_fetch *rf,
  *
  * Return: 0 once a part is on a wire, or the fetch has ended (the fetch
  * then ends when every part has); otherwise nothing is: -ENOTCONN when no
- * replica is up or takes it, -E2BIG for more rows than the replicas take,
+ * link is up, -ESTALE when links are but none serves the table (its name
+ * reloaded with another table, or unloaded everywhere), -E2BIG for more rows than the replicas take,
  * -ENOMEM, or what the destination's cutting found wrong.
  */
 int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
@@ -811,11 +812,11 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	u32 k = 0, in = U32_MAX;
 	unsigned long flags;
 	int n, ret = 0, err = 0;
-	bool last;
+	bool last, up;
 
-	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c));
+	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c), &up);
 	if (!n)
-		return -ENOTCONN;
+		return up ? -ESTALE : -ENOTCONN;	/* links, but none serves it now */
 	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
 	if (!rf) {
 		engram_replica_put_cands(c, n);

@@ -54,7 +54,8 @@
  *
  * --tolerate: for runs during faults.  A fetch may fail with a transport
  * error (ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN, ENETUNREACH,
- * EHOSTUNREACH, ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT): it is counted
+ * EHOSTUNREACH, ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT, and ENXIO
+ * for a row no host holds while a shard's host is away): it is counted
  * as "tolerated", not as an error, provided it returned within --max-ms
  * (else "slow") and nothing lands in the buffer after it returned: the
  * buffer is compared with a copy taken at the return before the next fetch
@@ -94,6 +95,14 @@
  * --duration-s
  * and --stop-file end a normal run early too (every fetch made must pass).
  *
+ * --identity HEX:PATH (repeatable, instead of --file and the offsets): the
+ * rows of whatever the open returns are checked against the file whose
+ * SHA-256 is HEX, at the tensor offsets the open reported
+ * (engram_table_info), and so again after each re-open (--tolerate): a
+ * table is its file and its place there, whatever name or digest opened
+ * it.  An open of a file no --identity names fails the run.  For the
+ * randomized exactness checker (t_76_exact, make soak-exact).
+ *
  * Exit status: 0 pass, 1 fail, 2 usage or setup error (unreadable file ...).
  */
 #include <errno.h>
@@ -123,6 +132,7 @@
 #define MAX_DIAG	10	/* diagnostics printed per process */
 #define MAX_ERRORS	10	/* a process gives up after this many failed fetches */
 #define ARRAY_SIZE(a)	(sizeof(a) / sizeof((a)[0]))
+#define MAX_IDS		16	/* --identity files */
 
 struct opts {
 	const char *dev, *table, *file, *sha_hex;
@@ -158,13 +168,17 @@ struct opts {
 	const char *local, *local_tensor;	/* --local copy and its tensor prefix */
 	bool required;
 	int64_t expect_fallbacks;	/* -1: not checked; 0: none allowed; else minimum */
+	/* --identity HEX:PATH: the files rows are checked against, by digest */
+	struct { uint8_t sha256[LIBENGRAM_SHA256_LEN]; const char *path; } ids[MAX_IDS];
+	int nr_ids;
 };
 
-#define NR_TOLERABLE	12
+#define NR_TOLERABLE	13
 
 /* What one process reports; lat[] follows in the shared area. */
 struct proc_result {
 	uint64_t rows, batches, bad, errors;
+	uint64_t identities;		/* --identity: opens whose rows were checked */
 	uint64_t tolerated, tolerated_rows, slow, late;
 	uint64_t tolerated_by_kind[NR_TOLERABLE];
 	uint64_t fallbacks, remote;	/* successful fetches, by where the rows came from */
@@ -184,6 +198,8 @@ struct job {
 	int fd;				/* the table's file */
 	const uint8_t *map;		/* ... mapped, when it could be */
 	size_t map_len;
+	uint64_t woff, soff;		/* its tensors: --weight-offset, or the open's */
+	int id_cur;			/* with --identity: the file of fd, or -1 */
 	uint8_t *buf;
 	size_t buf_len;
 	uint32_t buf_id;
@@ -342,7 +358,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		O_TIMEOUT_MS, O_TIMEOUT_NS, O_RANGES, O_EXPECT, O_ROWS_LIST, O_VERIFY,
 		O_SHA, O_BUF_BYTES, O_SETTLE, O_MAX_MS, O_MAX_LOCAL_MS, O_TOLERATE, O_DURATION,
 		O_STOP, O_LOCAL, O_LOCAL_TENSOR, O_REQUIRED, O_EXPECT_FB, O_EXPECT_NO_FB,
-		O_PROGRESS, O_COUNT_EXACT, O_ROWS_BELOW,
+		O_PROGRESS, O_COUNT_EXACT, O_ROWS_BELOW, O_IDENTITY,
 	};
 	static const struct option lo[] = {
 		{ "dev", required_argument, NULL, O_DEV },
@@ -382,6 +398,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		{ "expect-no-fallbacks", no_argument, NULL, O_EXPECT_NO_FB },
 		{ "progress-s", required_argument, NULL, O_PROGRESS },
 		{ "count-exact", no_argument, NULL, O_COUNT_EXACT },
+		{ "identity", required_argument, NULL, O_IDENTITY },
 		{ NULL, 0, NULL, 0 }
 	};
 	uint64_t ms;
@@ -507,6 +524,20 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 		case O_PROGRESS:
 			o->progress_s = parse_u32("--progress-s", optarg);
 			break;
+		case O_IDENTITY: {
+			const char *colon = strchr(optarg, ':');
+
+			if (!colon || colon - optarg != 2 * LIBENGRAM_SHA256_LEN ||
+			    o->nr_ids == MAX_IDS)
+				usage_error("--identity: HEX:PATH, %d at most", MAX_IDS);
+			char hex[2 * LIBENGRAM_SHA256_LEN + 1];
+
+			memcpy(hex, optarg, sizeof(hex) - 1);
+			hex[sizeof(hex) - 1] = '\0';
+			parse_hex(hex, o->ids[o->nr_ids].sha256, LIBENGRAM_SHA256_LEN);
+			o->ids[o->nr_ids++].path = colon + 1;
+			break;
+		}
 		case O_COUNT_EXACT:
 			o->count_exact = true;
 			break;
@@ -548,7 +579,7 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 	for (size_t i = 0; i < o->nr_batches; i++)
 		if (!o->batches[i])
 			usage_error("--batch: sizes must be at least 1");
-	if (!o->expect || o->verify_after) {
+	if ((!o->expect || o->verify_after) && !o->nr_ids) {
 		if (!o->file || !o->have_woff || !o->have_soff)
 			usage_error("--file, --weight-offset and --scale-offset are required");
 		if (!o->count && (!o->rows_list || o->verify_after))
@@ -669,11 +700,70 @@ static void layout(struct job *j, uint32_t n)
 	j->nr_ranges = nr;
 }
 
-static int read_ref(struct job *j, uint32_t row, uint8_t *out)
+/* The file rows are checked against: opened, and mapped when it can be. */
+static int open_file(struct job *j, const char *path)
+{
+	struct stat st;
+
+	if (j->map)
+		munmap((void *)j->map, j->map_len);
+	if (j->fd >= 0)
+		close(j->fd);
+	j->map = NULL;
+	j->map_len = 0;
+	j->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (j->fd < 0) {
+		fprintf(stderr, "fetch_check: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	/* Read through the page cache, never through the module; pread() if it fails. */
+	if (!fstat(j->fd, &st) && st.st_size > 0) {
+		void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, j->fd, 0);
+
+		if (m != MAP_FAILED) {
+			j->map = m;
+			j->map_len = (size_t)st.st_size;
+		}
+	}
+	return 0;
+}
+
+/*
+ * --identity: the rows of what the open returned are checked against the
+ * file of its digest, at the tensors the open reported (j->info): a table
+ * is its file and its place in it, whatever its name.  An open that names
+ * no file given, or does not say where its tensors are, fails the run.
+ */
+static int use_identity(struct job *j)
 {
 	const struct opts *o = j->o;
-	uint64_t w = o->weight_offset + (uint64_t)row * WBYTES;
-	uint64_t sc = o->scale_offset + (uint64_t)row * SBYTES;
+	int k;
+
+	if (!o->nr_ids)
+		return 0;
+	for (k = 0; k < o->nr_ids; k++)
+		if (!memcmp(o->ids[k].sha256, j->info.sha256, LIBENGRAM_SHA256_LEN))
+			break;
+	if (k == o->nr_ids || !j->info.weight_offset) {
+		fprintf(stderr, "fetch_check: [%d] the open returned %s (weight at %" PRIu64
+			"): no --identity says which bytes it has\n", j->procno,
+			k == o->nr_ids ? "a file no --identity names" : "a table", j->info.weight_offset);
+		return -1;
+	}
+	if (k != j->id_cur && open_file(j, o->ids[k].path))
+		return -1;
+	j->id_cur = k;
+	j->woff = j->info.weight_offset;
+	j->soff = j->info.scale_offset;
+	j->rows_total = j->info.rows;
+	j->res->identities++;
+	return 0;
+}
+
+static int read_ref(struct job *j, uint32_t row, uint8_t *out)
+{
+	uint64_t w = j->woff + (uint64_t)row * WBYTES;
+	uint64_t sc = j->soff + (uint64_t)row * SBYTES;
 	ssize_t r;
 
 	/* The file's own pages: two syscalls per row would bound a soak under TCG. */
@@ -683,10 +773,10 @@ static int read_ref(struct job *j, uint32_t row, uint8_t *out)
 		return 0;
 	}
 
-	r = pread(j->fd, out, WBYTES, (off_t)(o->weight_offset + (uint64_t)row * WBYTES));
+	r = pread(j->fd, out, WBYTES, (off_t)w);
 	if (r != WBYTES)
 		return -1;
-	r = pread(j->fd, out + WBYTES, SBYTES, (off_t)(o->scale_offset + (uint64_t)row * SBYTES));
+	r = pread(j->fd, out + WBYTES, SBYTES, (off_t)sc);
 	if (r != SBYTES)
 		return -1;
 	return 0;
@@ -804,7 +894,7 @@ static void describe(char *out, size_t len, int err, const struct engram_result 
 /* The transport errors --tolerate accepts during a fault, counted by kind. */
 static const int tolerable_errnos[NR_TOLERABLE] = {
 	ETIMEDOUT, ECONNRESET, ENOTCONN, ESHUTDOWN, ENETDOWN, ENETUNREACH, EHOSTUNREACH,
-	ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT
+	ECONNREFUSED, ENODEV, EAGAIN, ESTALE, ENOENT, ENXIO
 };
 
 /* Index of -ret in tolerable_errnos[], or -1. */
@@ -874,8 +964,15 @@ static void tolerated(struct job *j, int ret, uint32_t n, uint64_t ms, uint8_t *
 		 * file): the rows checked are the --weight-offset table's, so
 		 * such a handle is not taken, and the fetches keep failing.
 		 */
-		if (h >= 0 && ti.weight_offset && o->weight_offset &&
-		    (ti.weight_offset != o->weight_offset || ti.scale_offset != o->scale_offset)) {
+		if (h >= 0 && o->nr_ids) {
+			/* A new open: its rows are checked against what it says it is. */
+			j->info = ti;
+			j->handle = (uint32_t)h;
+			if (use_identity(j))
+				j->res->errors++;
+		} else if (h >= 0 && ti.weight_offset && o->weight_offset &&
+			   (ti.weight_offset != o->weight_offset ||
+			    ti.scale_offset != o->scale_offset)) {
 			if (!j->other_table++)
 				fprintf(stderr, "fetch_check: [%d] the name now opens another table (weight at %" PRIu64 "): not taken\n",
 					j->procno, ti.weight_offset);
@@ -1080,7 +1177,7 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 		   uint64_t lat_cap)
 {
 	struct job j = { .o = o, .procno = procno, .res = r, .lat = lat, .lat_cap = lat_cap,
-			 .fd = -1 };
+			 .fd = -1, .id_cur = -1 };
 	struct engram_result res;
 	uint32_t mb = max_batch(o);
 	char what[160];
@@ -1136,24 +1233,10 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 			j.info.rows, j.info.row_bytes);
 		goto out;
 	}
-	if (o->file) {
-		struct stat st;
-
-		j.fd = open(o->file, O_RDONLY | O_CLOEXEC);
-		if (j.fd < 0) {
-			fprintf(stderr, "fetch_check: %s: %s\n", o->file, strerror(errno));
-			goto out;
-		}
-		/* Read through the page cache, never through the module; pread() if it fails. */
-		if (!fstat(j.fd, &st) && st.st_size > 0) {
-			void *m = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, j.fd, 0);
-
-			if (m != MAP_FAILED) {
-				j.map = m;
-				j.map_len = (size_t)st.st_size;
-			}
-		}
-	}
+	j.woff = o->weight_offset;
+	j.soff = o->scale_offset;
+	if (o->nr_ids ? use_identity(&j) : o->file && open_file(&j, o->file))
+		goto out;
 
 	j.buf_len = o->buf_bytes ? o->buf_bytes : dest_bytes(o, mb);
 	j.buf = mmap(NULL, j.buf_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -1265,7 +1348,7 @@ int main(int argc, char **argv)
 {
 	struct opts o;
 	uint64_t lat_cap, nr_lat = 0, rows = 0, batches = 0, bad = 0, errors = 0;
-	uint64_t tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
+	uint64_t identities = 0, tol = 0, tol_rows = 0, slow = 0, late = 0, fallbacks = 0, remote = 0;
 	uint64_t fb_remote_max = 0, fb_local_max = 0, by_kind[NR_TOLERABLE] = { 0 };
 	uint64_t *all_lat, p50 = 0, p99 = 0, pmax = 0, want;
 	size_t slot, area;
@@ -1327,6 +1410,7 @@ int main(int argc, char **argv)
 		batches += r->batches;
 		bad += r->bad;
 		errors += r->errors;
+		identities += r->identities;
 		tol += r->tolerated;
 		tol_rows += r->tolerated_rows;
 		for (int k = 0; k < NR_TOLERABLE; k++)
@@ -1382,6 +1466,8 @@ int main(int argc, char **argv)
 	printf("fetch_check: rows %" PRIu64 " batches %" PRIu64 " bad %" PRIu64 " errors %"
 	       PRIu64 " p50_us %" PRIu64 " p99_us %" PRIu64 " max_us %" PRIu64 "\n", rows,
 	       batches, bad, errors, p50 / 1000, p99 / 1000, pmax / 1000);
+	if (o.nr_ids)
+		printf("fetch_check: identities %" PRIu64 "\n", identities);
 	if (o.tolerate) {
 		printf("fetch_check: tolerated %" PRIu64 " slow %" PRIu64 " late %" PRIu64 "\n",
 		       tol, slow, late);
