@@ -798,8 +798,9 @@ static int engram_replica_parts_runs(struct engram_replica_fetch *rf,
  * Return: 0 once a part is on a wire, or the fetch has ended (the fetch
  * then ends when every part has); otherwise nothing is: -ENOTCONN when no
  * link is up, -ESTALE when links are but none serves the table (its name
- * reloaded with another table, or unloaded everywhere), -E2BIG for more rows than the replicas take,
- * -ENOMEM, or what the destination's cutting found wrong.
+ * reloaded with another table, or unloaded everywhere), -E2BIG for more
+ * rows than the replicas take, -ENOMEM, or what the destination's cutting
+ * found wrong.
  */
 int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 {
