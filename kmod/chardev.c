@@ -144,7 +144,7 @@ static long engram_chardev_ioc_open(struct engram_file *ef, void __user *uarg)
 			return PTR_ERR(l);
 		}
 		ot->link = l;
-		ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256);
+		ot->lt = engram_link_table_get(l, ot->e.name, ot->e.sha256, ot->e.weight_offset);
 		first = engram_link_id(l);
 	} else {
 		/* On no link: every link that serves the table (its identity). */

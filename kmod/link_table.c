@@ -35,6 +35,7 @@ struct engram_link_table {
 	unsigned int users;		/* open handles; under engram_lt_mutex */
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 weight_offset;		/* with the digest, which table of the file */
 	struct engram_counters stats;
 	struct engram_hist lat;
 	/* What the last log line covered; only the log worker touches these. */
@@ -81,16 +82,19 @@ static void engram_link_table_prune_locked(void)
  * engram_link_table_get() - the counters of a table opened through a link
  * @l: the link the table was opened on (a reference is taken)
  * @name: the table's name in the link's catalog
- * @sha256: its SHA-256
+ * @sha256: its file's SHA-256
+ * @weight_offset: where its weight tensor is in the file (0: not known)
  *
- * Called at ENGRAM_IOC_OPEN_TABLE; the caller drops the use with
+ * Counters are per table, that is per identity on the link: a name
+ * reloaded with another table of the same file counts apart.  Called at
+ * ENGRAM_IOC_OPEN_TABLE; the caller drops the use with
  * engram_link_table_put() when its handle goes.
  *
  * Return: the entry, or NULL when there is no room (or memory) for one:
  * the table is then not counted per table, which must not stop it working.
  */
 struct engram_link_table *engram_link_table_get(struct engram_link *l, const char *name,
-						const u8 *sha256)
+						const u8 *sha256, u64 weight_offset)
 {
 	struct engram_link_table *lt;
 	u32 id = engram_link_id(l);
@@ -98,7 +102,8 @@ struct engram_link_table *engram_link_table_get(struct engram_link *l, const cha
 	mutex_lock(&engram_lt_mutex);
 	list_for_each_entry(lt, &engram_link_tables, node) {
 		if (lt->link == l && !strcmp(lt->name, name) &&
-		    !memcmp(lt->sha256, sha256, ENGRAM_SHA256_LEN)) {
+		    !memcmp(lt->sha256, sha256, ENGRAM_SHA256_LEN) &&
+		    lt->weight_offset == weight_offset) {
 			lt->users++;
 			goto out;
 		}
@@ -120,6 +125,7 @@ struct engram_link_table *engram_link_table_get(struct engram_link *l, const cha
 	lt->users = 1;
 	strscpy(lt->name, name, sizeof(lt->name));
 	memcpy(lt->sha256, sha256, ENGRAM_SHA256_LEN);
+	lt->weight_offset = weight_offset;
 	list_add_tail(&lt->node, &engram_link_tables);
 	engram_nr_link_tables++;
 out:
@@ -243,6 +249,7 @@ int engram_link_table_info_nth(unsigned long n, struct engram_link_table_info *i
 		info->link_id = lt->link_id;
 		strscpy(info->name, lt->name, sizeof(info->name));
 		memcpy(info->sha256, lt->sha256, sizeof(info->sha256));
+		info->weight_offset = lt->weight_offset;
 		engram_stats_counters_snapshot(&lt->stats, info->stats);
 		engram_stats_hist_snapshot(&lt->lat, info->lat);
 		ret = 0;

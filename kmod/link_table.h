@@ -16,12 +16,13 @@ struct engram_link_table_info {
 	u32 link_id;
 	char name[ENGRAM_NAME_MAX];
 	u8 sha256[ENGRAM_SHA256_LEN];
+	u64 weight_offset;		/* 0: not known */
 	u64 stats[__ENGRAM_STAT_MAX];
 	u64 lat[ENGRAM_LAT_SLOTS];
 };
 
 struct engram_link_table *engram_link_table_get(struct engram_link *l, const char *name,
-						const u8 *sha256);
+						const u8 *sha256, u64 weight_offset);
 void engram_link_table_put(struct engram_link_table *lt);
 void engram_link_table_fetched(struct engram_link_table *lt, int error, u16 wire_status,
 			       u32 nr_rows, u64 rtt_ns);

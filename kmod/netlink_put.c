@@ -168,6 +168,9 @@ int engram_netlink_put_link_table_stats(struct sk_buff *skb,
 	if (nla_put_u32(skb, ENGRAM_A_LINK_ID, lt->link_id) ||
 	    nla_put_string(skb, ENGRAM_A_TABLE_NAME, lt->name) ||
 	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, lt->sha256) ||
+	    (lt->weight_offset &&
+	     nla_put_u64_64bit(skb, ENGRAM_A_TABLE_WEIGHT_OFFSET, lt->weight_offset,
+			       ENGRAM_A_PAD)) ||
 	    engram_netlink_put_stats(skb, lt->stats, engram_link_table_stat_ids,
 				     engram_link_table_stat_count))
 		return -EMSGSIZE;

@@ -149,7 +149,7 @@ static struct engram_link_table *engram_replica_lt(struct engram_replica *rg,
 		m->link = c->link;
 		m->held_first = c->held_first;
 		m->held_rows = c->held_rows;
-		lt = engram_link_table_get(c->link, name, rg->id.sha256);
+		lt = engram_link_table_get(c->link, name, rg->id.sha256, rg->id.weight_offset);
 		m->lt = lt;
 	}
 out:
