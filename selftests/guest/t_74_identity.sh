@@ -24,7 +24,7 @@
 # - generations do not come from the clock, so a module reload cannot
 #   reissue one.
 # timeout: 600
-# kernels: 6.12
+# kernels: 6.1 debug
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}
