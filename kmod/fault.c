@@ -59,32 +59,6 @@ module_param_cb(fault_map_delay_ms, &engram_uint_param_ops, &engram_fault_map_de
 MODULE_PARM_DESC(fault_map_delay_ms,
 		 "testing only: make every DMA mapping of a table take this long, as a slow IOMMU would (0-60000, default 0)");
 
-static struct engram_uint_param engram_fault_verify = {
-	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
-};
-
-module_param_cb(fault_verify_mismatch, &engram_uint_param_ops, &engram_fault_verify,
-		0644);
-MODULE_PARM_DESC(fault_verify_mismatch,
-		 "testing only: the next N verifies find the pinned pages' digest different from the load's, as after memory corruption (0-1000, default 0)");
-
-static bool engram_fault_take(unsigned int *left);
-
-/**
- * engram_fault_verify_mismatch() - must this verify find a mismatch?
- *
- * Stands in for pinned pages that changed under the table (a bit flipped
- * in RAM), which no test can cause on a file whose writes are denied.
- * Any context.  True (and counted) while fault_verify_mismatch is not 0,
- * which it counts down.
- *
- * Return: true to take the re-hash as different from the load's digest.
- */
-bool engram_fault_verify_mismatch(void)
-{
-	return engram_fault_take(&engram_fault_verify.val);
-}
-
 /**
  * engram_fault_map() - apply fault_map_delay_ms to one DMA mapping
  *
@@ -177,6 +151,30 @@ static bool engram_fault_take(unsigned int *left)
 	} while (!try_cmpxchg(left, &v, v - 1));
 	engram_count(&engram_global_stats, ENGRAM_STAT_FAULTS_INJECTED);
 	return true;
+}
+
+static struct engram_uint_param engram_fault_verify = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
+};
+
+module_param_cb(fault_verify_mismatch, &engram_uint_param_ops, &engram_fault_verify,
+		0644);
+MODULE_PARM_DESC(fault_verify_mismatch,
+		 "testing only: the next N verifies find the pinned pages' digest different from the load's, as after memory corruption (0-1000, default 0)");
+
+/**
+ * engram_fault_verify_mismatch() - must this verify find a mismatch?
+ *
+ * Stands in for pinned pages that changed under the table (a bit flipped
+ * in RAM), which no test can cause on a file whose writes are denied.
+ * Any context.  True (and counted) while fault_verify_mismatch is not 0,
+ * which it counts down.
+ *
+ * Return: true to take the re-hash as different from the load's digest.
+ */
+bool engram_fault_verify_mismatch(void)
+{
+	return engram_fault_take(&engram_fault_verify.val);
 }
 
 /**

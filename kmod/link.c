@@ -1121,8 +1121,8 @@ void engram_link_fetch_end(struct engram_fetch *f)
 void engram_link_fetch_sync_rows(struct engram_fetch *f)
 {
 	struct engram_pieces_cursor cur = {};
-	u64 len[ENGRAM_WIRE_MAX_RANGES], off;
-	unsigned int j;
+	u64 len[ENGRAM_WIRE_MAX_RANGES], off, run_off = 0, run_len = 0;
+	unsigned int j, run_piece = 0;
 	u32 i;
 
 	if (!f->ibdev || !f->nr_pieces)
@@ -1136,15 +1136,27 @@ void engram_link_fetch_sync_rows(struct engram_fetch *f)
 	}
 	for (j = 0; j < f->nr_pieces; j++)
 		len[j] = f->pieces[j].len;
+	/* Rows that touch in one piece are one sync: one map lookup, not one a row. */
 	for (i = 0; i < f->nr_rows; i++) {
 		u64 pos = (u64)(f->places ? f->places[i] : i) * f->stride;
 
 		if (WARN_ON_ONCE(engram_pieces_locate(len, f->nr_pieces, pos, ENGRAM_ROW_BYTES,
 						      &cur, &off)))
-			return;
-		engram_ubuf_sync(f->pieces[cur.piece].buf, f->ibdev,
-				 f->pieces[cur.piece].off + off, ENGRAM_ROW_BYTES, false);
+			break;
+		if (run_len && cur.piece == run_piece && off == run_off + run_len) {
+			run_len += ENGRAM_ROW_BYTES;
+			continue;
+		}
+		if (run_len)
+			engram_ubuf_sync(f->pieces[run_piece].buf, f->ibdev,
+					 f->pieces[run_piece].off + run_off, run_len, false);
+		run_piece = cur.piece;
+		run_off = off;
+		run_len = ENGRAM_ROW_BYTES;
 	}
+	if (run_len)
+		engram_ubuf_sync(f->pieces[run_piece].buf, f->ibdev,
+				 f->pieces[run_piece].off + run_off, run_len, false);
 }
 
 /**

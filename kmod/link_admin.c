@@ -311,8 +311,17 @@ int engram_link_admin_replicas(const struct engram_table_ident *id,
 		spin_lock_irqsave(&l->lock, irq);
 		if (up && l->state == ENGRAM_LINK_UP && l->live)
 			*up = true;
-		same = l->state == ENGRAM_LINK_UP && l->live ?
-			engram_link_admin_same_file(l, id->sha256) : 0;
+		/*
+		 * How many tables of the file the link lists matters only where
+		 * an entry may lack its tensors' places: a second pass over the
+		 * catalog, on every fetch, only then.
+		 */
+		if (l->state != ENGRAM_LINK_UP || !l->live)
+			same = 0;
+		else if (id->weight_offset && l->neg.version_max >= ENGRAM_WIRE_VERSION_TENSOR)
+			same = 1;
+		else
+			same = engram_link_admin_same_file(l, id->sha256);
 		for (i = 0; same && i < l->nr_catalog; i++) {
 			const struct engram_wire_table *ent = &l->catalog[i];
 			struct engram_replica_cand *ci = &c[n + got];
