@@ -32,11 +32,14 @@ struct engram_ubuf {
 	u64 length;
 	struct page **pages;
 	unsigned long nr_pages;
-	struct mm_struct *mm;		/* charged; mmgrab()bed */
+	struct mm_struct *mm;		/* charged; mmgrab()bed; NULL: kernel pages */
 	struct engram_dma_owner maps;	/* its DMA maps, per device (dma.c) */
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
+int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out);
+void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src, u64 soff,
+		      u64 len);
 void engram_ubuf_get(struct engram_ubuf *b);
 void engram_ubuf_put(struct engram_ubuf *b);
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
@@ -133,6 +136,16 @@ struct engram_fetch {
 	u32 span;			/* a part: the parent's rows its destination spans */
 	u32 row_lo;			/* a part: its lowest and highest table row */
 	u32 row_hi;
+	/*
+	 * A part gathered from anywhere in the parent: where its rows go,
+	 * from @first on.  They are @places on the wire, except on a link
+	 * whose host writes with RDMA: its keys would then reach the rows
+	 * of other parts between these.  There the rows land back to back
+	 * in @bounce, registered alone, and are copied to their places
+	 * once the part succeeded (engram_replica_reap()).
+	 */
+	u32 *placed;
+	struct engram_ubuf *bounce;
 };
 
 void engram_chardev_fetch_put(struct engram_fetch *f);
@@ -165,6 +178,7 @@ struct engram_replica_cand {
 	u32 mr_pages;			/* U32_MAX: no limit */
 	unsigned int inflight;		/* fetches on its wire when looked at */
 	bool places;			/* takes requests with row places (version 3) */
+	bool remote_write;		/* its host writes rows with RDMA */
 };
 
 /**

@@ -339,6 +339,7 @@ int engram_link_admin_replicas(const struct engram_table_ident *id,
 			ci->max_request_bytes = l->neg.max_request_bytes;
 			ci->places = l->neg.version_max >= ENGRAM_WIRE_VERSION_SHARDS;
 			ci->mr_pages = l->mr_pages ? l->mr_pages : U32_MAX;
+			ci->remote_write = l->mr_pages != 0;
 			ci->inflight = l->inflight;
 			got++;
 		}

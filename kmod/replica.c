@@ -49,6 +49,11 @@ static_assert(ENGRAM_REPLICA_MAX <= ENGRAM_ROWMAP_MAX_HELD);
 #define ENGRAM_REPLICA_MAX_PARTS	16
 /* Bytes a row takes in a request with row places: its index and its place. */
 #define ENGRAM_REPLICA_PLACED_ROW_BYTES	(2 * sizeof(u32))
+/*
+ * Rows of a gathered part sent over RDMA at most: its bounce buffer then
+ * takes at most 1 MiB of kernel memory (16 MiB for a fetch of 16 parts).
+ */
+#define ENGRAM_REPLICA_BOUNCE_ROWS	3971
 
 /* The rows of a table a link held, with the table's counters there. */
 struct engram_replica_member {
@@ -267,6 +272,14 @@ static void engram_replica_part_unbind(struct engram_fetch *p)
 
 static void engram_replica_part_done(struct engram_fetch *p);
 
+static void engram_replica_part_free(struct engram_fetch *p)
+{
+	engram_replica_part_unbind(p);
+	if (p->bounce)
+		engram_ubuf_put(p->bounce);
+	kfree(p);
+}
+
 static struct engram_fetch *engram_replica_part_alloc(struct engram_fetch *f)
 {
 	struct engram_fetch *p = kzalloc(sizeof(*p), GFP_KERNEL);
@@ -331,7 +344,7 @@ static struct engram_fetch *engram_replica_part_placed(struct engram_fetch *f, u
 	p->nr_rows = n;
 	p->span = places[n - 1] - places[0] + 1;
 	p->rows = rows;
-	p->places = places;
+	p->placed = places;
 	for (i = 0; i < n; i++)
 		places[i] -= p->first;
 	engram_replica_part_span_rows(p);
@@ -349,10 +362,45 @@ static struct engram_fetch *engram_replica_part_again(struct engram_fetch *p)
 	q->nr_rows = p->nr_rows;
 	q->span = p->span;
 	q->rows = p->rows;
-	q->places = p->places;
+	q->placed = p->placed;
 	q->row_lo = p->row_lo;
 	q->row_hi = p->row_hi;
 	return q;
+}
+
+/*
+ * A gathered part for a host that writes with RDMA: its rows back to back
+ * in a buffer of its own, cut for the limits of that link.  Its host's
+ * keys then reach these rows and nothing else of the fd's destination.
+ */
+static int engram_replica_part_bounce(struct engram_fetch *p, const struct engram_replica_cand *c)
+{
+	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
+	struct engram_pieces_dest pd = { .len = (u64)p->nr_rows * ENGRAM_ROW_BYTES };
+	unsigned int i;
+	u32 n;
+	int ret;
+
+	if (!p->bounce) {
+		ret = engram_ubuf_create_kernel(pd.len, &p->bounce);
+		if (ret)
+			return ret;
+	}
+	ret = engram_pieces_cut(p->nr_rows, ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES, &pd, 1,
+				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
+				min_t(u32, c->max_ranges, ARRAY_SIZE(pp)), &n);
+	if (ret)
+		return ret;
+	for (i = 0; i < n; i++) {
+		engram_ubuf_get(p->bounce);
+		p->pieces[i].buf = p->bounce;
+		p->pieces[i].off = pp[i].off;
+		p->pieces[i].len = pp[i].len;
+	}
+	p->nr_pieces = n;
+	p->places = NULL;
+	p->stride = ENGRAM_ROW_BYTES;
+	return 0;
 }
 
 /*
@@ -370,6 +418,10 @@ static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_r
 	u32 n;
 	int ret;
 
+	if (p->placed && c->remote_write)
+		return engram_replica_part_bounce(p, c);
+	p->places = p->placed;
+	p->stride = f->stride;
 	for (i = 0; i < f->nr_pieces; i++) {
 		const struct engram_piece *d = &f->pieces[i];
 
@@ -403,13 +455,18 @@ static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_r
 	return 0;
 }
 
-/* The most rows a part may have on @c: fewer with row places, which take room. */
+/*
+ * The most rows a part may have on @c: fewer with row places, which take
+ * room, or with a bounce buffer, which takes memory.
+ */
 static u32 engram_replica_cand_rows(const struct engram_replica_cand *c, bool places)
 {
 	u64 fixed;
 
 	if (!places)
 		return c->max_rows;
+	if (c->remote_write)
+		return min_t(u32, c->max_rows, ENGRAM_REPLICA_BOUNCE_ROWS);
 	if (!c->places)
 		return 0;
 	fixed = engram_wire_request_size(0, c->max_ranges);
@@ -424,7 +481,7 @@ static bool engram_replica_cand_fits(const struct engram_replica_cand *c,
 				     const struct engram_fetch *p)
 {
 	return c->held_first <= p->row_lo && p->row_hi - c->held_first < c->held_rows &&
-	       engram_replica_cand_rows(c, p->places) >= p->nr_rows;
+	       engram_replica_cand_rows(c, p->placed) >= p->nr_rows;
 }
 
 /* Has a part of these rows been on the table @c names already? */
@@ -566,7 +623,7 @@ static bool engram_replica_settle_locked(struct engram_replica_fetch *rf,
 		if ((p->wire_status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
 		     p->wire_status == ENGRAM_WIRE_ROW_NOT_HELD) && p->bad_index < p->nr_rows)
 			rf->bad_index = p->first +
-					(p->places ? p->places[p->bad_index] : p->bad_index);
+					(p->placed ? p->placed[p->bad_index] : p->bad_index);
 	}
 	return !--rf->pending;
 }
@@ -877,7 +934,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 				mask &= rf->map.mask[j];
 		list_for_each_entry_safe(p, tmp, &rf->parts, part_node) {
 			list_del(&p->part_node);
-			kfree(p);
+			engram_replica_part_free(p);
 		}
 		kvfree(rf->rows);
 		rf->rows = NULL;
@@ -930,13 +987,38 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 
 out:
 	engram_replica_put_cands(c, n);
-	list_for_each_entry_safe(p, tmp, &rf->parts, part_node) {
-		engram_replica_part_unbind(p);
-		kfree(p);
-	}
+	list_for_each_entry_safe(p, tmp, &rf->parts, part_node)
+		engram_replica_part_free(p);
 	kvfree(rf->rows);
 	kfree(rf);
 	return ret;
+}
+
+/*
+ * Copy the rows of a part that succeeded from its bounce buffer to their
+ * places in the fd's destination: each row whole in one piece there, at
+ * its place * stride of their concatenation, places ascending.
+ */
+static void engram_replica_unbounce(struct engram_fetch *p)
+{
+	const struct engram_fetch *f = p->parent;
+	struct engram_pieces_cursor cur = {};
+	u64 len[ENGRAM_WIRE_MAX_RANGES], off;
+	unsigned int j;
+	u32 i;
+
+	for (j = 0; j < f->nr_pieces; j++)
+		len[j] = f->pieces[j].len;
+	for (i = 0; i < p->nr_rows; i++) {
+		u64 pos = (u64)(p->first + p->placed[i]) * f->stride;
+
+		if (WARN_ON_ONCE(engram_pieces_locate(len, f->nr_pieces, pos, ENGRAM_ROW_BYTES,
+						      &cur, &off)))
+			return;
+		engram_ubuf_copy(f->pieces[cur.piece].buf, f->pieces[cur.piece].off + off,
+				 p->bounce, (u64)i * ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES);
+		cond_resched();
+	}
 }
 
 /**
@@ -946,7 +1028,8 @@ out:
  * Each part counts with the table on its own link (a fetch refused before
  * any part was sent, with the first link's, as a fallback is); the rows
  * of each part that succeeded are synced for the CPU from its link's
- * device.
+ * device, and those that landed in a bounce buffer are copied to their
+ * places.  Process context.
  */
 void engram_replica_reap(struct engram_fetch *f)
 {
@@ -963,8 +1046,11 @@ void engram_replica_reap(struct engram_fetch *f)
 		if (!p->link)
 			continue;	/* never sent */
 		engram_link_table_fetched(p->lt, p->error, p->wire_status, p->nr_rows, p->rtt_ns);
-		if (!p->error)
-			engram_link_fetch_sync_rows(p);
+		if (p->error)
+			continue;
+		engram_link_fetch_sync_rows(p);
+		if (p->bounce && p->nr_pieces && p->pieces[0].buf == p->bounce)
+			engram_replica_unbounce(p);
 	}
 }
 
@@ -982,10 +1068,8 @@ void engram_replica_fetch_free(struct engram_fetch *f)
 	if (!rf)
 		return;
 	cancel_work_sync(&rf->work);
-	list_for_each_entry_safe(p, tmp, &rf->parts, part_node) {
-		engram_replica_part_unbind(p);
-		kfree(p);
-	}
+	list_for_each_entry_safe(p, tmp, &rf->parts, part_node)
+		engram_replica_part_free(p);
 	kvfree(rf->rows);
 	kfree(rf);
 	f->rf = NULL;

@@ -10,6 +10,7 @@
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
+#include <linux/highmem.h>
 #include <linux/mm.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
@@ -97,6 +98,81 @@ err_uncharge:
 }
 
 /**
+ * engram_ubuf_create_kernel() - a zeroed kernel buffer, used as a ubuf
+ * @length: bytes
+ * @out: the buffer, with one reference
+ *
+ * For a part whose rows a host writes into a buffer of their own, not
+ * next to another part's (see replica.c): kernel pages, charged to no
+ * process, DMA-mapped per device like a user buffer.  Zeroed, so that a
+ * row a host does not write shows no kernel memory.  Process context.
+ *
+ * Return: 0, -EINVAL (empty or over ENGRAM_UBUF_MAX), or -ENOMEM.
+ */
+int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out)
+{
+	struct engram_ubuf *b;
+	unsigned long i;
+
+	if (!length || length > ENGRAM_UBUF_MAX)
+		return -EINVAL;
+	b = kzalloc(sizeof(*b), GFP_KERNEL);
+	if (!b)
+		return -ENOMEM;
+	kref_init(&b->ref);
+	engram_dma_owner_init(&b->maps);
+	b->length = length;
+	b->pages = kvcalloc(DIV_ROUND_UP(length, PAGE_SIZE), sizeof(*b->pages), GFP_KERNEL);
+	if (!b->pages)
+		goto err;
+	for (i = 0; i < DIV_ROUND_UP(length, PAGE_SIZE); i++) {
+		b->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
+		if (!b->pages[i])
+			goto err;
+		b->nr_pages++;
+	}
+	*out = b;
+	return 0;
+
+err:
+	while (b->nr_pages)
+		__free_page(b->pages[--b->nr_pages]);
+	kvfree(b->pages);
+	kfree(b);
+	return -ENOMEM;
+}
+
+/**
+ * engram_ubuf_copy() - copy bytes from one buffer to another with the CPU
+ * @dst: the buffer written
+ * @doff: first byte there, from the start of the buffer
+ * @src: the buffer read
+ * @soff: first byte there
+ * @len: bytes
+ *
+ * Both ranges must be within their buffers.  Any context.
+ */
+void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src, u64 soff,
+		      u64 len)
+{
+	doff += dst->addr & ~PAGE_MASK;
+	soff += src->addr & ~PAGE_MASK;
+	while (len) {
+		u64 n = min3(len, PAGE_SIZE - offset_in_page(doff),
+			     PAGE_SIZE - offset_in_page(soff));
+		void *d = kmap_local_page(dst->pages[doff >> PAGE_SHIFT]);
+		void *s = kmap_local_page(src->pages[soff >> PAGE_SHIFT]);
+
+		memcpy(d + offset_in_page(doff), s + offset_in_page(soff), n);
+		kunmap_local(s);
+		kunmap_local(d);
+		doff += n;
+		soff += n;
+		len -= n;
+	}
+}
+
+/**
  * engram_ubuf_get() - take a reference
  * @b: the buffer
  */
@@ -110,10 +186,16 @@ static void engram_ubuf_release(struct kref *ref)
 	struct engram_ubuf *b = container_of(ref, struct engram_ubuf, ref);
 
 	engram_dma_unmap_all(&b->maps);
-	/* Remote writes may have dirtied any page. */
-	unpin_user_pages_dirty_lock(b->pages, b->nr_pages, true);
-	atomic64_sub(b->nr_pages, &b->mm->pinned_vm);
-	mmdrop(b->mm);
+	if (!b->mm) {
+		/* engram_ubuf_create_kernel()'s */
+		while (b->nr_pages)
+			__free_page(b->pages[--b->nr_pages]);
+	} else {
+		/* Remote writes may have dirtied any page. */
+		unpin_user_pages_dirty_lock(b->pages, b->nr_pages, true);
+		atomic64_sub(b->nr_pages, &b->mm->pinned_vm);
+		mmdrop(b->mm);
+	}
 	kvfree(b->pages);
 	kfree(b);
 }

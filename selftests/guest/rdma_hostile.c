@@ -51,6 +51,19 @@
  * 0xffffffff, is no position of the fetch's rows, by a plain SEND; the
  * client must refuse it as a protocol error, never hand the position on.
  *
+ * --shard FILE,WEIGHT_OFFSET,SCALE_OFFSET,FIRST,COUNT --sha256 HEX: a
+ * version 3 server instead, on PORT-A alone, whose catalog lists TABLE
+ * (ROWS rows, the file's digest HEX) holding rows FIRST to FIRST + COUNT
+ * - 1, as a shard host below version 4 does.  It answers every REQUEST
+ * until LINGER-MS passed: 300 ms after it arrives (the other shard's host
+ * has placed its rows by then), it writes 0xee over every byte of each
+ * range the request registered, then each row's bytes, read from FILE,
+ * where its place says, then RESPONSE ok.  A client that registered
+ * other parts' rows in those ranges finds them overwritten; one that
+ * registered only this part's rows gets them exact.  Once the client
+ * closed every connection (or LINGER-MS passed) it prints "rdma_hostile:
+ * shard: N requests, M rows", and exits 0.
+ *
  * Prints one line per attempt: "rdma_hostile: NAME: refused (STATUS)" for
  * a NAK (remote access, invalid request or operation error), "rdma_hostile:
  * NAME: dropped (transport retry counter exceeded)" when the other end
@@ -87,7 +100,9 @@
 #define RX_BYTES	32768	/* the host's CATALOG can be 30,744 bytes */
 #define NR_TX		4
 #define TX_BYTES	512
-#define DATA_BYTES	4096
+#define DATA_BYTES	(SHARD_MAX_ROWS * ENGRAM_ROW_BYTES)
+#define SHARD_MAX_ROWS	256
+#define SHARD_DELAY_MS	300
 #define STEP_MS		8000	/* one connection or one work request */
 #define CONTROL_BYTES	16
 /*
@@ -120,6 +135,7 @@ struct conn {
 	bool got_catalog;
 	bool have_req;
 	struct engram_wire_req req;
+	uint8_t req_frame[RX_BYTES];	/* what req points into, kept from the receive */
 	bool attack_done;
 	enum ibv_wc_status attack_status;
 };
@@ -133,6 +149,11 @@ static struct {
 	uint64_t rows;
 	unsigned int linger_ms;
 	const char *answer_inv;	/* NULL, "second" or "forged" */
+	const char *shard;	/* NULL, or FILE,WEIGHT_OFFSET,SCALE_OFFSET,FIRST,COUNT */
+	const char *sha256;
+	int fd;
+	uint64_t weight_offset, scale_offset, first, count;
+	uint8_t digest[32];
 } o = { .table = "evil", .rows = 1000, .linger_ms = 30000 };
 
 static struct rdma_event_channel *ec;
@@ -174,6 +195,14 @@ static void local_params(struct engram_wire_params *p)
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_rows = 64;
 	p->max_request_bytes = (uint32_t)engram_wire_request_size(64, ENGRAM_WIRE_MAX_RANGES);
+	if (o.shard) {
+		/* One request at a time, with row places: a shard host below version 4. */
+		p->version_max = ENGRAM_WIRE_VERSION_SHARDS;
+		p->max_inflight = 1;
+		p->max_rows = SHARD_MAX_ROWS;
+		p->max_request_bytes = (uint32_t)engram_wire_request_size_slots(SHARD_MAX_ROWS,
+									ENGRAM_WIRE_MAX_RANGES);
+	}
 }
 
 static uint8_t *rx_buf(struct conn *c, unsigned int i)
@@ -230,6 +259,11 @@ static void send_catalog(struct conn *c, uint64_t ticket)
 
 	snprintf(t.name, sizeof(t.name), "%s", o.table);
 	memset(t.sha256, 0x42, sizeof(t.sha256));
+	if (o.shard) {
+		memcpy(t.sha256, o.digest, sizeof(t.sha256));
+		t.held_first = o.first;
+		t.held_rows = o.count;
+	}
 	len = engram_wire_catalog_encode(frame, sizeof(frame), &c->neg, ticket, &t, 1);
 	if (len < 0)
 		die("catalog encode: %d", len);
@@ -433,7 +467,9 @@ static void on_frame(struct conn *c, const uint8_t *b, uint32_t len)
 	case ENGRAM_WIRE_REQUEST:
 		if (c->role != SERVER_A || c->have_req)
 			break;
-		if (engram_wire_req_parse(b, len, &c->neg, &c->req, err, sizeof(err)))
+		/* The receive is posted again at once: its bytes are not ours to keep. */
+		memcpy(c->req_frame, b, len);
+		if (engram_wire_req_parse(c->req_frame, len, &c->neg, &c->req, err, sizeof(err)))
 			die("request refused: %s", err);
 		c->have_req = true;
 		printf("rdma_hostile: request on link A: ticket %" PRIu64 ", %u rows, %u ranges,"
@@ -728,10 +764,130 @@ static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 	return ret;
 }
 
+/* --shard: one RDMA WRITE of @len bytes at @off of our data buffer, waited for. */
+static void shard_write(struct conn *c, uint64_t addr, uint32_t rkey, uint32_t off, uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)data_buf(c) + off, .length = len,
+			       .lkey = c->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = (uint64_t)WR_ATTACK << 32, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_RDMA_WRITE, .send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = addr, .rkey = rkey },
+	}, *bad;
+
+	c->attack_done = false;
+	if (ibv_post_send(c->qp, &wr, &bad))
+		die("shard: RDMA WRITE: %s", strerror(errno));
+	if (!pump(STEP_MS, attack_done, c))
+		die("shard: RDMA WRITE: no completion in %u ms", STEP_MS);
+	if (c->attack_status != IBV_WC_SUCCESS)
+		die("shard: RDMA WRITE: %s", status_name(c->attack_status));
+}
+
+/*
+ * --shard: overwrite everything the request registered, then place its
+ * rows and answer ok.  Returns the rows placed.
+ */
+static uint32_t shard_serve(struct conn *c)
+{
+	const struct engram_wire_req *r = &c->req;
+	struct engram_wire_resp resp = {
+		.ticket = r->ticket, .status = ENGRAM_WIRE_OK,
+		.bytes = (uint64_t)r->nr_rows * ENGRAM_ROW_BYTES,
+	};
+	uint8_t frame[ENGRAM_WIRE_HDR_BYTES + 64];
+	struct engram_wire_place pl;
+	uint64_t at, n;
+	uint32_t i;
+	int len;
+
+	if (r->nr_rows > SHARD_MAX_ROWS)
+		die("shard: %u rows in one request", r->nr_rows);
+	pump(SHARD_DELAY_MS, NULL, NULL);
+	memset(data_buf(c), 0xee, DATA_BYTES);
+	for (i = 0; i < r->nr_ranges; i++)
+		for (at = 0; at < r->ranges[i].length; at += n) {
+			n = r->ranges[i].length - at;
+			n = n < DATA_BYTES ? n : DATA_BYTES;
+			shard_write(c, r->ranges[i].addr + at, r->ranges[i].rkey, 0, (uint32_t)n);
+		}
+	for (i = 0; i < r->nr_rows; i++) {
+		uint64_t row = engram_wire_req_row(r, i);
+		uint8_t *d = data_buf(c) + (size_t)i * ENGRAM_ROW_BYTES;
+
+		if (row < o.first || row - o.first >= o.count)
+			die("shard: asked for row %" PRIu64 ", which it does not hold", row);
+		if (pread(o.fd, d, ENGRAM_WEIGHT_BYTES,
+			  (off_t)(o.weight_offset + row * ENGRAM_WEIGHT_BYTES)) != ENGRAM_WEIGHT_BYTES ||
+		    pread(o.fd, d + ENGRAM_WEIGHT_BYTES, ENGRAM_SCALE_BYTES,
+			  (off_t)(o.scale_offset + row * ENGRAM_SCALE_BYTES)) != ENGRAM_SCALE_BYTES)
+			die("shard: cannot read row %" PRIu64, row);
+		engram_wire_req_place(r, i, &pl);
+		shard_write(c, pl.addr, pl.rkey, i * ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES);
+	}
+	len = engram_wire_resp_encode(frame, sizeof(frame), &c->neg, false, &resp);
+	if (len < 0)
+		die("shard: response encode: %d", len);
+	post_frame(c, frame, (size_t)len);
+	return r->nr_rows;
+}
+
+static bool was_up(struct conn *c) { return c->established; }
+static bool is_open(struct conn *c) { return !c->closed; }
+
+/* A request to serve, or every connection there was is closed again. */
+static bool shard_wake(void *arg)
+{
+	(void)arg;
+	return find(SERVER_A, has_req) || (find(SERVER_A, was_up) && !find(SERVER_A, is_open));
+}
+
+/* --shard: serve requests until the client closed the link or LINGER-MS passed. */
+static int shard_main(void)
+{
+	uint64_t end = now_ms() + o.linger_ms, reqs = 0, rows = 0;
+	struct conn *a;
+
+	while (now_ms() < end) {
+		if (!pump((unsigned int)(end - now_ms()), shard_wake, NULL))
+			break;
+		a = find(SERVER_A, has_req);
+		if (!a)
+			break;
+		rows += shard_serve(a);
+		reqs++;
+		a->have_req = false;
+	}
+	printf("rdma_hostile: shard: %" PRIu64 " requests, %" PRIu64 " rows\n", reqs, rows);
+	return 0;
+}
+
+/* FILE,WEIGHT_OFFSET,SCALE_OFFSET,FIRST,COUNT and the digest's hex. */
+static void shard_parse(void)
+{
+	char path[4096];
+	unsigned int i, byte;
+
+	if (sscanf(o.shard, "%4095[^,],%" SCNu64 ",%" SCNu64 ",%" SCNu64 ",%" SCNu64, path,
+		   &o.weight_offset, &o.scale_offset, &o.first, &o.count) != 5 || !o.count ||
+	    !o.sha256 || strlen(o.sha256) != 64)
+		die("--shard FILE,WEIGHT_OFFSET,SCALE_OFFSET,FIRST,COUNT and --sha256 HEX");
+	for (i = 0; i < 32; i++) {
+		if (sscanf(o.sha256 + 2 * i, "%2x", &byte) != 1)
+			die("bad --sha256");
+		o.digest[i] = (uint8_t)byte;
+	}
+	o.fd = open(path, O_RDONLY);
+	if (o.fd < 0)
+		die("%s: %s", path, strerror(errno));
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdma_hostile --addr IP --port-a P --port-b P --host-port P"
-		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged|bad-index]\n");
+		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged|bad-index]\n"
+		"       rdma_hostile --addr IP --port-a P --shard FILE,WOFF,SOFF,FIRST,COUNT"
+		" --sha256 HEX [--table NAME] [--rows N] [--linger-ms N]\n");
 	exit(2);
 }
 
@@ -746,6 +902,8 @@ int main(int argc, char **argv)
 		{ "rows", required_argument, NULL, 'r' },
 		{ "linger-ms", required_argument, NULL, 'l' },
 		{ "answer-inv", required_argument, NULL, 'i' },
+		{ "shard", required_argument, NULL, 's' },
+		{ "sha256", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 }
 	};
 	struct engram_wire_dest r0;
@@ -762,11 +920,18 @@ int main(int argc, char **argv)
 		case 'r': o.rows = strtoull(optarg, NULL, 0); break;
 		case 'l': o.linger_ms = (unsigned int)strtoul(optarg, NULL, 0); break;
 		case 'i': o.answer_inv = optarg; break;
+		case 's': o.shard = optarg; break;
+		case 'S': o.sha256 = optarg; break;
 		default: usage();
 		}
 	}
-	if (!o.addr || !o.port_a || !o.port_b || !o.host_port || !o.rows)
+	if (o.shard) {
+		if (!o.addr || !o.port_a || !o.rows || o.answer_inv)
+			usage();
+		shard_parse();
+	} else if (!o.addr || !o.port_a || !o.port_b || !o.host_port || !o.rows) {
 		usage();
+	}
 	if (o.answer_inv && strcmp(o.answer_inv, "second") && strcmp(o.answer_inv, "forged") &&
 	    strcmp(o.answer_inv, "bad-index"))
 		usage();
@@ -776,6 +941,10 @@ int main(int argc, char **argv)
 	if (!ec || fcntl(ec->fd, F_SETFL, fcntl(ec->fd, F_GETFL) | O_NONBLOCK))
 		die("event channel: %s", strerror(errno));
 	listen_a = listen_on(o.port_a);
+	if (o.shard) {
+		printf("rdma_hostile: ready\n");
+		return shard_main();
+	}
 	listen_b = listen_on(o.port_b);
 	printf("rdma_hostile: ready\n");
 

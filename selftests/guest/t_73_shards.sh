@@ -10,7 +10,9 @@
 # anything is sent (ENXIO, ROW_NOT_HELD, its position, the buffer
 # untouched); a host asked for a row it does not hold refuses it the same
 # way; the next fetch works.  With protocol_version=2 the shards leave the
-# catalog and a whole copy of the file serves alone.  On 6.1: the
+# catalog and a whole copy of the file serves alone.  A hostile shard
+# host's keys reach only its own rows of a fetch that alternates between
+# it and another host.  On 6.1: the
 # three-guest replicas run of make check covers shards on 6.12.
 # timeout: 900
 # kernels: 6.1
@@ -18,6 +20,7 @@
 
 IP=${ENGRAM_IP:-192.0.2.1}
 CHECK=$TOP/selftests/guest/fetch_check
+HOSTILE=$TOP/selftests/guest/rdma_hostile
 F=$SCRATCH/shards.safetensors
 ROWS=120000
 HALF=60000
@@ -132,6 +135,32 @@ check "a fetch with a row in the gap: ENXIO, row_not_held at position 1, nothing
 	refused $rc "$out"
 check "the next fetch, of rows held, is exact" \
 	run --rows-list 5,$((ROWS - 1)),$((HALF + 10000)),$((HALF - 1)) --timeout-ms 10000
+
+# --- a hostile shard host: its keys must reach its own rows and no other
+# part's.  A raw peer (rdma_hostile) lists rows HALF to HALF + 9,999 (the
+# gap) as a version 3 host, and writes 0xee over all it was registered
+# before it places its rows: were its part registered over the span of
+# the fetch's places, sa's rows between its own would be overwritten.
+timeout 120 "$HOSTILE" --addr "$IP" --port-a 18733 --table sh --rows $ROWS \
+	--shard "$F,$WOFF,$SOFF,$HALF,10000" --sha256 "$SHA" --linger-ms 40000 \
+	>"$SCRATCH/hostile.out" 2>&1 &
+hpid=$!
+wait_for 20 grep -q "rdma_hostile: ready" "$SCRATCH/hostile.out" ||
+	{ sed 's/^/# /' "$SCRATCH/hostile.out"; bail "the hostile shard host listens"; }
+hl=$("$ENGRAMCTL" link add "rdma://$IP:18733@$IP" 2>&1)
+hostile_seen() { test "$(held "$hl" sh)" = "$HALF 10000"; }
+check "a link to a hostile version 3 host of rows $HALF-$((HALF + 9999)) (link $hl)" \
+	wait_for 30 hostile_seen
+LIST=$(for i in $(seq 0 47); do printf '%d,%d,' $((i * 997)) $((HALF + i * 199)); done)
+check "rows alternating between shard sa and the hostile host's: exact" \
+	run --rows-list "${LIST%,}" --timeout-ms 20000
+check "... and again, 3 ranges at a stride of 320 bytes: exact" \
+	run --rows-list "${LIST%,}" --ranges 3 --stride 320 --timeout-ms 20000
+"$ENGRAMCTL" link del "$hl"
+wait "$hpid"
+sed 's/^/# /' "$SCRATCH/hostile.out"
+check "the hostile host answered them" grep -Eq "^rdma_hostile: shard: [1-9][0-9]* requests" \
+	"$SCRATCH/hostile.out"
 
 # --- a peer below version 3 sees no shard
 PV=$(cat $P/protocol_version)
