@@ -84,17 +84,25 @@ fuzz: debug-kernel tools
 soak: deps tools
 	selftests/soak.sh
 
-# The randomized exactness checker (selftests/guest/exact_random.sh) for
-# SOAK_EXACT_S seconds (3600) with seed SOAK_EXACT_SEED (drawn from the
-# clock and printed when not given: the same seed replays the schedule),
-# in one SOAK_EXACT_KVER (6.12) guest; t_76_exact in make check is its
-# 90-second pass.  See Documentation/testing.rst.
+# The randomized exactness checker for SOAK_EXACT_S seconds (3600) with
+# seed SOAK_EXACT_SEED (drawn from the clock and printed when not given:
+# the same seed replays the schedules), on SOAK_EXACT_KVER (6.12): in three
+# guests (selftests/vm/run-exact.sh: two hosts, with module reloads, and a
+# GPU node), or with SOAK_EXACT_GUESTS=1 in one guest that is both
+# (selftests/guest/exact_random.sh).  make check runs the three-guest one
+# for 60 s.  See Documentation/testing.rst.
 soak-exact: deps tools
 	$(MAKE) -s -C selftests/guest
 	seed=$(or $(SOAK_EXACT_SEED),$$(($$(date +%s) % 1000000))); secs=$(or $(SOAK_EXACT_S),3600); \
+	kver=$(or $(SOAK_EXACT_KVER),6.12); \
 	echo "soak-exact: seed $$seed, $$secs s"; \
-	selftests/vm/run.sh --kver $(or $(SOAK_EXACT_KVER),6.12) --timeout $$((secs + 900)) \
-		-- selftests/guest/exact_random.sh $$seed $$secs 3
+	if [ "$(SOAK_EXACT_GUESTS)" = 1 ]; then \
+		selftests/vm/run.sh --kver $$kver --timeout $$((secs + 900)) \
+			-- selftests/guest/exact_random.sh $$seed $$secs 3; \
+	else \
+		selftests/vm/run-exact.sh --kver $$kver --timeout $$((secs + 900)) \
+			--seed $$seed --secs $$secs; \
+	fi
 
 # BENCH_KVER (6.12), BENCH_ITERS (1000), BENCH_MTU (1500), BENCH_OUT
 # (build/bench); then the replicas case in three guests (BENCH_REPLICAS=0:

@@ -165,6 +165,7 @@ static inline void engram_fetch_set_done(struct engram_fetch *f)
 }
 
 struct engram_link_table;
+struct engram_url;
 
 /* A link that serves a table, as engram_link_admin_replicas() found it. */
 struct engram_replica_cand {
@@ -179,6 +180,7 @@ struct engram_replica_cand {
 	unsigned int inflight;		/* fetches on its wire when looked at */
 	bool places;			/* takes requests with row places (version 3) */
 	bool remote_write;		/* its host writes rows with RDMA */
+	const struct engram_url *url;	/* its link's, while it is held */
 };
 
 /**

@@ -61,6 +61,7 @@ unsigned int engram_params_timeout_ms(void);
 unsigned int engram_params_heartbeat_ms(void);
 unsigned int engram_params_heartbeat_timeout_ms(void);
 unsigned int engram_params_replica_split_rows(void);
+bool engram_params_replica_prefer_rdma(void);
 u16 engram_params_protocol_version(void);
 void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 

@@ -340,6 +340,7 @@ int engram_link_admin_replicas(const struct engram_table_ident *id,
 			ci->places = l->neg.version_max >= ENGRAM_WIRE_VERSION_SHARDS;
 			ci->mr_pages = l->mr_pages ? l->mr_pages : U32_MAX;
 			ci->remote_write = l->mr_pages != 0;
+			ci->url = &l->url;
 			ci->inflight = l->inflight;
 			got++;
 		}

@@ -120,6 +120,18 @@ MODULE_PARM_DESC(replica_split_rows,
 		 "split a fetch over replicas into parts of at least this many rows (0 never, up to 1048576, default 16384)");
 
 /*
+ * A table opened on no link goes over RDMA to a host that a link of each
+ * transport reaches (replica.c): the TCP link takes its parts only when
+ * the RDMA link cannot (down, full, refused, failed).  0: both are
+ * replicas alike, parts spread over them by load.
+ */
+static bool engram_prefer_rdma = true;
+
+module_param_named(replica_prefer_rdma, engram_prefer_rdma, bool, 0644);
+MODULE_PARM_DESC(replica_prefer_rdma,
+		 "a table opened on no link goes to a host over RDMA rather than TCP when links of both reach it (default Y)");
+
+/*
  * The newest wire protocol version offered, by links and listeners alike:
  * lowered to 1, this host speaks only what a version 1 peer does (during
  * a rolling upgrade, or to compare).  Read at each connection.
@@ -171,6 +183,17 @@ void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms)
 unsigned int engram_params_replica_split_rows(void)
 {
 	return READ_ONCE(engram_split_rows.val);
+}
+
+/**
+ * engram_params_replica_prefer_rdma() - RDMA first, to a host both reach
+ *
+ * Return: true when a TCP link to a host is kept for when its RDMA link
+ * cannot take a part.
+ */
+bool engram_params_replica_prefer_rdma(void)
+{
+	return READ_ONCE(engram_prefer_rdma);
 }
 
 struct engram_config engram_config;

@@ -41,6 +41,7 @@
 #include "pieces.h"
 #include "replica.h"
 #include "rowmap.h"
+#include "url.h"
 
 /* Links a table's replicas may be: every link there may be (ENGRAM_URL_MAX). */
 #define ENGRAM_REPLICA_MAX		16
@@ -484,6 +485,25 @@ static bool engram_replica_cand_fits(const struct engram_replica_cand *c,
 	       engram_replica_cand_rows(c, p->placed) >= p->nr_rows;
 }
 
+/*
+ * Is @c[@i] a TCP link to a host that an RDMA candidate not tried yet
+ * reaches, and takes the part?  Then that one goes first, and this one
+ * is kept for a failover (or for when it is full).
+ */
+static bool engram_replica_defer(const struct engram_replica_cand *c, unsigned int n,
+				 unsigned int i, const bool *used, const struct engram_fetch *p)
+{
+	unsigned int k;
+
+	if (c[i].remote_write || !engram_params_replica_prefer_rdma())
+		return false;
+	for (k = 0; k < n; k++)
+		if (!used[k] && c[k].remote_write && engram_replica_cand_fits(&c[k], p) &&
+		    engram_url_same_host(c[k].url, c[i].url))
+			return true;
+	return false;
+}
+
 /* Has a part of these rows been on the table @c names already? */
 static bool engram_replica_tried(struct engram_replica_fetch *rf, struct engram_fetch *p,
 				 const struct engram_replica_cand *c)
@@ -528,6 +548,8 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 			if (used[i] || !engram_replica_cand_fits(&c[i], p))
 				continue;
 			left++;
+			if (engram_replica_defer(c, n, i, used, p))
+				continue;
 			if (best == n || c[i].inflight < c[best].inflight)
 				best = i;
 		}

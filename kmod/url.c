@@ -325,23 +325,38 @@ int engram_url_parse(const char *s, size_t len, enum engram_url_role role,
 }
 
 static bool engram_url_sockaddr_equal(const struct sockaddr_storage *a,
-				      const struct sockaddr_storage *b)
+				      const struct sockaddr_storage *b, bool port)
 {
 	if (a->ss_family != b->ss_family)
 		return false;
 	if (a->ss_family == AF_INET) {
 		const struct sockaddr_in *x = (const void *)a, *y = (const void *)b;
 
-		return x->sin_port == y->sin_port &&
+		return (!port || x->sin_port == y->sin_port) &&
 		       x->sin_addr.s_addr == y->sin_addr.s_addr;
 	}
 	if (a->ss_family == AF_INET6) {
 		const struct sockaddr_in6 *x = (const void *)a, *y = (const void *)b;
 
-		return x->sin6_port == y->sin6_port &&
+		return (!port || x->sin6_port == y->sin6_port) &&
 		       !memcmp(&x->sin6_addr, &y->sin6_addr, sizeof(x->sin6_addr));
 	}
 	return true;
+}
+
+/**
+ * engram_url_same_host() - do two URLs reach the same host?
+ * @a: one URL
+ * @b: the other
+ *
+ * Whatever their transports and ports: "rdma://192.0.2.1" and
+ * "tcp://192.0.2.1:18516" reach one host, which then serves both alike.
+ *
+ * Return: true when the remote addresses match.
+ */
+bool engram_url_same_host(const struct engram_url *a, const struct engram_url *b)
+{
+	return engram_url_sockaddr_equal(&a->addr, &b->addr, false);
 }
 
 /**
@@ -357,8 +372,8 @@ static bool engram_url_sockaddr_equal(const struct sockaddr_storage *a,
 bool engram_url_equal(const struct engram_url *a, const struct engram_url *b)
 {
 	return a->transport == b->transport && a->role == b->role &&
-	       engram_url_sockaddr_equal(&a->addr, &b->addr) &&
-	       engram_url_sockaddr_equal(&a->local, &b->local);
+	       engram_url_sockaddr_equal(&a->addr, &b->addr, true) &&
+	       engram_url_sockaddr_equal(&a->local, &b->local, true);
 }
 
 static int engram_url_parse_entry(const void *ctx, const char *s, size_t len,

@@ -45,5 +45,6 @@ int engram_url_list_parse(const char *s, enum engram_url_role role,
 			  struct engram_url *urls, unsigned int max,
 			  unsigned int *count, char *err, size_t errlen);
 bool engram_url_equal(const struct engram_url *a, const struct engram_url *b);
+bool engram_url_same_host(const struct engram_url *a, const struct engram_url *b);
 
 #endif /* _ENGRAM_URL_H */

@@ -25,7 +25,8 @@
 # for one guest run, default 2700; QEMU itself is killed 120 s later),
 # PAIR_KVERS and FAULT_KVERS (kernels of the two-guest runs, default none
 # and "6.12"), REPLICAS_KVERS (kernels of the three-guest replicas run,
-# default "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
+# default "6.12"), EXACT_KVERS (the three-guest randomized exactness
+# checker's, default "6.12"), ARM64_PAIR (the x86 host guest's kernel of the arm64 pair,
 # default "6.12"), PACKAGES_KVER (the kernel of the packages' guest,
 # default "6.12"; empty, or any GUEST_FILTER: not run).
 #
@@ -56,6 +57,12 @@ FAULT_KVERS=${FAULT_KVERS-6.12}
 # unloaded and killed under a fetch loop (run-replicas.sh): about three
 # minutes of both cores.
 REPLICAS_KVERS=${REPLICAS_KVERS-6.12}
+# The randomized exactness checker's short pass in the same topology
+# (run-exact.sh: ENGRAM_EXACT_S seconds, 60 here, of random schedules on
+# both hosts and the GPU node; ENGRAM_EXACT_SEED replays one): about two
+# minutes of both cores.  make soak-exact runs it for an hour.
+EXACT_KVERS=${EXACT_KVERS-6.12}
+export ENGRAM_EXACT_S=${ENGRAM_EXACT_S:-60}
 # The arm64 pair (run-arm64-pair.sh): an x86 host guest on this kernel
 # serving an arm64 16K-page GPU-node guest; empty: not run.
 ARM64_PAIR=${ARM64_PAIR-6.12}
@@ -272,8 +279,9 @@ vm_wait() {
 	read -r rc <"$logs/vm-$1.rc" 2>/dev/null || rc=125
 	return "$rc"
 }
-# two_guests pair|faults|replicas K GUEST...: run-pair.sh, run-faults.sh or
-# run-replicas.sh on kernel K, then check each guest's kernel log.  The
+# two_guests pair|faults|replicas|exact K GUEST...: run-pair.sh, run-faults.sh or
+# run-replicas.sh (or run-exact.sh, in its topology) on kernel K, then check
+# each guest's kernel log.  The
 # first host boot of the fault run and host1 of the replicas run are killed
 # outright and never write their kernel log (each checked dmesg itself just
 # before): their console stands in.
@@ -371,6 +379,7 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		case " $PAIR_KVERS " in *" $k "*) two_guests pair "$k" host spark ;; esac
 		case " $FAULT_KVERS " in *" $k "*) two_guests faults "$k" spark host1 host2 ;; esac
 		case " $REPLICAS_KVERS " in *" $k "*) two_guests replicas "$k" spark host1 host2 ;; esac
+		case " $EXACT_KVERS " in *" $k "*) two_guests exact "$k" spark host1 host2 ;; esac
 	done
 	for k in $ARM64_PAIR; do
 		two_guests arm64-pair "$k" arm64 host

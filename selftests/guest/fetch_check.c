@@ -101,7 +101,7 @@
  * (engram_table_info), and so again after each re-open (--tolerate): a
  * table is its file and its place there, whatever name or digest opened
  * it.  An open of a file no --identity names fails the run.  For the
- * randomized exactness checker (t_76_exact, make soak-exact).
+ * randomized exactness checker (exact_lib.sh, make soak-exact).
  *
  * Exit status: 0 pass, 1 fail, 2 usage or setup error (unreadable file ...).
  */

@@ -31,7 +31,8 @@ LT=tcp://$IP:18732
 make_table "$F" $ROWS --seed 73 --pad-before 3 || bail "mktable"
 FILE_BYTES=$(stat -c %s "$F")
 module_unload || bail "rmmod"
-module_load "listen=$LA,$LT" "remote=$LA@$IP,$LT@$IP" statlog_s=86400 ||
+# Both transports take parts by load: no preference for RDMA (t_74_identity's).
+module_load "listen=$LA,$LT" "remote=$LA@$IP,$LT@$IP" statlog_s=86400 replica_prefer_rdma=0 ||
 	bail "insmod with an RDMA and a TCP listener and a link to each"
 check "shard sa (rows 0-$((HALF - 1))) loads" \
 	"$ENGRAMCTL" load "$F" --tensor $PREFIX --name sa --rows 0-$((HALF - 1)) --no-progress

@@ -8,7 +8,9 @@
 # on no link (the default of libengram, Python and fetch_check) is fetched
 # over both transports:
 # - layer1 and layer14 of one file opened by name on link 0: every row is
-#   its own table's, both ways (before, half were the sibling's rows);
+#   its own table's, both ways (before, half were the sibling's rows); the
+#   RDMA link takes them all (replica_prefer_rdma), both links with the
+#   preference off;
 # - by digest alone the open is refused with ENOTUNIQ, on link 0 and on a
 #   named link; by name and digest it works;
 # - the same tensor under two names is one table (replicas);
@@ -65,14 +67,20 @@ diag "link tables: $out"
 check "link tables: layer1 and layer14 are two tables, each served by both links" \
 	test "$(grep -Ec "^layer1(4)? sha256 ${SUM:0:16} rows $ROWS weight@[0-9]+ scale@[0-9]+: link 1 \(up, ready\) link 2 \(up, ready\)$" <<<"$out")" = 2
 
-# --- link 0, by name: each table's own rows, over both transports
+# --- link 0, by name: each table's own rows, over RDMA first to a host
+# that both links reach, then over both transports
 r1=$(link_stat 1 fetches) r2=$(link_stat 2 fetches)
 check "layer1 on link 0 by name: 100,000 rows exact" \
 	run "${fc1[@]}" --table layer1 --count 100000 --batch 288,4096 --timeout-ms 30000 --seed 1
-check "layer14 on link 0 by name: 100,000 rows exact" \
+check "the RDMA link answered them, the TCP link to the same host none ($(($(link_stat 1 fetches) - r1)) and $(($(link_stat 2 fetches) - r2)): replica_prefer_rdma)" \
+	test "$(link_stat 1 fetches)" -gt "$r1" -a "$(link_stat 2 fetches)" = "$r2"
+echo 0 >$P/replica_prefer_rdma
+r1=$(link_stat 1 fetches) r2=$(link_stat 2 fetches)
+check "layer14 on link 0 by name, replica_prefer_rdma=0: 100,000 rows exact" \
 	run "${fc14[@]}" --table layer14 --count 100000 --batch 4096,288 --timeout-ms 30000 --seed 2
 check "both transports answered ($(($(link_stat 1 fetches) - r1)) by RDMA, $(($(link_stat 2 fetches) - r2)) by TCP)" \
 	test "$(link_stat 1 fetches)" -gt "$r1" -a "$(link_stat 2 fetches)" -gt "$r2"
+echo 1 >$P/replica_prefer_rdma
 check "layer14 on the RDMA link by name: exact" \
 	run "${fc14[@]}" --table layer14 --link 1 --count 20000 --batch 4096 --seed 3
 check "layer14 on the TCP link by name: exact" \

@@ -94,6 +94,22 @@ static void expect_list(const char *s, enum engram_url_role role, int want_ret,
 	tap(ok, what, detail);
 }
 
+/* Do URLs A and B reach the same host (SAME), and name the same endpoint (EQUAL)? */
+static void expect_host(const char *a, const char *b, int same, int equal)
+{
+	struct engram_url u, v;
+	char err[256], what[300];
+	int ok;
+
+	ok = !engram_url_parse(a, strlen(a), ENGRAM_URL_REMOTE, &u, err, sizeof(err)) &&
+	     !engram_url_parse(b, strlen(b), ENGRAM_URL_REMOTE, &v, err, sizeof(err)) &&
+	     engram_url_same_host(&u, &v) == !!same && engram_url_same_host(&v, &u) == !!same &&
+	     engram_url_equal(&u, &v) == !!equal;
+	snprintf(what, sizeof(what), "%s and %s: %s host, %s endpoint", a, b,
+		 same ? "same" : "another", equal ? "same" : "another");
+	tap(ok, what, "engram_url_same_host() or engram_url_equal() said otherwise");
+}
+
 int main(void)
 {
 	const enum engram_url_role L = ENGRAM_URL_LISTEN, R = ENGRAM_URL_REMOTE;
@@ -117,6 +133,14 @@ int main(void)
 		  "2001:db8::1", 7, "2001:db8::2");
 	expect_ok("rdma://[2001:db8::1]:7@2001:db8::2", R, ENGRAM_TRANSPORT_RDMA, AF_INET6,
 		  "2001:db8::1", 7, "2001:db8::2");
+
+	expect_host("rdma://192.0.2.1@192.0.2.2", "tcp://192.0.2.1:18516@192.0.2.2", 1, 0);
+	expect_host("rdma://192.0.2.1:18515@192.0.2.2", "tcp://192.0.2.1@192.0.2.9", 1, 0);
+	expect_host("rdma://192.0.2.1@192.0.2.2", "rdma://192.0.2.1:18515@192.0.2.2", 1, 1);
+	expect_host("rdma://192.0.2.1@192.0.2.2", "tcp://192.0.2.3@192.0.2.2", 0, 0);
+	expect_host("rdma://[2001:db8::1]:7@[2001:db8::9]", "tcp://[2001:db8::1]:8@[2001:db8::9]", 1, 0);
+	expect_host("rdma://[2001:db8::1]@[2001:db8::9]", "rdma://[2001:db8::2]@[2001:db8::9]", 0, 0);
+	expect_host("rdma://[::ffff:192.0.2.1]@[::ffff:192.0.2.2]", "rdma://192.0.2.1@192.0.2.2", 0, 0);
 
 	expect_bad("rdma://0.0.0.0:18515", L, "wildcard listen address '0.0.0.0'");
 	expect_bad("tcp://[::]:18515", L, "wildcard listen address '::'");
