@@ -1068,12 +1068,18 @@ void engram_replica_reap(struct engram_fetch *f)
 		if (!p->link)
 			continue;	/* never sent */
 		engram_link_table_fetched(p->lt, p->error, p->wire_status, p->nr_rows, p->rtt_ns);
-		if (p->error)
-			continue;
-		engram_link_fetch_sync_rows(p);
-		if (p->bounce && p->nr_pieces && p->pieces[0].buf == p->bounce)
-			engram_replica_unbounce(p);
+		if (!p->error)
+			engram_link_fetch_sync_rows(p);
 	}
+	/*
+	 * Copies only once every device's rows are the CPU's: a sync of a
+	 * row that shares a cache line with a copied one would otherwise
+	 * write the line back, or drop it, over the copy.
+	 */
+	list_for_each_entry(p, &f->rf->parts, part_node)
+		if (p->link && !p->error && p->bounce && p->nr_pieces &&
+		    p->pieces[0].buf == p->bounce)
+			engram_replica_unbounce(p);
 }
 
 /**
