@@ -23,6 +23,9 @@
 #     RDMA and over TCP, sleeping and busy-polling (engram_bench fetch);
 #   - throughput with 1, 2 and 4 fetching processes, with the guest's busy
 #     CPU time;
+#   - the same fetches (sleeping) and throughput (1 and 2 processes) of the
+#     table opened on no link (link 0), which both links serve, and which
+#     link took them;
 #   - libengram's local reader (pread with O_DIRECT) on the same rows;
 #   - --rounds N (default 3; --smoke: 1) rounds of the comparisons whose
 #     ratios report.py takes as medians over the rounds, each round
@@ -380,6 +383,24 @@ for t in rdma tcp; do
 			"${WARMUP[@]}" --seed 7 --label "tput_${t}_${p}"
 	done
 done
+
+# --- link 0: the table opened on no link (the default of libengram, the
+# Python package and fetch_check), with an RDMA and a TCP link to this
+# host: beside the named RDMA link's figures, what the replica layer
+# costs; the links' fetch counters say which took the fetches (RDMA
+# alone with replica_prefer_rdma, the default).
+lr0=$(link_stat "$RLINK" fetches) lt0=$(link_stat "$TLINK" fetches)
+for r in $SIZES; do
+	run_bench "${FB[@]}" --link 0 --rows "$r" --iters "$ITERS" "${WARMUP[@]}" --seed "$r" \
+		--label "fetch_link0_sleep_$r"
+done
+for p in 1 2; do
+	run_bench "${FB[@]}" --link 0 --rows 4096 --iters "$ITERS" --procs "$p" \
+		"${WARMUP[@]}" --seed 7 --label "tput_link0_$p"
+done
+emit "{\"case\": \"link0_links\", \"rdma_fetches\": $(($(link_stat "$RLINK" fetches) - lr0))," \
+	"\"tcp_fetches\": $(($(link_stat "$TLINK" fetches) - lt0))," \
+	"\"prefer_rdma\": \"$(cat /sys/module/engram_rdma/parameters/replica_prefer_rdma)\"}"
 
 # --- the local reader ---------------------------------------------------
 for r in $LOCAL_SIZES; do

@@ -55,6 +55,18 @@ RATIO_DOC = {
         "p50 of a 49,152-row fetch over TCP / over RDMA (sleeping); lower is better "
         "for TCP",
     "tcp_vs_rdma_288": "as tcp_vs_rdma_49152 at 288 rows",
+    "link0_vs_rdma_288":
+        "p50 of a 288-row fetch of the table opened on no link (link 0, the default; "
+        "an RDMA and a TCP link serve it) / on the named RDMA link (sleeping): what "
+        "the replica layer costs; lower is better, 1.0 is free",
+    "link0_vs_rdma_1": "as link0_vs_rdma_288 at 1 row",
+    "link0_vs_rdma_49152": "as link0_vs_rdma_288 at 49,152 rows",
+    "link0_tput_vs_rdma_2p":
+        "rows/s of 2 processes fetching 4,096 rows at a time on link 0 / on the named "
+        "RDMA link; higher is better",
+    "link0_tcp_share":
+        "fetches the TCP link took / fetches both links took during the link-0 cases: "
+        "0 with replica_prefer_rdma (RDMA first to a host both links reach)",
     "remote_vs_local_288":
         "p50 of a 288-row RDMA fetch / p50 of reading the same number of random rows "
         "with pread + O_DIRECT from the guest's disk; lower is better for remote",
@@ -274,6 +286,15 @@ def ratios(d, cases=()):
     r["load_vs_sha256sum"] = speed("load_cold", "load_s")
     r["load_warm_vs_sha256sum"] = speed("load_warm", "load_s")
     r["verify_vs_sha256sum"] = speed("load_warm", "verify_s")
+    for n in (1, 288, 49152):
+        r[f"link0_vs_rdma_{n}"] = ratio(get(d, f"fetch_link0_sleep_{n}", "p50_us"),
+                                        get(d, f"fetch_rdma_sleep_{n}", "p50_us"))
+    r["link0_tput_vs_rdma_2p"] = ratio(get(d, "tput_link0_2", "rows_per_s"),
+                                       get(d, "tput_rdma_2", "rows_per_s"))
+    l0 = next((c for c in cases if c.get("case") == "link0_links"), None)
+    if l0 and l0.get("rdma_fetches", 0) + l0.get("tcp_fetches", 0) > 0:
+        r["link0_tcp_share"] = round(l0["tcp_fetches"] /
+                                     (l0["rdma_fetches"] + l0["tcp_fetches"]), 4)
     for n in (49152, 288):
         r[f"tcp_vs_rdma_{n}"] = ratio(get(d, f"fetch_tcp_sleep_{n}", "p50_us"),
                                       get(d, f"fetch_rdma_sleep_{n}", "p50_us"))
@@ -307,6 +328,8 @@ def expected_labels(full, rounds=0):
     for t in ("rdma", "tcp"):
         labels += [f"fetch_{t}_{m}_{n}" for m in ("sleep", "busy") for n in SIZES]
         labels += [f"tput_{t}_{p}" for p in (1, 2, 4)]
+    labels += [f"fetch_link0_sleep_{n}" for n in SIZES]
+    labels += [f"tput_link0_{p}" for p in (1, 2)]
     labels += [f"local_{n}" for n in (SIZES if full else (1, 288))]
     return labels
 
@@ -357,6 +380,14 @@ def check(cases, d, replicas_only=False):
             for k in ("sha256sum_s", "load_s", "verify_s"):
                 if not c.get(k):
                     problems.append(f"{label}: no {k}")
+    l0 = next((c for c in cases if c.get("case") == "link0_links"), None)
+    if not replicas_only:
+        if l0 is None:
+            problems.append("no 'link0_links' line: the link-0 cases did not run")
+        elif l0.get("prefer_rdma") == "Y" and l0.get("tcp_fetches") != 0:
+            # A count, not a timing: with the preference no part goes to TCP.
+            problems.append(f"link 0: the TCP link took {l0.get('tcp_fetches')} fetches"
+                            " with replica_prefer_rdma=Y")
     return problems
 
 
@@ -612,7 +643,8 @@ def main():
                                "rtt_1_vs_perftest", "bw_49152_vs_ib_write_bw_4224",
                                "tput_2p_vs_1p", "ib_write_bw_q2_vs_q1",
                                "host_cpu_ns_per_row", "host_cpu_ns_per_row_tcp",
-                               "client_cpu_ns_per_row_49152")
+                               "client_cpu_ns_per_row_49152", "link0_vs_rdma_288",
+                               "link0_tcp_share")
                    if not isinstance(r.get(k), float) or math.isnan(r[k])]
         for k in missing:
             print(f"report.py: ratio {k} could not be computed", file=sys.stderr)

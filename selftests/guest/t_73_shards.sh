@@ -15,7 +15,7 @@
 # it and another host.  On 6.1: the
 # three-guest replicas run of make check covers shards on 6.12.
 # timeout: 900
-# kernels: 6.1
+# kernels: 6.1 debug
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

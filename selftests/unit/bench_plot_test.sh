@@ -89,6 +89,23 @@ else
 	nok "replicas: --check names a case whose rows were wrong"
 	sed 's/^/#   /' "$tmp/repl.err"
 fi
+
+# Link 0 with replica_prefer_rdma=Y: a fetch the TCP link took is named
+# (a count, not a timing), its share is in the ratios; with N it is not.
+for pref in Y N; do
+	{ results; printf 'BENCH {"case": "link0_links", "rdma_fetches": 9, "tcp_fetches": 3, "prefer_rdma": "%s"}\n' "$pref"; } \
+		>"$tmp/l0.log"
+	/usr/bin/python3 "$rep" --in "$tmp/l0.log" --json "$tmp/l0.json" --check >/dev/null \
+		2>"$tmp/l0.err"
+	named=0
+	grep -q 'link 0: the TCP link took 3 fetches' "$tmp/l0.err" && named=1
+	share=$(/usr/bin/python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ratios"]["link0_tcp_share"])' "$tmp/l0.json")
+	if [ "$share" = 0.25 ] && [ $named = "$([ $pref = Y ] && echo 1 || echo 0)" ]; then
+		ok "link 0, replica_prefer_rdma=$pref: share 0.25, --check names it only with Y"
+	else
+		nok "link 0, replica_prefer_rdma=$pref: share $share, named $named"
+	fi
+done
 echo "1..$n"
 echo "# $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]
