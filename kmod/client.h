@@ -37,7 +37,12 @@ struct engram_ubuf {
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
+/* A bounce buffer's size: 7,943 rows, what a gathered part over RDMA takes. */
+#define ENGRAM_BOUNCE_BYTES	(2U << 20)
+#define ENGRAM_BOUNCE_ROWS	(ENGRAM_BOUNCE_BYTES / ENGRAM_ROW_BYTES)
+
 int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out);
+void engram_ubuf_zero(struct engram_ubuf *b, u64 len);
 void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src, u64 soff,
 		      u64 len);
 void engram_ubuf_get(struct engram_ubuf *b);
@@ -142,10 +147,12 @@ struct engram_fetch {
 	 * whose host writes with RDMA: its keys would then reach the rows
 	 * of other parts between these.  There the rows land back to back
 	 * in @bounce, registered alone, and are copied to their places
-	 * once the part succeeded (engram_replica_reap()).
+	 * before the fetch ends (replica.c); @bounce_link, held, keeps the
+	 * buffer for reuse afterwards.
 	 */
 	u32 *placed;
 	struct engram_ubuf *bounce;
+	struct engram_link *bounce_link;
 };
 
 void engram_chardev_fetch_put(struct engram_fetch *f);
@@ -220,6 +227,8 @@ struct engram_link *engram_link_admin_open_table(u32 link_id, u32 flags, const c
 void engram_link_get(struct engram_link *l);
 void engram_link_put(struct engram_link *l);
 u32 engram_link_id(const struct engram_link *l);
+int engram_link_bounce_get(struct engram_link *l, struct engram_ubuf **out);
+void engram_link_bounce_put(struct engram_link *l, struct engram_ubuf *b, u64 used);
 u32 engram_link_max_ranges(const struct engram_link *l);
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
 void engram_link_break_fetch(struct engram_fetch *f);

@@ -1252,6 +1252,72 @@ void engram_link_start(struct engram_link *l)
 }
 
 /**
+ * engram_link_bounce_get() - a bounce buffer for a gathered part
+ * @l: the link the part goes to
+ * @out: ENGRAM_BOUNCE_BYTES of kernel pages, one reference
+ *
+ * One the link kept, mapped already for its device, or a new one.  Its
+ * bytes are zero wherever a row may land.  Process context.
+ *
+ * Return: 0, or -ENOMEM.
+ */
+int engram_link_bounce_get(struct engram_link *l, struct engram_ubuf **out)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(&l->lock, flags);
+	*out = l->nr_bounce ? l->bounce[--l->nr_bounce] : NULL;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (*out)
+		return 0;
+	return engram_ubuf_create_kernel(ENGRAM_BOUNCE_BYTES, out);
+}
+
+/**
+ * engram_link_bounce_put() - give a bounce buffer back, its rows used
+ * @l: the link it came from
+ * @b: the buffer, with the caller's only reference, nothing on a wire
+ * @used: the bytes from its start that a fetch may have written
+ *
+ * Those are zeroed (a row of one fetch must never show in another, even
+ * where a host wrote nothing) and the buffer kept for the link's next
+ * gathered part; freed when the link keeps enough, or is stopped.
+ * Process context.
+ */
+void engram_link_bounce_put(struct engram_link *l, struct engram_ubuf *b, u64 used)
+{
+	unsigned long flags;
+	bool kept = false;
+
+	engram_ubuf_zero(b, used);
+	spin_lock_irqsave(&l->lock, flags);
+	if (!l->bounce_closed && l->nr_bounce < ENGRAM_LINK_BOUNCE_CACHE) {
+		l->bounce[l->nr_bounce++] = b;
+		kept = true;
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (!kept)
+		engram_ubuf_put(b);
+}
+
+/* A stopped link keeps no bounce buffer: their maps go with them. */
+static void engram_link_bounce_drain(struct engram_link *l)
+{
+	struct engram_ubuf *b[ENGRAM_LINK_BOUNCE_CACHE];
+	unsigned long flags;
+	unsigned int n, i;
+
+	spin_lock_irqsave(&l->lock, flags);
+	l->bounce_closed = true;
+	n = l->nr_bounce;
+	memcpy(b, l->bounce, n * sizeof(b[0]));
+	l->nr_bounce = 0;
+	spin_unlock_irqrestore(&l->lock, flags);
+	for (i = 0; i < n; i++)
+		engram_ubuf_put(b[i]);
+}
+
+/**
  * engram_link_stop() - stop a link for good
  * @l: the link
  *
@@ -1273,6 +1339,7 @@ void engram_link_stop(struct engram_link *l)
 	/* A CQ callback may have queued it again during the teardown. */
 	cancel_delayed_work_sync(&l->deadline_work);
 	cancel_work_sync(&l->down_work);
+	engram_link_bounce_drain(l);
 }
 
 /**

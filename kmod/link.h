@@ -20,6 +20,8 @@
 /* Connect steps (address, route, connect, TCP hello) each get this long. */
 #define ENGRAM_LINK_CM_TIMEOUT_MS	3000
 #define ENGRAM_LINK_MAX_SLOTS		(ENGRAM_LINK_MAX_QUEUES * ENGRAM_WIRE_OFFER_INFLIGHT)
+/* Bounce buffers a link keeps for reuse (engram_link_bounce_get()). */
+#define ENGRAM_LINK_BOUNCE_CACHE	8
 
 struct engram_link;
 
@@ -118,6 +120,15 @@ struct engram_link {
 	u32 conn_gen;
 	bool live;			/* negotiated: frames can be read, fetches posted */
 	u32 mr_pages;			/* pages per registration; 0: no limit, or down */
+
+	/*
+	 * Bounce buffers of gathered parts that were sent here, kept for
+	 * the next ones (under lock): mapped for the device already, and
+	 * freed (an RCU grace period) only when the link is stopped.
+	 */
+	struct engram_ubuf *bounce[ENGRAM_LINK_BOUNCE_CACHE];
+	unsigned int nr_bounce;
+	bool bounce_closed;		/* stopped: what comes back is freed */
 
 	struct engram_wire_table *catalog;
 	u32 nr_catalog;

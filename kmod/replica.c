@@ -50,11 +50,6 @@ static_assert(ENGRAM_REPLICA_MAX <= ENGRAM_ROWMAP_MAX_HELD);
 #define ENGRAM_REPLICA_MAX_PARTS	16
 /* Bytes a row takes in a request with row places: its index and its place. */
 #define ENGRAM_REPLICA_PLACED_ROW_BYTES	(2 * sizeof(u32))
-/*
- * Rows of a gathered part sent over RDMA at most: its bounce buffer then
- * takes at most 1 MiB of kernel memory (16 MiB for a fetch of 16 parts).
- */
-#define ENGRAM_REPLICA_BOUNCE_ROWS	3971
 
 /* The rows of a table a link held, with the table's counters there. */
 struct engram_replica_member {
@@ -96,7 +91,10 @@ struct engram_replica {
  * @error: the first failure that settled a part, 0 if none
  * @wire_status: its server status
  * @bad_index: its ROW_OUT_OF_RANGE or ROW_NOT_HELD position, in the fd's fetch
- * @work: sends the parts on @retry again
+ * @bounced: a part went into a bounce buffer: the fetch ends from @work,
+ *	once the rows are copied to their places
+ * @finishing: every part has ended: @work is to copy the rows and end it
+ * @work: sends the parts on @retry again, or ends the fetch
  * @rows: with row places, the rows of every part, grouped by part, then
  *	their places (kvmalloc'ed; parts and their retries point into it)
  * @map: while routing, the table's rows by the candidates that hold them
@@ -113,6 +111,8 @@ struct engram_replica_fetch {
 	int error;
 	u16 wire_status;
 	u32 bad_index;
+	bool bounced;
+	bool finishing;
 	struct work_struct work;
 	u32 *rows;
 	struct engram_rowmap map;
@@ -266,6 +266,8 @@ static void engram_replica_part_unbind(struct engram_fetch *p)
 	for (i = 0; i < p->nr_pieces; i++)
 		engram_ubuf_put(p->pieces[i].buf);
 	p->nr_pieces = 0;
+	/* A part that moves on to TCP has no device to sync rows from. */
+	p->ibdev = NULL;
 	if (p->link)
 		engram_link_put(p->link);
 	p->link = NULL;
@@ -276,8 +278,11 @@ static void engram_replica_part_done(struct engram_fetch *p);
 static void engram_replica_part_free(struct engram_fetch *p)
 {
 	engram_replica_part_unbind(p);
-	if (p->bounce)
-		engram_ubuf_put(p->bounce);
+	if (p->bounce) {
+		engram_link_bounce_put(p->bounce_link, p->bounce,
+				       (u64)p->nr_rows * ENGRAM_ROW_BYTES);
+		engram_link_put(p->bounce_link);
+	}
 	kfree(p);
 }
 
@@ -378,14 +383,23 @@ static int engram_replica_part_bounce(struct engram_fetch *p, const struct engra
 {
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_dest pd = { .len = (u64)p->nr_rows * ENGRAM_ROW_BYTES };
+	struct engram_replica_fetch *rf = p->parent->rf;
+	unsigned long flags;
 	unsigned int i;
 	u32 n;
 	int ret;
 
+	if (WARN_ON_ONCE(p->nr_rows > ENGRAM_BOUNCE_ROWS))
+		return -E2BIG;
 	if (!p->bounce) {
-		ret = engram_ubuf_create_kernel(pd.len, &p->bounce);
+		ret = engram_link_bounce_get(c->link, &p->bounce);
 		if (ret)
 			return ret;
+		engram_link_get(c->link);
+		p->bounce_link = c->link;
+		spin_lock_irqsave(&rf->lock, flags);
+		rf->bounced = true;
+		spin_unlock_irqrestore(&rf->lock, flags);
 	}
 	ret = engram_pieces_cut(p->nr_rows, ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES, &pd, 1,
 				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
@@ -467,7 +481,7 @@ static u32 engram_replica_cand_rows(const struct engram_replica_cand *c, bool pl
 	if (!places)
 		return c->max_rows;
 	if (c->remote_write)
-		return min_t(u32, c->max_rows, ENGRAM_REPLICA_BOUNCE_ROWS);
+		return min_t(u32, c->max_rows, ENGRAM_BOUNCE_ROWS);
 	if (!c->places)
 		return 0;
 	fixed = engram_wire_request_size(0, c->max_ranges);
@@ -532,6 +546,7 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 {
 	bool used[ENGRAM_REPLICA_MAX] = {};
 	int ret = -ENOTCONN;
+	bool bounced;
 	unsigned int k;
 
 	for (k = 0; k < n; k++)
@@ -562,8 +577,9 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 		/* Leave half to a replica that could take over. */
 		p->deadline = ktime_add_ns(now, left > 1 ? rest / 2 : rest);
 		ret = engram_replica_part_cut(p, &c[best]);
-		if (ret == -E2BIG)
-			continue;	/* this replica's limits: another may take it */
+		bounced = !ret && p->placed && !p->places;
+		if (ret == -E2BIG || (ret == -ENOMEM && p->placed && c[best].remote_write))
+			continue;	/* this replica's limits, or a bounce buffer's */
 		if (ret)
 			return ret;	/* the destination, not the replica */
 		engram_link_get(c[best].link);
@@ -590,7 +606,7 @@ static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engr
 		/* Down or broken: a failover.  Full, or limits renegotiated: not. */
 		if (ret == -ENOTCONN || ret == -EIO)
 			moved = true;
-		else if (ret != -EBUSY && ret != -E2BIG)
+		else if (ret != -EBUSY && ret != -E2BIG && !(ret == -ENOMEM && bounced))
 			return ret;
 	}
 }
@@ -627,6 +643,77 @@ static void engram_replica_publish(struct engram_replica_fetch *rf)
 	engram_fetch_set_done(f);
 	wake_up_locked(wq);
 	spin_unlock_irqrestore(&wq->lock, flags);
+}
+
+/*
+ * Copy the rows of a part that succeeded from its bounce buffer to their
+ * places in the fd's destination: each row whole in one piece there, at
+ * its place * stride of their concatenation, places ascending.
+ */
+static void engram_replica_unbounce(struct engram_fetch *p)
+{
+	const struct engram_fetch *f = p->parent;
+	struct engram_pieces_cursor cur = {};
+	u64 len[ENGRAM_WIRE_MAX_RANGES], off;
+	unsigned int j;
+	u32 i;
+
+	for (j = 0; j < f->nr_pieces; j++)
+		len[j] = f->pieces[j].len;
+	for (i = 0; i < p->nr_rows; i++) {
+		u64 pos = (u64)(p->first + p->placed[i]) * f->stride;
+
+		if (WARN_ON_ONCE(engram_pieces_locate(len, f->nr_pieces, pos, ENGRAM_ROW_BYTES,
+						      &cur, &off)))
+			return;
+		engram_ubuf_copy(f->pieces[cur.piece].buf, f->pieces[cur.piece].off + off,
+				 p->bounce, (u64)i * ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES);
+		cond_resched();
+	}
+}
+
+/*
+ * Every part has ended, nothing is on a wire: give the rows of each to
+ * the CPU, copy those that landed in bounce buffers to their places, then
+ * end the fetch.  Every sync comes before any copy: a sync of a row that
+ * shares a cache line with a copied one would write the line back, or
+ * drop it, over the copy (DMA that is not cache-coherent).  Process
+ * context.
+ */
+static void engram_replica_finish(struct engram_replica_fetch *rf)
+{
+	struct engram_fetch *p;
+
+	if (rf->bounced && !rf->error) {
+		list_for_each_entry(p, &rf->parts, part_node)
+			if (p->link && !p->error)
+				engram_link_fetch_sync_rows(p);
+		list_for_each_entry(p, &rf->parts, part_node)
+			if (p->link && !p->error && p->bounce && p->nr_pieces &&
+			    p->pieces[0].buf == p->bounce)
+				engram_replica_unbounce(p);
+	}
+	engram_replica_publish(rf);
+}
+
+/*
+ * Every part has ended; any context.  A fetch with bounced rows ends from
+ * the work item, after the copies: no waiter may see it done before.
+ */
+static void engram_replica_end(struct engram_replica_fetch *rf)
+{
+	unsigned long flags;
+	bool later;
+
+	spin_lock_irqsave(&rf->lock, flags);
+	later = rf->bounced;
+	if (later) {
+		rf->finishing = true;
+		queue_work(system_unbound_wq, &rf->work);
+	}
+	spin_unlock_irqrestore(&rf->lock, flags);
+	if (!later)
+		engram_replica_publish(rf);
 }
 
 /* A part's rows are settled, by @p or by @error; rf->lock held. */
@@ -671,13 +758,14 @@ static void engram_replica_part_done(struct engram_fetch *p)
 	}
 	spin_unlock_irqrestore(&rf->lock, flags);
 	if (last)
-		engram_replica_publish(rf);
+		engram_replica_end(rf);
 }
 
 /*
  * Send the rows of failed parts again, each as a new part on a replica
  * they were not on.  Once its last part is on a wire this touches nothing
- * of the fetch any more: it may end, and be freed, at once.
+ * of the fetch any more: it may end, and be freed, at once.  Or, once
+ * every part has ended, end a fetch with bounced rows.
  */
 static void engram_replica_work(struct work_struct *work)
 {
@@ -686,11 +774,17 @@ static void engram_replica_work(struct work_struct *work)
 	struct engram_fetch *p, *q, *tmp;
 	unsigned long flags;
 	LIST_HEAD(todo);
+	bool finishing;
 	int n;
 
 	spin_lock_irqsave(&rf->lock, flags);
+	finishing = rf->finishing;
 	list_splice_init(&rf->retry, &todo);
 	spin_unlock_irqrestore(&rf->lock, flags);
+	if (finishing) {
+		engram_replica_finish(rf);
+		return;
+	}
 	if (list_empty(&todo))
 		return;
 	n = engram_link_admin_replicas(&rf->rg->id, c, ARRAY_SIZE(c), NULL);
@@ -715,7 +809,7 @@ static void engram_replica_work(struct work_struct *work)
 		spin_unlock_irqrestore(&rf->lock, flags);
 		if (last) {
 			engram_replica_put_cands(c, n);
-			engram_replica_publish(rf);
+			engram_replica_finish(rf);
 			return;
 		}
 	}
@@ -751,11 +845,12 @@ static void engram_replica_expire(struct engram_fetch *f)
  * per replica when the fetch is large enough to split, and small enough
  * for every one of them, so that any may take a part over; when that
  * takes too many parts, small enough for the largest (what the open
- * promised), and only those that take it are tried.  0: none takes rows
- * this way.
+ * promised), and only those that take it are tried.  With @fewest, as few
+ * as the largest takes, not split: a fetch's ranges together may not have
+ * more parts than ENGRAM_REPLICA_MAX_PARTS.  0: none takes rows this way.
  */
 static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c,
-				   unsigned int n, u32 mask, bool places)
+				   unsigned int n, u32 mask, bool places, bool fewest)
 {
 	u32 lo = U32_MAX, hi = 0, k = 1, split, m = 0;
 	unsigned int i;
@@ -771,6 +866,8 @@ static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c
 	}
 	if (!m)
 		return 0;
+	if (fewest)
+		return DIV_ROUND_UP(rows, hi);
 	split = engram_params_replica_split_rows();
 	if (split && m > 1)
 		k = clamp_t(u32, rows / split, 1, min_t(u32, m, ENGRAM_REPLICA_MAX_PARTS));
@@ -790,16 +887,23 @@ static int engram_replica_parts_placed(struct engram_replica_fetch *rf,
 	struct engram_fetch *f = rf->f;
 	u32 k[ENGRAM_ROWMAP_MAX_RANGES], at[ENGRAM_ROWMAP_MAX_RANGES];
 	u32 i, j, t, total = 0, base = 0;
+	unsigned int fewest;
 	u32 *places;
 
-	for (j = 0; j < nr; j++) {
-		k[j] = 0;
-		if (!rf->cnt[j])
-			continue;
-		k[j] = engram_replica_nr_parts(rf->cnt[j], c, n, rf->map.mask[j], true);
-		if (!k[j] || k[j] > rf->cnt[j])
-			return -E2BIG;
-		total += k[j];
+	/* Parts as small as every candidate takes; else as the largest does. */
+	for (fewest = 0; fewest < 2; fewest++) {
+		for (total = 0, j = 0; j < nr; j++) {
+			k[j] = 0;
+			if (!rf->cnt[j])
+				continue;
+			k[j] = engram_replica_nr_parts(rf->cnt[j], c, n, rf->map.mask[j], true,
+						       fewest);
+			if (!k[j] || k[j] > rf->cnt[j])
+				return -E2BIG;
+			total += k[j];
+		}
+		if (total <= ENGRAM_REPLICA_MAX_PARTS)
+			break;
 	}
 	if (total > ENGRAM_REPLICA_MAX_PARTS)
 		return -E2BIG;
@@ -841,7 +945,7 @@ static int engram_replica_parts_runs(struct engram_replica_fetch *rf,
 				     u32 mask, struct engram_fetch **part, u32 *nparts)
 {
 	struct engram_fetch *f = rf->f;
-	u32 i, k = engram_replica_nr_parts(f->nr_rows, c, n, mask, false);
+	u32 i, k = engram_replica_nr_parts(f->nr_rows, c, n, mask, false, false);
 
 	if (!k || k > ENGRAM_REPLICA_MAX_PARTS || k > f->nr_rows)
 		return -E2BIG;
@@ -1002,7 +1106,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 		last = !rf->pending;
 		spin_unlock_irqrestore(&rf->lock, flags);
 		if (last)
-			engram_replica_publish(rf);
+			engram_replica_finish(rf);
 	}
 	engram_replica_put_cands(c, n);
 	return 0;
@@ -1016,33 +1120,6 @@ out:
 	return ret;
 }
 
-/*
- * Copy the rows of a part that succeeded from its bounce buffer to their
- * places in the fd's destination: each row whole in one piece there, at
- * its place * stride of their concatenation, places ascending.
- */
-static void engram_replica_unbounce(struct engram_fetch *p)
-{
-	const struct engram_fetch *f = p->parent;
-	struct engram_pieces_cursor cur = {};
-	u64 len[ENGRAM_WIRE_MAX_RANGES], off;
-	unsigned int j;
-	u32 i;
-
-	for (j = 0; j < f->nr_pieces; j++)
-		len[j] = f->pieces[j].len;
-	for (i = 0; i < p->nr_rows; i++) {
-		u64 pos = (u64)(p->first + p->placed[i]) * f->stride;
-
-		if (WARN_ON_ONCE(engram_pieces_locate(len, f->nr_pieces, pos, ENGRAM_ROW_BYTES,
-						      &cur, &off)))
-			return;
-		engram_ubuf_copy(f->pieces[cur.piece].buf, f->pieces[cur.piece].off + off,
-				 p->bounce, (u64)i * ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES);
-		cond_resched();
-	}
-}
-
 /**
  * engram_replica_reap() - count an ended fetch's parts and sync its rows
  * @f: the fd's fetch, done
@@ -1050,8 +1127,8 @@ static void engram_replica_unbounce(struct engram_fetch *p)
  * Each part counts with the table on its own link (a fetch refused before
  * any part was sent, with the first link's, as a fallback is); the rows
  * of each part that succeeded are synced for the CPU from its link's
- * device, and those that landed in a bounce buffer are copied to their
- * places.  Process context.
+ * device, unless the fetch did that before it ended (bounced rows).
+ * Process context.
  */
 void engram_replica_reap(struct engram_fetch *f)
 {
@@ -1068,18 +1145,9 @@ void engram_replica_reap(struct engram_fetch *f)
 		if (!p->link)
 			continue;	/* never sent */
 		engram_link_table_fetched(p->lt, p->error, p->wire_status, p->nr_rows, p->rtt_ns);
-		if (!p->error)
+		if (!p->error && !(f->rf->bounced && !f->rf->error))
 			engram_link_fetch_sync_rows(p);
 	}
-	/*
-	 * Copies only once every device's rows are the CPU's: a sync of a
-	 * row that shares a cache line with a copied one would otherwise
-	 * write the line back, or drop it, over the copy.
-	 */
-	list_for_each_entry(p, &f->rf->parts, part_node)
-		if (p->link && !p->error && p->bounce && p->nr_pieces &&
-		    p->pieces[0].buf == p->bounce)
-			engram_replica_unbounce(p);
 }
 
 /**

@@ -103,9 +103,10 @@ err_uncharge:
  * @out: the buffer, with one reference
  *
  * For a part whose rows a host writes into a buffer of their own, not
- * next to another part's (see replica.c): kernel pages, charged to no
- * process, DMA-mapped per device like a user buffer.  Zeroed, so that a
- * row a host does not write shows no kernel memory.  Process context.
+ * next to another part's (see replica.c): kernel pages, charged to the
+ * caller's memory cgroup, DMA-mapped per device like a user buffer.
+ * Zeroed, so that a row a host does not write shows no kernel memory.
+ * Process context.
  *
  * Return: 0, -EINVAL (empty or over ENGRAM_UBUF_MAX), or -ENOMEM.
  */
@@ -126,7 +127,7 @@ int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out)
 	if (!b->pages)
 		goto err;
 	for (i = 0; i < DIV_ROUND_UP(length, PAGE_SIZE); i++) {
-		b->pages[i] = alloc_page(GFP_KERNEL | __GFP_ZERO | __GFP_NOWARN);
+		b->pages[i] = alloc_page(GFP_KERNEL_ACCOUNT | __GFP_ZERO | __GFP_NOWARN);
 		if (!b->pages[i])
 			goto err;
 		b->nr_pages++;
@@ -140,6 +141,26 @@ err:
 	kvfree(b->pages);
 	kfree(b);
 	return -ENOMEM;
+}
+
+/**
+ * engram_ubuf_zero() - clear the start of a kernel buffer
+ * @b: an engram_ubuf_create_kernel() buffer, nothing on a wire
+ * @len: bytes from its start (at most its length)
+ *
+ * With the CPU, after the device's writes were synced for it; the next
+ * sync for a device writes the zeros back.  Any context.
+ */
+void engram_ubuf_zero(struct engram_ubuf *b, u64 len)
+{
+	unsigned long i;
+
+	for (i = 0; i < b->nr_pages && len; i++) {
+		u64 n = min_t(u64, len, PAGE_SIZE);
+
+		zero_user(b->pages[i], 0, n);
+		len -= n;
+	}
 }
 
 /**

@@ -30,7 +30,7 @@ check "links to both hosts over TCP" \
 	       '$ENGRAMCTL' link add tcp://192.0.3.3:18516@192.0.3.4 >/dev/null"
 all_up() { up 1 && up 2 && up 3 && up 4; }
 check "all four links come up" wait_for 300 all_up
-diag "seed $SEED, $SECS s, $NF fetchers (replay: SOAK_EXACT_SEED=$SEED make soak-exact)"
+diag "seed $SEED, $SECS s, $NF fetchers (replay: SOAK_EXACT_SEED=$SEED SOAK_EXACT_S=$SECS make soak-exact)"
 end=$((SECONDS + SECS))
 exact_links
 exact_fetchers "$NF" "$end"
