@@ -101,6 +101,10 @@ check "each host lists its shards with the rows it holds" wait_for 120 shards_se
 diag "link tables: $("$ENGRAMCTL" link tables 2>&1 | tr '\n' ' ')"
 check "a table in two shards over two hosts: 50,000 rows, two processes, exact" \
 	runs "${FS[@]}" --count 50000 --batch 288,49152 --procs 2 --timeout-ms 20000 --seed 11
+# The largest fetch there is, over RDMA alone: gathered parts of 7,943
+# rows at most (a bounce buffer each), 5 a shard.
+check "... and 65,536 rows in one fetch, the most a fetch takes: exact" \
+	runs "${FS[@]}" --count 131072 --batch 65536 --timeout-ms 20000 --seed 14
 check "each host answered its shard ($(lt_stat 1 sh fetches) and $(lt_stat 2 sh fetches) fetches)" \
 	test "$(lt_stat 1 sh fetches)" -gt 0 -a "$(lt_stat 2 sh fetches)" -gt 0
 out=$(runs "${FG[@]}" --rows-list 5,60000,100000 --timeout-ms 5000 --expect-errno ENXIO \
