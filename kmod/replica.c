@@ -379,7 +379,8 @@ static struct engram_fetch *engram_replica_part_again(struct engram_fetch *p)
  * in a buffer of its own, cut for the limits of that link.  Its host's
  * keys then reach these rows and nothing else of the fd's destination.
  */
-static int engram_replica_part_bounce(struct engram_fetch *p, const struct engram_replica_cand *c)
+static noinline_for_stack int engram_replica_part_bounce(struct engram_fetch *p,
+							  const struct engram_replica_cand *c)
 {
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_dest pd = { .len = (u64)p->nr_rows * ENGRAM_ROW_BYTES };
@@ -423,7 +424,8 @@ static int engram_replica_part_bounce(struct engram_fetch *p, const struct engra
  * from @p->first on, @p->span of them, in the ranges the fd's fetch holds
  * as its pieces) for the limits of one link.
  */
-static int engram_replica_part_cut(struct engram_fetch *p, const struct engram_replica_cand *c)
+static noinline_for_stack int engram_replica_part_cut(struct engram_fetch *p,
+						       const struct engram_replica_cand *c)
 {
 	struct engram_pieces_dest pd[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
@@ -541,8 +543,9 @@ static bool engram_replica_tried(struct engram_replica_fetch *rf, struct engram_
  * that lands on one replica after failing on another (@moved: its rows
  * failed on a replica before) is a failover there.
  */
-static int engram_replica_part_send(struct engram_replica_fetch *rf, struct engram_fetch *p,
-				    struct engram_replica_cand *c, unsigned int n, bool moved)
+static noinline_for_stack int
+engram_replica_part_send(struct engram_replica_fetch *rf, struct engram_fetch *p,
+			 struct engram_replica_cand *c, unsigned int n, bool moved)
 {
 	bool used[ENGRAM_REPLICA_MAX] = {};
 	int ret = -ENOTCONN;
@@ -880,9 +883,9 @@ static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c
  * Rows that fall in two or more ranges go as parts with row places: each
  * range's rows, in the fetch's order, cut into parts of its own.
  */
-static int engram_replica_parts_placed(struct engram_replica_fetch *rf,
-				       const struct engram_replica_cand *c, unsigned int n,
-				       unsigned int nr, struct engram_fetch **part, u32 *nparts)
+static noinline_for_stack int
+engram_replica_parts_placed(struct engram_replica_fetch *rf, const struct engram_replica_cand *c,
+			    unsigned int n, unsigned int nr, struct engram_fetch **part, u32 *nparts)
 {
 	struct engram_fetch *f = rf->f;
 	u32 k[ENGRAM_ROWMAP_MAX_RANGES], at[ENGRAM_ROWMAP_MAX_RANGES];

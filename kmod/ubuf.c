@@ -157,8 +157,10 @@ void engram_ubuf_zero(struct engram_ubuf *b, u64 len)
 
 	for (i = 0; i < b->nr_pages && len; i++) {
 		u64 n = min_t(u64, len, PAGE_SIZE);
+		void *p = kmap_local_page(b->pages[i]);
 
-		zero_user(b->pages[i], 0, n);
+		memset(p, 0, n);
+		kunmap_local(p);
 		len -= n;
 	}
 }
