@@ -884,8 +884,9 @@ static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c
  * range's rows, in the fetch's order, cut into parts of its own.
  */
 static noinline_for_stack int
-engram_replica_parts_placed(struct engram_replica_fetch *rf, const struct engram_replica_cand *c,
-			    unsigned int n, unsigned int nr, struct engram_fetch **part, u32 *nparts)
+engram_replica_parts_placed(struct engram_replica_fetch *rf,
+			    const struct engram_replica_cand *c, unsigned int n, unsigned int nr,
+			    struct engram_fetch **part, u32 *nparts)
 {
 	struct engram_fetch *f = rf->f;
 	u32 k[ENGRAM_ROWMAP_MAX_RANGES], at[ENGRAM_ROWMAP_MAX_RANGES];
