@@ -379,8 +379,8 @@ static struct engram_fetch *engram_replica_part_again(struct engram_fetch *p)
  * in a buffer of its own, cut for the limits of that link.  Its host's
  * keys then reach these rows and nothing else of the fd's destination.
  */
-static noinline_for_stack int engram_replica_part_bounce(struct engram_fetch *p,
-							  const struct engram_replica_cand *c)
+static noinline_for_stack int
+engram_replica_part_bounce(struct engram_fetch *p, const struct engram_replica_cand *c)
 {
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_dest pd = { .len = (u64)p->nr_rows * ENGRAM_ROW_BYTES };
@@ -424,8 +424,8 @@ static noinline_for_stack int engram_replica_part_bounce(struct engram_fetch *p,
  * from @p->first on, @p->span of them, in the ranges the fd's fetch holds
  * as its pieces) for the limits of one link.
  */
-static noinline_for_stack int engram_replica_part_cut(struct engram_fetch *p,
-						       const struct engram_replica_cand *c)
+static noinline_for_stack int
+engram_replica_part_cut(struct engram_fetch *p, const struct engram_replica_cand *c)
 {
 	struct engram_pieces_dest pd[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
