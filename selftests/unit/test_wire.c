@@ -972,7 +972,7 @@ static void expect_cat_bad(const struct engram_wire_table *tabs, u32 n, const ch
 	/* Force the bad bytes on the wire and check the parser's message. */
 	{
 		struct engram_wire_catalog_view v;
-		struct engram_wire_table ok[3];
+		static struct engram_wire_table ok[ENGRAM_MAX_TABLES];
 		u32 i;
 		int len;
 
@@ -1099,6 +1099,27 @@ static void test_catalog(void)
 	mktable(&tabs[1], "two", 5);
 	tabs[1].sha256[31] ^= 1;	/* same prefix, same generation */
 	expect_cat_bad(tabs, 2, "same identity", "two tables with one identity");
+	/* The sorted check: duplicates far apart among 256, and none among 256. */
+	for (i = 0; i < ENGRAM_MAX_TABLES; i++) {
+		char n[16];
+
+		snprintf(n, sizeof(n), "u%u", (i * 97) % ENGRAM_MAX_TABLES);
+		mktable(&tabs[i], n, 3000 + i);
+	}
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
+	tap_ok(len > 0 && !cat_parse(len, &v) && v.nr_entries == ENGRAM_MAX_TABLES,
+	       "256 entries of distinct names and identities pass");
+	memcpy(tabs[250].name, tabs[3].name, sizeof(tabs[3].name));
+	expect_cat_bad(tabs, ENGRAM_MAX_TABLES, "entries 3 and 250 are both 'u35'",
+		       "entries 3 and 250 of 256 with one name: both named");
+	snprintf(tabs[250].name, sizeof(tabs[250].name), "fresh");
+	memcpy(tabs[255].sha256, tabs[0].sha256, sizeof(tabs[0].sha256));
+	tabs[255].generation = tabs[0].generation;
+	expect_cat_bad(tabs, ENGRAM_MAX_TABLES, "entries 0 and 255 have the same identity",
+		       "entries 0 and 255 of 256 with one identity");
+	tabs[255].generation += ENGRAM_MAX_TABLES;
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &neg, 0, tabs, ENGRAM_MAX_TABLES);
+	tap_ok(len > 0 && !cat_parse(len, &v), "other generations, they pass");
 
 	/* Other fields. */
 	mktable(&tabs[0], "t", 1);
