@@ -74,6 +74,7 @@ bool engram_fault_client_req_fail(void);
 bool engram_fault_client_inv_fail(void);
 bool engram_fault_client_inv_flush(void);
 bool engram_fault_client_queue_unfit(void);
+bool engram_fault_server_catalog_repeat(void);
 unsigned int engram_fault_client_live_delay_ms(void);
 
 /* stats.c: counters are indexed by enum engram_stat. */

@@ -157,6 +157,28 @@ static struct engram_uint_param engram_fault_verify = {
 	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
 };
 
+static struct engram_uint_param engram_fault_cat_repeat = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
+};
+
+module_param_cb(fault_server_catalog_repeat, &engram_uint_param_ops,
+		&engram_fault_cat_repeat, 0644);
+MODULE_PARM_DESC(fault_server_catalog_repeat,
+		 "testing only: the next catalog an RDMA connection pushes goes N more times, back to back, as a host flooding its clients with catalogs (0-1000, default 0)");
+
+/**
+ * engram_fault_server_catalog_repeat() - must this pushed catalog go once more?
+ *
+ * Any context.  True (and counted) while fault_server_catalog_repeat is
+ * not 0, which it counts down.
+ *
+ * Return: true to send the same catalog again at once.
+ */
+bool engram_fault_server_catalog_repeat(void)
+{
+	return engram_fault_take(&engram_fault_cat_repeat.val);
+}
+
 module_param_cb(fault_verify_mismatch, &engram_uint_param_ops, &engram_fault_verify,
 		0644);
 MODULE_PARM_DESC(fault_verify_mismatch,

@@ -34,6 +34,8 @@
 #define ENGRAM_LINK_INV_GRACE_MS	1000
 /* How often the heartbeat worker looks while heartbeats are off. */
 #define ENGRAM_LINK_HB_IDLE_MS		1000
+/* The least time between two catalogs read (engram_link_cat_work()). */
+#define ENGRAM_LINK_CAT_MIN_MS		10
 
 static void engram_link_deadline_arm_locked(struct engram_link *l, ktime_t when);
 
@@ -117,6 +119,9 @@ static void engram_link_release(struct kref *ref)
 	ida_free(&engram_link_ida, l->id);
 	xa_destroy(&l->fetches);
 	kvfree(l->catalog);
+	kvfree(l->catalog_spare);
+	kvfree(l->cat_new);
+	kvfree(l->cat_read);
 	l->ops->free(l);
 }
 
@@ -541,7 +546,54 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 }
 
 /**
- * engram_link_hb_echo() - a HEARTBEAT came back
+ * engram_link_hb_parse() - read a HEARTBEAT's ticket
+ * @l: the link
+ * @buf: the frame
+ * @len: its length
+ * @ticket: the ticket it carries
+ *
+ * Return: 0, or -EPROTO for a malformed one (logged).
+ */
+int engram_link_hb_parse(struct engram_link *l, const void *buf, u32 len, u64 *ticket)
+{
+	char err[96];
+
+	if (engram_wire_simple_parse(buf, len, &l->neg, false, ENGRAM_WIRE_HEARTBEAT, ticket,
+				     err, sizeof(err))) {
+		pr_warn_ratelimited("link %u: bad heartbeat: %s\n", l->id, err);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/**
+ * engram_link_hb_answered() - the server echoed heartbeat @ticket
+ * @l: the link
+ * @ticket: the echo's ticket
+ *
+ * Return: true if it was the link's heartbeat on the wire, whose round
+ * trip is now known; false for another one (a transport that sends a
+ * heartbeat on several connections hears it more than once).
+ */
+bool engram_link_hb_answered(struct engram_link *l, u64 ticket)
+{
+	unsigned long flags;
+	bool ours;
+
+	spin_lock_irqsave(&l->lock, flags);
+	ours = l->hb_ticket && ticket == l->hb_ticket;
+	if (ours) {
+		l->hb_rtt_us = min_t(u64, ktime_us_delta(ktime_get(), l->hb_sent), U32_MAX);
+		l->have_hb_rtt = true;
+		l->hb_ticket = 0;
+		l->probe_since = 0;
+	}
+	spin_unlock_irqrestore(&l->lock, flags);
+	return ours;
+}
+
+/**
+ * engram_link_hb_echo() - a HEARTBEAT came back on a link of one connection
  * @l: the link
  * @buf: the frame
  * @len: its length
@@ -551,30 +603,75 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
  */
 int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len)
 {
+	u64 ticket;
+
+	if (engram_link_hb_parse(l, buf, len, &ticket))
+		return -EPROTO;
+	if (engram_link_hb_answered(l, ticket))
+		return 0;
+	pr_warn_ratelimited("link %u: heartbeat echo with unknown ticket %llu\n", l->id, ticket);
+	return -EPROTO;
+}
+
+/*
+ * Read the newest CATALOG a connection brought, in process context: a host
+ * may send one whenever it likes, as often as it likes, and checking 256
+ * entries is work that softirq and l->lock should not carry.  Entries are
+ * decoded into the spare array with no lock held, and the arrays swapped
+ * under l->lock, which every reader of the catalog holds.  Runs at most
+ * once every ENGRAM_LINK_CAT_MIN_MS; catalogs that come in between replace
+ * the one waiting, so only the newest is read.  The first one after a
+ * connect brings the link up.
+ */
+static void engram_link_cat_work(struct work_struct *work)
+{
+	struct engram_link *l = container_of(to_delayed_work(work), struct engram_link,
+					     cat_work);
+	struct engram_wire_catalog_view cat;
+	struct engram_wire_table *t;
 	unsigned long flags;
 	char err[96];
-	u64 ticket;
-	int ret = 0;
+	u32 i, len, gen;
+	bool stale;
+	u8 *buf;
 
-	if (engram_wire_simple_parse(buf, len, &l->neg, false, ENGRAM_WIRE_HEARTBEAT, &ticket,
-				     err, sizeof(err))) {
-		pr_warn_ratelimited("link %u: bad heartbeat: %s\n", l->id, err);
-		return -EPROTO;
+	spin_lock_irqsave(&l->cat_lock, flags);
+	len = l->cat_len;
+	gen = l->cat_gen;
+	buf = l->cat_new;
+	l->cat_new = l->cat_read;
+	l->cat_read = buf;
+	l->cat_len = 0;
+	l->cat_next = jiffies + msecs_to_jiffies(ENGRAM_LINK_CAT_MIN_MS);
+	spin_unlock_irqrestore(&l->cat_lock, flags);
+	if (!len)
+		return;
+	if (engram_wire_catalog_parse(buf, len, &l->neg, &cat, err, sizeof(err))) {
+		pr_warn_ratelimited("link %u: bad catalog: %s\n", l->id, err);
+		engram_link_fail_gen(l, gen, -EPROTO);
+		return;
 	}
+	for (i = 0; i < cat.nr_entries; i++)
+		engram_wire_catalog_get(&cat, i, &l->catalog_spare[i]);
+	engram_count(&l->stats, ENGRAM_STAT_CATALOGS);
+	engram_count(&engram_global_stats, ENGRAM_STAT_CATALOGS);
 	spin_lock_irqsave(&l->lock, flags);
-	if (l->hb_ticket && ticket == l->hb_ticket) {
-		l->hb_rtt_us = min_t(u64, ktime_us_delta(ktime_get(), l->hb_sent), U32_MAX);
-		l->have_hb_rtt = true;
-		l->hb_ticket = 0;
-		l->probe_since = 0;
-	} else {
-		ret = -EPROTO;
+	/* Of a connection that is gone: teardown emptied the catalog already. */
+	stale = !l->live || l->conn_gen != gen;
+	if (!stale) {
+		t = l->catalog;
+		l->catalog = l->catalog_spare;
+		l->catalog_spare = t;
+		l->nr_catalog = cat.nr_entries;
+	}
+	if (!stale && l->state == ENGRAM_LINK_CONNECTING) {
+		trace_engram_link_state(l->id, l->state, ENGRAM_LINK_UP, 0);
+		engram_event_link(ENGRAM_EVENT_LINK_STATE, l->id, l->url.text, ENGRAM_LINK_UP, 0);
+		l->state = ENGRAM_LINK_UP;
+		l->since = ktime_get();
+		l->backoff_ms = 0;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
-	if (ret)
-		pr_warn_ratelimited("link %u: heartbeat echo with unknown ticket %llu\n",
-				    l->id, ticket);
-	return ret;
 }
 
 /**
@@ -583,33 +680,34 @@ int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len)
  * @buf: the frame
  * @len: its length
  *
- * The first one after a connect brings the link up.
+ * Copied for engram_link_cat_work(), which reads it; any context.  The
+ * copy replaces a catalog still waiting to be read, which is counted.
  *
- * Return: 0 or -EPROTO.
+ * Return: 0, or -EPROTO for a frame longer than any catalog.
  */
 int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len)
 {
-	struct engram_wire_catalog_view cat;
-	unsigned long flags;
-	char err[96];
-	u32 i;
+	unsigned long flags, delay = 0;
+	bool waiting;
 
-	if (engram_wire_catalog_parse(buf, len, &l->neg, &cat, err, sizeof(err))) {
-		pr_warn_ratelimited("link %u: bad catalog: %s\n", l->id, err);
+	if (len > ENGRAM_WIRE_MAX_CATALOG_BYTES) {
+		pr_warn_ratelimited("link %u: bad catalog: %u bytes\n", l->id, len);
 		return -EPROTO;
 	}
-	spin_lock_irqsave(&l->lock, flags);
-	for (i = 0; i < cat.nr_entries; i++)
-		engram_wire_catalog_get(&cat, i, &l->catalog[i]);
-	l->nr_catalog = cat.nr_entries;
-	if (l->state == ENGRAM_LINK_CONNECTING && l->live) {
-		trace_engram_link_state(l->id, l->state, ENGRAM_LINK_UP, 0);
-		engram_event_link(ENGRAM_EVENT_LINK_STATE, l->id, l->url.text, ENGRAM_LINK_UP, 0);
-		l->state = ENGRAM_LINK_UP;
-		l->since = ktime_get();
-		l->backoff_ms = 0;
+	spin_lock_irqsave(&l->cat_lock, flags);
+	waiting = l->cat_len;
+	memcpy(l->cat_new, buf, len);
+	l->cat_len = len;
+	l->cat_gen = READ_ONCE(l->conn_gen);
+	if (time_before(jiffies, l->cat_next))
+		delay = l->cat_next - jiffies;
+	spin_unlock_irqrestore(&l->cat_lock, flags);
+	if (waiting) {
+		engram_count(&l->stats, ENGRAM_STAT_CATALOGS_REPLACED);
+		engram_count(&engram_global_stats, ENGRAM_STAT_CATALOGS_REPLACED);
+		return 0;
 	}
-	spin_unlock_irqrestore(&l->lock, flags);
+	queue_delayed_work(engram_link_wq, &l->cat_work, delay);
 	return 0;
 }
 
@@ -1205,6 +1303,9 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 		return NULL;
 	l->ops = ops;
 	l->catalog = kvcalloc(ENGRAM_MAX_TABLES, sizeof(*l->catalog), GFP_KERNEL);
+	l->catalog_spare = kvcalloc(ENGRAM_MAX_TABLES, sizeof(*l->catalog), GFP_KERNEL);
+	l->cat_new = kvmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
+	l->cat_read = kvmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
 	/*
 	 * Past the last id given, so that a script or a table opened through
 	 * a link that was deleted never meets another link under its id; only
@@ -1217,10 +1318,13 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 	if (id >= 0)
 		engram_link_next_id = id == INT_MAX ? 1 : id + 1;
 	mutex_unlock(&engram_link_id_mutex);
-	if (!l->catalog || id < 0) {
+	if (!l->catalog || !l->catalog_spare || !l->cat_new || !l->cat_read || id < 0) {
 		if (id >= 0)
 			ida_free(&engram_link_ida, id);
 		kvfree(l->catalog);
+		kvfree(l->catalog_spare);
+		kvfree(l->cat_new);
+		kvfree(l->cat_read);
 		ops->free(l);
 		return NULL;
 	}
@@ -1230,9 +1334,11 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 	mutex_init(&l->mutex);
 	init_rwsem(&l->conn_sem);
 	spin_lock_init(&l->lock);
+	spin_lock_init(&l->cat_lock);
 	xa_init_flags(&l->fetches, XA_FLAGS_LOCK_IRQ);
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);
 	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
+	INIT_DELAYED_WORK(&l->cat_work, engram_link_cat_work);
 	INIT_WORK(&l->down_work, engram_link_down_work);
 	INIT_DELAYED_WORK(&l->deadline_work, engram_link_deadline_work);
 	l->state = ENGRAM_LINK_CONNECTING;
@@ -1336,8 +1442,9 @@ void engram_link_stop(struct engram_link *l)
 	engram_link_teardown(l, -ESHUTDOWN);
 	engram_link_set_state(l, ENGRAM_LINK_DOWN, -ESHUTDOWN);
 	mutex_unlock(&l->mutex);
-	/* A CQ callback may have queued it again during the teardown. */
+	/* A CQ callback may have queued them again during the teardown. */
 	cancel_delayed_work_sync(&l->deadline_work);
+	cancel_delayed_work_sync(&l->cat_work);
 	cancel_work_sync(&l->down_work);
 	engram_link_bounce_drain(l);
 }

@@ -132,6 +132,18 @@ struct engram_link {
 
 	struct engram_wire_table *catalog;
 	u32 nr_catalog;
+	struct engram_wire_table *catalog_spare;	/* cat_work decodes into it */
+	/*
+	 * The newest CATALOG received and not read yet (under cat_lock), and
+	 * the buffer cat_work reads from; they swap at each read.
+	 */
+	spinlock_t cat_lock;
+	u8 *cat_new;
+	u8 *cat_read;
+	u32 cat_len;			/* of cat_new; 0: nothing waiting */
+	u32 cat_gen;			/* the connection it came on */
+	unsigned long cat_next;		/* jiffies: the earliest next read */
+	struct delayed_work cat_work;
 	struct xarray fetches;		/* ticket -> fetch on the wire */
 	unsigned int inflight;		/* fetches in it; written under lock */
 	u64 next_ticket;
@@ -168,6 +180,8 @@ void engram_link_fail(struct engram_link *l, int error);
 void engram_link_heard(struct engram_link *l);
 int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len);
+int engram_link_hb_parse(struct engram_link *l, const void *buf, u32 len, u64 *ticket);
+bool engram_link_hb_answered(struct engram_link *l, u64 ticket);
 struct engram_fetch *engram_link_claim(struct engram_link *l,
 				       const struct engram_wire_resp *resp, unsigned int queue);
 void engram_link_complete(struct engram_link *l, struct engram_fetch *f);

@@ -1017,6 +1017,9 @@ static void engram_serve_rdma_serve(struct engram_conn *conn)
 			if (engram_serve_rdma_cat_send(conn, 0, NULL))
 				return;
 			conn->cat_sent = true;
+			while (engram_fault_server_catalog_repeat())
+				if (engram_serve_rdma_cat_send(conn, 0, NULL))
+					return;
 		} else if (rx) {
 			engram_serve_rdma_handle_frame(conn, rx);
 		} else {

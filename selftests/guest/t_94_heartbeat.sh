@@ -7,6 +7,8 @@
 # TCP: a server that stops answering (its port dropped with tc) is noticed
 # by the heartbeat within heartbeat_timeout_ms, the link goes down with
 # ETIMEDOUT, and once traffic flows again it reconnects and is exact.
+# A host that sends its catalog 1,001 times back to back: every one is
+# taken, at most a quarter read (once per 10 ms), the link stays up.
 # (rxe delivers RDMA between two addresses of one host internally, below
 # tc, so only the TCP link can be cut off without touching the server.)
 # timeout: 600
@@ -38,6 +40,8 @@ SOFF=$(table_field hb scale_offset)
 FC=("$CHECK" --table hb --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS --timeout-ms 30000)
 fc() { "${FC[@]}" "$@"; }
+run_fc2() { local out rc; out=$("${FC2[@]}" --count 20000 --batch 4096 --seed 5 2>&1); rc=$?
+	echo "$out" | sed 's/^/# /'; return $rc; }
 run() { local out rc; out=$(fc "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
 wait_link() {	# wait_link ID SECONDS: the link is up and serves the table
 	local i
@@ -73,6 +77,29 @@ check "four processes fetching at once while heartbeats run every ${HB} ms: exac
 	run --count 40000 --batch 288,4096 --procs 4 --seed 1
 check "no heartbeat was missed under load" test "$(link_stat 1 heartbeats_missed)" -eq 0
 check "the link stayed on its first connection" test "$(lj 1 "k['connects']")" -eq 1
+
+# A host that floods its clients with catalogs: the client copies each as it
+# arrives and reads the newest at most once every 10 ms, in process context.
+c0=$(link_stat 1 catalogs) k0=$(link_stat 1 catalogs_replaced)
+check "the link counts the catalogs it read ($c0)" test "$c0" -ge 1
+echo 1000 > $P/fault_server_catalog_repeat
+"$ENGRAMCTL" load "$F" --tensor $PREFIX --name hb2 >/dev/null 2>&1
+check "a table loads while the host floods its catalog" test "$(table_state hb2)" = ready
+flood_sent() { test "$(cat $P/fault_server_catalog_repeat)" = 0; }
+for _ in $(seq 1 100); do flood_sent && break; sleep 0.2; done
+check "the host sent its catalog 1,000 times more" flood_sent
+FC2=("$CHECK" --table hb2 --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
+	--rows-total $ROWS --timeout-ms 30000 --link 1)
+for _ in $(seq 1 100); do "${FC2[@]}" --count 1 >/dev/null 2>&1 && break; sleep 0.2; done
+sleep 1
+dc=$(( $(link_stat 1 catalogs) - c0 )) dk=$(( $(link_stat 1 catalogs_replaced) - k0 ))
+diag "catalogs: $dc read, $dk replaced before being read"
+check "every catalog was taken, read or replaced ($dc + $dk >= 1001)" test $((dc + dk)) -ge 1001
+check "at most a quarter of them read: the newest, once per 10 ms ($dc)" \
+	test $((dc * 4)) -le $((dc + dk))
+check "the link stayed on its first connection through the flood" \
+	test "$(lj 1 "k['connects']")" -eq 1
+check "and serves the new table, exact" run_fc2
 
 # The server goes away: the link goes down, fetches fail at once.
 te0=$(link_stat 1 transport_errors)

@@ -77,6 +77,8 @@ static const struct {
 	[ENGRAM_STAT_FAILOVERS]		= { "failovers", STAT_COUNT },
 	[ENGRAM_STAT_SPLITS]		= { "splits", STAT_COUNT },
 	[ENGRAM_STAT_REFUSED_ROW_NOT_HELD]	= { "refused_row_not_held", STAT_COUNT },
+	[ENGRAM_STAT_CATALOGS]		= { "catalogs", STAT_COUNT },
+	[ENGRAM_STAT_CATALOGS_REPLACED]	= { "catalogs_replaced", STAT_COUNT },
 	[ENGRAM_STAT_SERVED_RDMA_ROWS]	= { "served_rdma_rows", STAT_COUNT },
 	[ENGRAM_STAT_SERVED_RDMA_CPU_NS] = { "served_rdma_cpu_ns", STAT_NS },
 	[ENGRAM_STAT_SERVED_TCP_ROWS]	= { "served_tcp_rows", STAT_COUNT },

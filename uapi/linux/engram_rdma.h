@@ -414,6 +414,9 @@ enum engram_stat {
 	ENGRAM_STAT_SPLITS,		/* parts of fetches split over replicas, sent here */
 	/* Refused for a row outside the host's shard (version 3), as REFUSED_*. */
 	ENGRAM_STAT_REFUSED_ROW_NOT_HELD,
+	/* client, per link (and summed module-wide) */
+	ENGRAM_STAT_CATALOGS,		/* CATALOGs read */
+	ENGRAM_STAT_CATALOGS_REPLACED,	/* replaced by a newer one before being read */
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
