@@ -38,6 +38,17 @@
 #define ENGRAM_LINK_EXTRA_RECVS		4
 /* Pages one MR maps at most, whatever the device allows. */
 #define ENGRAM_LINK_MR_PAGES		512
+/* Further queues are begun for this long after queue 0 connected. */
+#define ENGRAM_LINK_MORE_MS		(2 * ENGRAM_LINK_CM_TIMEOUT_MS)
+/*
+ * A receive takes any frame a server may send, up to a whole catalog
+ * (ENGRAM_WIRE_MAX_CATALOG_BYTES).  Not one kmalloc: that is an order-4
+ * allocation (64 KiB) per receive, 20 per queue, which a fragmented node
+ * may not give a reconnect.  Chunks of pages instead, of order 0 where the
+ * device has a receive SGE for each, each mapped for the device, and all
+ * vmap()ed into the one buffer the codec reads.
+ */
+#define ENGRAM_LINK_RECV_PAGES		DIV_ROUND_UP(ENGRAM_WIRE_MAX_CATALOG_BYTES, PAGE_SIZE)
 
 struct engram_link_rdma_q;
 
@@ -49,8 +60,10 @@ struct engram_link_rdma_recv {
 	u32 inv_rkey;
 	struct engram_link *link;
 	struct engram_link_rdma_q *q;
-	void *buf;
-	u64 dma;
+	void *buf;			/* vmap() of the chunks */
+	u32 synced;			/* bytes of the last frame synced for the CPU */
+	struct page *chunk[ENGRAM_LINK_RECV_PAGES];
+	u64 dma[ENGRAM_LINK_RECV_PAGES];
 };
 
 /*
@@ -85,6 +98,8 @@ struct engram_link_rdma_q {
 	enum ib_wc_status slot_reg_status;
 	struct ib_cqe hb_cqe;		/* the heartbeat SEND */
 	bool hb_busy;			/* the heartbeat SEND has not completed (link.lock) */
+	bool hb_out;			/* hb_ticket is unanswered (link.lock) */
+	u64 hb_ticket;			/* of the last heartbeat sent here (link.lock) */
 	void *hb_buf;
 	u64 hb_dma;
 	struct rdma_cm_id *cm_id;
@@ -97,6 +112,8 @@ struct engram_link_rdma_q {
 	struct list_head mrs;
 	struct engram_link_rdma_recv *recvs;
 	unsigned int nr_recvs;
+	unsigned int recv_order;	/* of each chunk of a receive */
+	unsigned int recv_chunks;	/* chunks (SGEs) of a receive */
 	/*
 	 * Being closed by the connect worker, which found it unfit (link.lock):
 	 * its disconnect is not a break of the link.
@@ -112,7 +129,6 @@ struct engram_link_rdma {
 	struct engram_link link;
 	struct engram_link_rdma_q q[ENGRAM_LINK_MAX_QUEUES];
 	unsigned int nr_q;		/* queues set up, q[0] first */
-	unsigned int hb_next;		/* the queue the next heartbeat goes on (link.lock) */
 	struct engram_link_rdma_slot *slots;
 	unsigned int nr_slots;
 	/*
@@ -363,21 +379,65 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 	return 0;
 }
 
+/*
+ * Sync the first @len bytes of a receive, for the CPU or back for the
+ * device: a 32-byte RESPONSE costs a sync of 32 bytes, not of a catalog.
+ */
+static void engram_link_rdma_recv_sync(struct engram_link_rdma_recv *r, u32 len, bool for_cpu)
+{
+	struct engram_link_rdma_q *q = r->q;
+	u32 cb = PAGE_SIZE << q->recv_order, n;
+	unsigned int c;
+
+	for (c = 0; len && c < q->recv_chunks; c++, len -= n) {
+		n = min(len, cb);
+		if (for_cpu)
+			ib_dma_sync_single_for_cpu(q->dev->ibdev, r->dma[c], n, DMA_FROM_DEVICE);
+		else
+			ib_dma_sync_single_for_device(q->dev->ibdev, r->dma[c], n,
+						      DMA_FROM_DEVICE);
+	}
+}
+
 static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r)
 {
 	struct engram_link_rdma_q *q = r->q;
+	struct ib_sge sge[ENGRAM_LINK_RECV_PAGES];
+	u32 left = ENGRAM_WIRE_MAX_CATALOG_BYTES;
+	u32 cb = PAGE_SIZE << q->recv_order;
 	struct ib_recv_wr wr = {};
-	struct ib_sge sge;
+	unsigned int c;
 
-	ib_dma_sync_single_for_device(q->dev->ibdev, r->dma,
-				      ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_FROM_DEVICE);
-	sge.addr = r->dma;
-	sge.length = ENGRAM_WIRE_MAX_CATALOG_BYTES;
-	sge.lkey = q->dev->pd->local_dma_lkey;
+	/* The CPU read no more than the last frame: nothing else is in its caches. */
+	engram_link_rdma_recv_sync(r, r->synced, false);
+	r->synced = 0;
+	for (c = 0; c < q->recv_chunks; c++) {
+		sge[c].addr = r->dma[c];
+		sge[c].length = min(left, cb);
+		sge[c].lkey = q->dev->pd->local_dma_lkey;
+		left -= sge[c].length;
+	}
 	wr.wr_cqe = &r->cqe;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	wr.sg_list = sge;
+	wr.num_sge = q->recv_chunks;
 	return engram_post_recv(q->qp, &wr, NULL);
+}
+
+/*
+ * Give a receive back to its queue, unless teardown has begun: the drain's
+ * marker must be the last receive posted on a queue, or one posted after
+ * it would complete into buffers teardown has freed.
+ */
+static int engram_link_rdma_repost(struct engram_link *l, struct engram_link_rdma_recv *r)
+{
+	unsigned long flags;
+	int ret = 0;
+
+	spin_lock_irqsave(&l->lock, flags);
+	if (l->live && !r->q->dropping)
+		ret = engram_link_rdma_post_recv(r);
+	spin_unlock_irqrestore(&l->lock, flags);
+	return ret;
 }
 
 static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdma_recv *r, u32 len);
@@ -398,8 +458,8 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	r->inv = wc->wc_flags & IB_WC_WITH_INVALIDATE;
 	r->inv_rkey = wc->ex.invalidate_rkey;
 	engram_link_heard(l);
-	ib_dma_sync_single_for_cpu(r->q->dev->ibdev, r->dma, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-				   DMA_FROM_DEVICE);
+	r->synced = min_t(u32, wc->byte_len, ENGRAM_WIRE_MAX_CATALOG_BYTES);
+	engram_link_rdma_recv_sync(r, r->synced, true);
 	/*
 	 * The server may send its catalog as soon as it sees our RTU, which
 	 * can be before the connect worker has read its hello: keep the
@@ -431,6 +491,30 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_link_rdma_frame(l, r, wc->byte_len);
 }
 
+/* A heartbeat came back: it must answer the one on the wire of its queue. */
+static int engram_link_rdma_hb_echo(struct engram_link *l, struct engram_link_rdma_recv *r,
+				    u32 len)
+{
+	struct engram_link_rdma_q *q = r->q;
+	unsigned long flags;
+	u64 ticket;
+	bool ours;
+
+	if (engram_link_hb_parse(l, r->buf, len, &ticket))
+		return -EPROTO;
+	spin_lock_irqsave(&l->lock, flags);
+	ours = q->hb_out && ticket == q->hb_ticket;
+	q->hb_out = false;
+	spin_unlock_irqrestore(&l->lock, flags);
+	if (!ours) {
+		pr_warn_ratelimited("link %u: heartbeat echo with unknown ticket %llu on queue %u\n",
+				    l->id, ticket, q->idx);
+		return -EPROTO;
+	}
+	engram_link_hb_answered(l, ticket);
+	return 0;
+}
+
 static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdma_recv *r, u32 len)
 {
 	struct engram_wire_hdr_info hdr;
@@ -452,13 +536,15 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 		ret = r->q->idx ? 0 : engram_link_frame_catalog(l, r->buf, len);
 		break;
 	case ENGRAM_WIRE_HEARTBEAT:
-		ret = engram_link_hb_echo(l, r->buf, len);
+		ret = engram_link_rdma_hb_echo(l, r, len);
 		break;
 	default:	/* the header check lets no other type reach a client */
 		ret = -EPROTO;
 		break;
 	}
-	if (ret || engram_link_rdma_post_recv(r))
+	if (!ret)
+		ret = engram_link_rdma_repost(l, r);
+	if (ret)
 		engram_link_rdma_break(l);
 }
 
@@ -550,17 +636,28 @@ static void engram_link_rdma_free_slots(struct engram_link_rdma *rl)
 	rl->nr_slots = 0;
 }
 
+static void engram_link_rdma_free_recv(struct engram_link_rdma_q *q,
+				       struct engram_link_rdma_recv *r)
+{
+	unsigned int c;
+
+	if (r->buf)
+		vunmap(r->buf);
+	for (c = 0; c < q->recv_chunks && r->chunk[c]; c++) {
+		if (r->dma[c])
+			ib_dma_unmap_page(q->dev->ibdev, r->dma[c], PAGE_SIZE << q->recv_order,
+					  DMA_FROM_DEVICE);
+		__free_pages(r->chunk[c], q->recv_order);
+	}
+}
+
 static void engram_link_rdma_free_bufs(struct engram_link_rdma_q *q)
 {
 	struct ib_device *ibdev = q->dev->ibdev;
 	unsigned int i;
 
-	for (i = 0; q->recvs && i < q->nr_recvs; i++) {
-		if (q->recvs[i].dma)
-			ib_dma_unmap_single(ibdev, q->recvs[i].dma,
-					    ENGRAM_WIRE_MAX_CATALOG_BYTES, DMA_FROM_DEVICE);
-		kfree(q->recvs[i].buf);
-	}
+	for (i = 0; q->recvs && i < q->nr_recvs; i++)
+		engram_link_rdma_free_recv(q, &q->recvs[i]);
 	kfree(q->recvs);
 	q->recvs = NULL;
 	if (q->hb_dma)
@@ -643,10 +740,33 @@ static void engram_link_rdma_teardown(struct engram_link *l, int error)
 	rl->early_draining = false;
 }
 
+static int engram_link_rdma_alloc_recv(struct engram_link_rdma_q *q,
+				       struct engram_link_rdma_recv *r)
+{
+	struct page *pages[ENGRAM_LINK_RECV_PAGES];
+	unsigned int c, k, n = 0;
+
+	for (c = 0; c < q->recv_chunks; c++) {
+		r->chunk[c] = alloc_pages(GFP_KERNEL, q->recv_order);
+		if (!r->chunk[c])
+			return -ENOMEM;
+		r->dma[c] = engram_dma_map_page(q->dev->ibdev, r->chunk[c], 0,
+						PAGE_SIZE << q->recv_order, DMA_FROM_DEVICE);
+		if (engram_dma_mapping_error(q->dev->ibdev, r->dma[c])) {
+			r->dma[c] = 0;
+			return -ENOMEM;
+		}
+		for (k = 0; k < (1U << q->recv_order) && n < ENGRAM_LINK_RECV_PAGES; k++)
+			pages[n++] = r->chunk[c] + k;
+	}
+	r->buf = vmap(pages, n, VM_MAP, PAGE_KERNEL);
+	return r->buf ? 0 : -ENOMEM;
+}
+
 static int engram_link_rdma_alloc_recvs(struct engram_link_rdma_q *q)
 {
-	struct ib_device *ibdev = q->dev->ibdev;
 	unsigned int i;
+	int ret;
 
 	q->nr_recvs = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
 	q->recvs = kcalloc(q->nr_recvs, sizeof(*q->recvs), GFP_KERNEL);
@@ -658,15 +778,9 @@ static int engram_link_rdma_alloc_recvs(struct engram_link_rdma_q *q)
 		r->link = q->link;
 		r->q = q;
 		r->cqe.done = engram_link_rdma_recv_done;
-		r->buf = kmalloc(ENGRAM_WIRE_MAX_CATALOG_BYTES, GFP_KERNEL);
-		if (!r->buf)
-			return -ENOMEM;
-		r->dma = engram_dma_map_single(ibdev, r->buf, ENGRAM_WIRE_MAX_CATALOG_BYTES,
-					       DMA_FROM_DEVICE);
-		if (engram_dma_mapping_error(ibdev, r->dma)) {
-			r->dma = 0;
-			return -ENOMEM;
-		}
+		ret = engram_link_rdma_alloc_recv(q, r);
+		if (ret)
+			return ret;
 	}
 	return 0;
 }
@@ -835,7 +949,13 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 	init.cap.max_send_wr = sq;
 	init.cap.max_recv_wr = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + 1;
 	init.cap.max_send_sge = 1;
-	init.cap.max_recv_sge = 1;
+	/* Chunks of a receive: as small as the device's receive SGEs allow. */
+	q->recv_order = 0;
+	while (DIV_ROUND_UP(ENGRAM_LINK_RECV_PAGES, 1U << q->recv_order) >
+	       max(ibdev->attrs.max_recv_sge, 1))
+		q->recv_order++;
+	q->recv_chunks = DIV_ROUND_UP(ENGRAM_LINK_RECV_PAGES, 1U << q->recv_order);
+	init.cap.max_recv_sge = q->recv_chunks;
 	init.sq_sig_type = IB_SIGNAL_REQ_WR;
 	init.qp_type = IB_QPT_RC;
 	ret = engram_create_qp(q->cm_id, q->dev->pd, &init);
@@ -864,6 +984,7 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 		return -ENOMEM;
 	}
 	q->hb_busy = false;
+	q->hb_out = false;
 	for (i = 0; i < q->nr_recvs; i++) {
 		ret = engram_link_rdma_post_recv(&q->recvs[i]);
 		if (ret)
@@ -986,12 +1107,24 @@ static int engram_link_rdma_connect_q(struct engram_link_rdma_q *q,
 static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int want)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned long end = jiffies + msecs_to_jiffies(ENGRAM_LINK_MORE_MS);
 	struct engram_wire_params answer;
 	struct engram_link_rdma_q *q;
 	unsigned long flags;
 	int ret;
 
 	while (rl->nr_q < want) {
+		/*
+		 * Queue 0 sends nothing until the link is live, and the
+		 * server closes a connection it has not heard from for its
+		 * idle timeout (30 s by default): each further queue takes up
+		 * to three CM timeouts, so no more are begun after this long.
+		 */
+		if (time_after(jiffies, end)) {
+			pr_warn_ratelimited("link %u: %u of %u queues connected in %u ms; going on with them\n",
+					    l->id, rl->nr_q, want, ENGRAM_LINK_MORE_MS);
+			return;
+		}
 		q = &rl->q[rl->nr_q];
 		ret = engram_link_rdma_connect_q(q, &answer);
 		/* Another route or other limits: not a queue of the same connection. */
@@ -1212,29 +1345,14 @@ err_pieces:
 	return ret;
 }
 
-/*
- * The RDMA transport's heartbeat: a SEND of the header from its queue's own
- * buffer, on each queue in turn, so that every queue's connection is heard
- * by the server's idle timeout and probed for a silent break.
- */
-static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
+/* One queue's heartbeat: a SEND of the header from the queue's own buffer. */
+static int engram_link_rdma_hb_send(struct engram_link *l, struct engram_link_rdma_q *q,
+				    u64 ticket)
 {
-	struct engram_link_rdma *rl = engram_link_rdma_of(l);
-	struct engram_link_rdma_q *q;
 	struct ib_send_wr wr = {};
-	unsigned long flags;
 	struct ib_sge sge;
 	int len;
 
-	spin_lock_irqsave(&l->lock, flags);
-	q = &rl->q[rl->hb_next % rl->nr_q];
-	if (q->hb_busy) {
-		spin_unlock_irqrestore(&l->lock, flags);
-		return -EBUSY;
-	}
-	q->hb_busy = true;
-	rl->hb_next++;
-	spin_unlock_irqrestore(&l->lock, flags);
 	len = engram_wire_simple_encode(q->hb_buf, ENGRAM_WIRE_HDR_BYTES, &l->neg,
 					ENGRAM_WIRE_HEARTBEAT, ticket);
 	if (WARN_ON_ONCE(len < 0))
@@ -1249,6 +1367,43 @@ static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
 	wr.sg_list = &sge;
 	wr.num_sge = 1;
 	return engram_post_send(q->qp, &wr, NULL) ? -EIO : 0;
+}
+
+/*
+ * The RDMA transport's heartbeat goes on every queue, so that each queue's
+ * connection is heard within the server's idle timeout and probed for a
+ * silent break whatever link_queues is: in turn, with 8 queues and
+ * heartbeat_ms=4000, each would be heard every 32 s, past the server's
+ * default 30 s.  A queue whose last one is still unanswered is passed
+ * over: the server keeps one spare receive for it.
+ */
+static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
+{
+	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	struct engram_link_rdma_q *q;
+	unsigned int i, sent = 0;
+	unsigned long flags;
+	bool skip;
+	int ret;
+
+	for (i = 0; i < rl->nr_q; i++) {
+		q = &rl->q[i];
+		spin_lock_irqsave(&l->lock, flags);
+		skip = q->hb_busy || q->hb_out;
+		if (!skip) {
+			q->hb_busy = true;
+			q->hb_out = true;
+			q->hb_ticket = ticket;
+		}
+		spin_unlock_irqrestore(&l->lock, flags);
+		if (skip)
+			continue;
+		ret = engram_link_rdma_hb_send(l, q, ticket);
+		if (ret)
+			return ret;
+		sent++;
+	}
+	return sent ? 0 : -EBUSY;
 }
 
 /* Give a finished fetch's MRs back to its queue's pool; l->lock held. */

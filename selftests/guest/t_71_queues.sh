@@ -14,6 +14,8 @@
 #   whole link: ECONNRESET, then it reconnects with both queues, exact;
 # - a server that refuses the second connection (rdma_max_conns_per_peer=1)
 #   leaves the link on one queue, logged, exact;
+# - with four queues, heartbeat_ms=500 and the host's rdma_idle_timeout_ms
+#   1500, no queue is closed idle: heartbeats go on every queue;
 # - link del and rmmod with both queues live are clean.
 # timeout: 300
 # kernels: 6.12 debug
@@ -147,6 +149,30 @@ check "on one queue, connected once: closing the unfit queue broke nothing" \
 check "its fetches are exact" run "${FC[@]}" --link "$ID" --procs 2 --count 5760 --batch 288 --seed 6
 "$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
 check "link del closes it" wait_for 20 conns_are 0
+
+# --- every queue is heard within the host's idle timeout -----------------------
+# Heartbeats go on every queue: in turn, four queues with heartbeat_ms=500
+# would each be heard every 2 s, past rdma_idle_timeout_ms=1500.
+echo 4 > $P/link_queues
+echo 1500 > $P/rdma_idle_timeout_ms
+echo 500 > $P/heartbeat_ms
+ic0=$(stat_global idle_closes)
+ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+check "with link_queues=4 the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "on four queues" test "$(link_field "$ID" queues)" = 4
+c0=$(link_field "$ID" connects)
+sleep 6
+check "6 s idle, heartbeat_ms=500, rdma_idle_timeout_ms=1500: no queue closed idle ($(stat_global idle_closes) from $ic0)" \
+	test "$(stat_global idle_closes)" = "$ic0"
+check "the link stayed on its connection" test "$(link_field "$ID" connects)" = "$c0"
+check "the host holds four connections" conns_are 4
+check "its fetches are exact" run "${FC[@]}" --link "$ID" --procs 2 --count 5760 --batch 288 --seed 7
+"$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
+check "link del closes them" wait_for 20 conns_are 0
+echo 2 > $P/link_queues
+echo 30000 > $P/rdma_idle_timeout_ms
+echo 1000 > $P/heartbeat_ms
 
 # --- unload with both queues live ---------------------------------------------
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
