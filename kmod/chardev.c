@@ -17,6 +17,7 @@
 #include <linux/xarray.h>
 
 #include "client.h"
+#include "cost.h"
 #include "link_table.h"
 #include "pieces.h"
 #include "replica.h"
@@ -400,6 +401,7 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 		return -EINVAL;
 	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows)
 		return -EINVAL;
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
 	f = kzalloc(sizeof(*f), GFP_KERNEL);
 	if (!f)
 		return -ENOMEM;
@@ -423,6 +425,7 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	ret = -EMFILE;
 	if (ef->nr_fetches >= ENGRAM_FILE_MAX_FETCHES)
 		goto err;
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
 	f->rows = kvmalloc_array(a->nr_rows, sizeof(*f->rows), GFP_KERNEL);
 	ret = -ENOMEM;
 	if (!f->rows)

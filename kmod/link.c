@@ -22,6 +22,7 @@
 #include <linux/xarray.h>
 
 #include "compat.h"
+#include "cost.h"
 #include "event.h"
 #include "pieces.h"
 #include "inject.h"
@@ -421,6 +422,8 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f)
 	int ret;
 
 	spin_lock_irqsave(&l->lock, flags);
+	/* Counted as an allocation: a store may allocate nodes of the index. */
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
 	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
 	if (!ret) {
 		l->inflight++;

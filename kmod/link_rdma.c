@@ -31,6 +31,7 @@
 #include <rdma/mr_pool.h>
 #include <rdma/rdma_cm.h>
 
+#include "cost.h"
 #include "inject.h"
 #include "link.h"
 
@@ -207,6 +208,7 @@ static void engram_link_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q, reg_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fail_wc(q->link, wc, "memory registration");
 }
@@ -246,6 +248,7 @@ static void engram_link_rdma_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, send_cqe);
 	struct engram_link *l = f->link;
 
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fetch_wc_failed(l, f, wc, "request send");
 	engram_link_rdma_wire_put(l, f);
@@ -275,6 +278,7 @@ static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, inv_cqe);
 	struct engram_link *l = f->link;
 
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fetch_wc_failed(l, f, wc, "invalidation");
 	engram_link_rdma_wire_put(l, f);
@@ -310,6 +314,7 @@ static int engram_link_rdma_invalidate(struct engram_link *l, struct engram_fetc
 		wrs[i].send_flags = IB_SEND_SIGNALED;
 		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
 	}
+	engram_cost_post_send(false, wrs);
 	ret = engram_fault_client_inv_fail() ? -EIO : engram_post_send(q->qp, wrs, NULL);
 	if (ret)
 		engram_link_wire_broken_locked(l, f, -ECONNRESET);
@@ -420,6 +425,7 @@ static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r)
 	wr.wr_cqe = &r->cqe;
 	wr.sg_list = sge;
 	wr.num_sge = q->recv_chunks;
+	engram_cost_post_recv(false);
 	return engram_post_recv(q->qp, &wr, NULL);
 }
 
@@ -451,6 +457,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	unsigned long flags;
 	int ret;
 
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
 	if (wc->status != IB_WC_SUCCESS) {
 		engram_link_rdma_fail_wc(l, wc, "receive");
 		return;
@@ -1236,6 +1243,7 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 	}
 	if (engram_fault_client_req_fail())
 		return -EIO;
+	engram_cost_post_send(false, &regs[0].wr);
 	return engram_post_send(q->qp, &regs[0].wr, NULL);
 }
 

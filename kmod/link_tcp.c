@@ -28,6 +28,7 @@
 #include <net/sock.h>
 #include <net/tcp.h>
 
+#include "cost.h"
 #include "inject.h"
 #include "link.h"
 
@@ -224,7 +225,8 @@ static int engram_link_tcp_submit(struct engram_link *l, struct engram_fetch *f)
 	spin_lock_irqsave(&l->lock, flags);
 	list_add_tail(&r->node, &tl->tx_queue);
 	spin_unlock_irqrestore(&l->lock, flags);
-	queue_work(engram_link_tcp_rx_wq, &tl->tx_work);
+	if (queue_work(engram_link_tcp_rx_wq, &tl->tx_work))
+		engram_cost_inc(ENGRAM_STAT_CLIENT_WORK_ITEMS);
 	return 0;		/* tracked: the fetch completes, with its error if any */
 }
 

@@ -13,6 +13,7 @@
 #include <net/netlink.h>
 
 #include "compat.h"
+#include "cost.h"
 #include "engram.h"
 #include "event.h"
 #include "prefix.h"
@@ -554,6 +555,7 @@ static int engram_netlink_stats_get(struct sk_buff *skb, struct genl_info *info)
 		return engram_netlink_refused(ret);
 	}
 	engram_stats_counters_snapshot(&engram_global_stats, vals);
+	engram_cost_snapshot(vals);
 	engram_table_totals(&vals[ENGRAM_STAT_TABLES], &vals[ENGRAM_STAT_PINNED_BYTES]);
 
 	msg = genlmsg_new(NLMSG_GOODSIZE, GFP_KERNEL);

@@ -32,11 +32,12 @@
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
 #include <linux/atomic.h>
-#include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/slab.h>
 #include <linux/string.h>
 #include <linux/workqueue.h>
 
+#include "cost.h"
 #include "link_table.h"
 #include "pieces.h"
 #include "replica.h"
@@ -56,7 +57,9 @@ struct engram_replica_member {
 	struct engram_link *link;	/* held */
 	u64 held_first;
 	u64 held_rows;
+	u64 generation;			/* of the link's entry, for its name */
 	struct engram_link_table *lt;	/* held, or NULL */
+	bool tried;			/* lt was looked for (engram_replica_lt_fill()) */
 };
 
 /**
@@ -68,15 +71,17 @@ struct engram_replica_member {
  * @lock: guards @m and @nr
  * @m: the links that served it so far, for the per-table counters
  * @nr: entries in @m
+ * @lt_work: finds the counters of members added on the fetch path
  */
 struct engram_replica {
 	char name[ENGRAM_NAME_MAX];
 	struct engram_table_ident id;
 	u64 rows;
 	atomic_t turn;
-	struct mutex lock;		/* @m and @nr */
+	spinlock_t lock;		/* @m and @nr */
 	struct engram_replica_member m[ENGRAM_REPLICA_MAX];
 	unsigned int nr;
+	struct work_struct lt_work;
 };
 
 /**
@@ -126,19 +131,62 @@ static void engram_replica_put_cands(struct engram_replica_cand *c, unsigned int
 }
 
 /*
- * The table's counters for the rows @c holds on its link: found, or made
- * once per link and rows held, under the name that link's catalog gives
- * them (a sleeping lock).
+ * Find or make the counters of every member that has none yet, under the
+ * name its link's catalog gives the table.  That takes the links' and the
+ * link tables' mutexes and allocates, so it runs at open and from
+ * @lt_work, never on the fetch path.
+ */
+static void engram_replica_lt_fill(struct engram_replica *rg)
+{
+	struct engram_replica_member *m;
+	struct engram_link_table *lt;
+	char name[ENGRAM_NAME_MAX];
+	unsigned long flags;
+	unsigned int i;
+
+	for (;;) {
+		spin_lock_irqsave(&rg->lock, flags);
+		for (i = 0; i < rg->nr && rg->m[i].tried; i++)
+			;
+		if (i == rg->nr) {
+			spin_unlock_irqrestore(&rg->lock, flags);
+			return;
+		}
+		m = &rg->m[i];
+		m->tried = true;
+		spin_unlock_irqrestore(&rg->lock, flags);
+		/* Only this function writes a tried member's fields, one call at a time. */
+		strscpy(name, rg->name, sizeof(name));
+		engram_link_admin_entry_name(m->link, m->generation, name);
+		lt = engram_link_table_get(m->link, name, rg->id.sha256, rg->id.weight_offset);
+		spin_lock_irqsave(&rg->lock, flags);
+		m->lt = lt;
+		spin_unlock_irqrestore(&rg->lock, flags);
+	}
+}
+
+static void engram_replica_lt_work(struct work_struct *work)
+{
+	engram_replica_lt_fill(container_of(work, struct engram_replica, lt_work));
+}
+
+/*
+ * The table's counters for the rows @c holds on its link.  A link and
+ * rows held not seen before become a member here, whose counters
+ * engram_replica_lt_fill() finds: at once if @may_sleep (at open), else
+ * from a work item, and meanwhile this part is counted on its link only.
  */
 static struct engram_link_table *engram_replica_lt(struct engram_replica *rg,
-						   const struct engram_replica_cand *c)
+						   const struct engram_replica_cand *c,
+						   bool may_sleep)
 {
 	struct engram_replica_member *m;
 	struct engram_link_table *lt = NULL;
-	char name[ENGRAM_NAME_MAX];
+	unsigned long flags;
+	bool added = false;
 	unsigned int i;
 
-	mutex_lock(&rg->lock);
+	spin_lock_irqsave(&rg->lock, flags);
 	for (i = 0; i < rg->nr; i++) {
 		m = &rg->m[i];
 		if (m->link == c->link && m->held_first == c->held_first &&
@@ -148,18 +196,24 @@ static struct engram_link_table *engram_replica_lt(struct engram_replica *rg,
 		}
 	}
 	if (rg->nr < ARRAY_SIZE(rg->m)) {
-		strscpy(name, rg->name, sizeof(name));
-		engram_link_admin_entry_name(c->link, c->generation, name);
 		m = &rg->m[rg->nr++];
 		engram_link_get(c->link);
 		m->link = c->link;
 		m->held_first = c->held_first;
 		m->held_rows = c->held_rows;
-		lt = engram_link_table_get(c->link, name, rg->id.sha256, rg->id.weight_offset);
-		m->lt = lt;
+		m->generation = c->generation;
+		m->lt = NULL;
+		m->tried = false;
+		added = true;
 	}
 out:
-	mutex_unlock(&rg->lock);
+	spin_unlock_irqrestore(&rg->lock, flags);
+	if (added && may_sleep) {
+		engram_replica_lt_fill(rg);
+		return engram_replica_lt(rg, c, false);
+	}
+	if (added && queue_work(system_unbound_wq, &rg->lt_work))
+		engram_cost_inc(ENGRAM_STAT_CLIENT_WORK_ITEMS);
 	return lt;
 }
 
@@ -210,14 +264,15 @@ struct engram_replica *engram_replica_open(u32 flags, const char *name, const u8
 		engram_replica_put_cands(c, n);
 		return ERR_PTR(-ENOMEM);
 	}
-	mutex_init(&rg->lock);
+	spin_lock_init(&rg->lock);
+	INIT_WORK(&rg->lt_work, engram_replica_lt_work);
 	strscpy(rg->name, out->name, sizeof(rg->name));
 	rg->id = id;
 	rg->rows = out->rows;
 	*max_rows = 0;
 	for (i = 0; i < n; i++) {
 		*max_rows = max(*max_rows, c[i].max_rows);
-		engram_replica_lt(rg, &c[i]);
+		engram_replica_lt(rg, &c[i], true);
 	}
 	*first_link = engram_link_id(c[0].link);
 	engram_replica_put_cands(c, n);
@@ -234,11 +289,11 @@ void engram_replica_close(struct engram_replica *rg)
 
 	if (!rg)
 		return;
+	cancel_work_sync(&rg->lt_work);
 	for (i = 0; i < rg->nr; i++) {
 		engram_link_table_put(rg->m[i].lt);
 		engram_link_put(rg->m[i].link);
 	}
-	mutex_destroy(&rg->lock);
 	kfree(rg);
 }
 
@@ -251,10 +306,11 @@ void engram_replica_close(struct engram_replica *rg)
 struct engram_link_table *engram_replica_first_lt(struct engram_replica *rg)
 {
 	struct engram_link_table *lt;
+	unsigned long flags;
 
-	mutex_lock(&rg->lock);
+	spin_lock_irqsave(&rg->lock, flags);
 	lt = rg->nr ? rg->m[0].lt : NULL;
-	mutex_unlock(&rg->lock);
+	spin_unlock_irqrestore(&rg->lock, flags);
 	return lt;
 }
 
@@ -288,7 +344,10 @@ static void engram_replica_part_free(struct engram_fetch *p)
 
 static struct engram_fetch *engram_replica_part_alloc(struct engram_fetch *f)
 {
-	struct engram_fetch *p = kzalloc(sizeof(*p), GFP_KERNEL);
+	struct engram_fetch *p;
+
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
+	p = kzalloc(sizeof(*p), GFP_KERNEL);
 
 	if (!p)
 		return NULL;
@@ -588,7 +647,7 @@ engram_replica_part_send(struct engram_replica_fetch *rf, struct engram_fetch *p
 		engram_link_get(c[best].link);
 		p->link = c[best].link;
 		p->generation = c[best].generation;
-		p->lt = engram_replica_lt(rf->rg, &c[best]);
+		p->lt = engram_replica_lt(rf->rg, &c[best], false);
 		p->error = 0;
 		p->wire_status = ENGRAM_WIRE_OK;
 		ret = engram_link_submit(p->link, p);
@@ -712,7 +771,8 @@ static void engram_replica_end(struct engram_replica_fetch *rf)
 	later = rf->bounced;
 	if (later) {
 		rf->finishing = true;
-		queue_work(system_unbound_wq, &rf->work);
+		if (queue_work(system_unbound_wq, &rf->work))
+			engram_cost_inc(ENGRAM_STAT_CLIENT_WORK_ITEMS);
 	}
 	spin_unlock_irqrestore(&rf->lock, flags);
 	if (!later)
@@ -755,7 +815,8 @@ static void engram_replica_part_done(struct engram_fetch *p)
 		 * Queued under the lock: once unlocked, a running work item
 		 * may settle these rows, end the fetch and let it be freed.
 		 */
-		queue_work(system_unbound_wq, &rf->work);
+		if (queue_work(system_unbound_wq, &rf->work))
+			engram_cost_inc(ENGRAM_STAT_CLIENT_WORK_ITEMS);
 	} else {
 		last = engram_replica_settle_locked(rf, p, p->error);
 	}
@@ -911,6 +972,7 @@ engram_replica_parts_placed(struct engram_replica_fetch *rf,
 	}
 	if (total > ENGRAM_REPLICA_MAX_PARTS)
 		return -E2BIG;
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
 	rf->rows = kvmalloc_array(f->nr_rows, 2 * sizeof(u32), GFP_KERNEL);
 	if (!rf->rows)
 		return -ENOMEM;
@@ -1005,6 +1067,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c), &up);
 	if (!n)
 		return up ? -ESTALE : -ENOTCONN;	/* links, but none serves it now */
+	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
 	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
 	if (!rf) {
 		engram_replica_put_cands(c, n);

@@ -33,6 +33,7 @@
 #include <linux/mutex.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/clock.h>
 #include <linux/sizes.h>
 #include <linux/slab.h>
 #include <linux/spinlock.h>
@@ -47,6 +48,7 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_cm.h>
 
+#include "cost.h"
 #include "cover.h"
 #include "engram.h"
 #include "inject.h"
@@ -192,6 +194,8 @@ static int engram_serve_rdma_post(struct engram_conn *conn, struct ib_send_wr *f
 	conn->sq_free -= nr;
 	conn->sig[conn->sig_tail] = nr;
 	conn->sig_tail = (conn->sig_tail + 1) % conn->sig_size;
+	engram_cost_inc(ENGRAM_STAT_HOST_POSTS);
+	engram_cost_add(ENGRAM_STAT_HOST_WRS, nr);
 	ret = engram_post_send(conn->qp, first, &bad);
 	if (ret && bad == first) {
 		/* Nothing went out: nothing will complete for it. */
@@ -277,6 +281,7 @@ static int __engram_serve_rdma_rx_post(struct engram_conn *conn, struct engram_r
 	};
 
 	engram_serve_rdma_rx_sync(conn, rx, false);
+	engram_cost_post_recv(true);
 	return engram_post_recv(conn->qp, &wr, NULL);
 }
 
@@ -308,6 +313,7 @@ static void engram_serve_rdma_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_conn *conn = rx->conn;
 	unsigned long flags;
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	if (unlikely(wc->status != IB_WC_SUCCESS)) {
 		engram_serve_rdma_wc_failed(conn, wc, "receive");
 		return;
@@ -326,7 +332,8 @@ static void engram_serve_rdma_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 		if (rx->is_req)
 			rx->busy = ++conn->inflight > conn->neg.max_inflight;
 		list_add_tail(&rx->node, &conn->rx_pending);
-		queue_work(engram_serve_rdma_wq, &conn->work);
+		if (queue_work(engram_serve_rdma_wq, &conn->work))
+			engram_cost_inc(ENGRAM_STAT_HOST_WORK_ITEMS);
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 }
@@ -345,6 +352,7 @@ static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_conn *conn = c->conn;
 	unsigned long flags;
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	engram_serve_rdma_sig_complete(conn);
 	spin_lock_irqsave(&conn->lock, flags);
 	c->in_flight = false;
@@ -353,8 +361,8 @@ static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 		WRITE_ONCE(conn->last_rx, jiffies);
 	list_add_tail(&c->node, &conn->ctrl_done);
 	/* The hold is dropped in process context; at teardown the release does it. */
-	if (c->t && !conn->closing)
-		queue_work(engram_serve_rdma_wq, &conn->reap_work);
+	if (c->t && !conn->closing && queue_work(engram_serve_rdma_wq, &conn->reap_work))
+		engram_cost_inc(ENGRAM_STAT_HOST_WORK_ITEMS);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	wake_up_all(&conn->sq_wait);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
@@ -365,6 +373,7 @@ static void engram_serve_rdma_cat_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, cat_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	engram_serve_rdma_sig_complete(conn);
 	WRITE_ONCE(conn->cat_busy, false);
 	wake_up_all(&conn->sq_wait);
@@ -376,6 +385,7 @@ static void engram_serve_rdma_chain_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, chain_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	engram_serve_rdma_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
 		engram_serve_rdma_wc_failed(conn, wc, "RDMA WRITE");
@@ -385,6 +395,7 @@ static void engram_serve_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	engram_serve_rdma_sig_complete(conn);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
 		engram_serve_rdma_wc_failed(conn, wc, "registering receive buffers");
@@ -394,6 +405,7 @@ static void engram_serve_rdma_reg_err_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, reg_err_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_serve_rdma_wc_failed(conn, wc, "registering a receive buffer");
 }
@@ -403,6 +415,7 @@ static void engram_serve_rdma_write_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_conn *conn = container_of(wc->wr_cqe, struct engram_conn, write_cqe);
 
+	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_serve_rdma_wc_failed(conn, wc, "RDMA WRITE");
 }
@@ -896,7 +909,11 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 	int st, len;
 
 	if (is_req) {
+		u64 t0 = local_clock();
+
 		engram_serve_rdma_handle_request(conn, &rx);
+		engram_cost_inc(ENGRAM_STAT_HOST_REQUESTS);
+		engram_cost_add(ENGRAM_STAT_HOST_REQUEST_NS, local_clock() - t0);
 		goto out;
 	}
 	st = engram_wire_hdr_check(rx->buf, rx->len, &conn->neg, true, false, &h,

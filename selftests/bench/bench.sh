@@ -27,6 +27,11 @@
 #     table opened on no link (link 0), which both links serve, and which
 #     link took them;
 #   - libengram's local reader (pread with O_DIRECT) on the same rows;
+#   - what a fetch costs, in counts of work per fetch (case "cost"): the
+#     module's posts, work requests, completions, work items, allocations
+#     and host time per request, softirqs, interrupts and context switches,
+#     for 1, 288, 4,096 and 49,152 rows on the named RDMA link and on link
+#     0, sleeping and busy-polling;
 #   - --rounds N (default 3; --smoke: 1) rounds of the comparisons whose
 #     ratios report.py takes as medians over the rounds, each round
 #     measuring a fetch right after its perftest counterpart: ib_write_lat
@@ -401,6 +406,72 @@ done
 emit "{\"case\": \"link0_links\", \"rdma_fetches\": $(($(link_stat "$RLINK" fetches) - lr0))," \
 	"\"tcp_fetches\": $(($(link_stat "$TLINK" fetches) - lt0))," \
 	"\"prefer_rdma\": \"$(cat /sys/module/engram_rdma/parameters/replica_prefer_rdma)\"}"
+
+# --- what a fetch costs: counts of work, which emulation does not move ------
+# For 1, 288, 4,096 and 49,152 rows, on the named RDMA link and on link 0,
+# sleeping and busy-polling: the module's cost counters (both roles are in
+# this guest: client_* are the GPU node's, host_* the host's), the
+# softirqs that poll completion queues (IRQ_POLL: one per completion event
+# of the module's CQs, both roles, where a NIC raises an interrupt) and
+# the provider's (NET_RX, TASKLET), read before and after COST_ITERS
+# fetches (no warm-up) and divided by them, with the fetching process's
+# context switches.  Hardware interrupts are left out: rxe raises none,
+# and a TCG guest's are its timer's.  Heartbeats are off meanwhile, so
+# that nothing else posts.  report.py makes the table.
+cost_snap() {
+	"$ENGRAMCTL" -j stats |
+		jget "json.dumps({k: v for k, v in d['global'].items() if k.startswith(('client_', 'host_'))})"
+}
+softirqs() {	# NAME: that softirq's count, summed over the CPUs
+	awk -v n="$1:" '$1 == n { s = 0; for (i = 2; i <= NF; i++) s += $i; print s }' /proc/softirqs
+}
+cost_counts() {
+	echo "{\"module\": $(cost_snap), \"irq_poll\": $(softirqs IRQ_POLL)," \
+		"\"net_rx\": $(softirqs NET_RX), \"tasklet\": $(softirqs TASKLET)}"
+}
+cost_case() {	# cost_case LINK NAME MODE ROWS ITERS
+	local a b out bp=()
+	[ "$3" = busy ] && bp=(--busy-poll)
+	a=$(cost_counts)
+	out=$("${FB[@]}" --link "$1" --rows "$4" --iters "$5" --warmup 0 "${bp[@]}" \
+		--seed "$4" --label "cost_$2_$3_$4" 2>/dev/null)
+	b=$(cost_counts)
+	emit "$(python3 - "$a" "$b" "$out" "$2" "$3" "$4" <<'PY'
+import json, sys
+a, b = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+try:
+    f = json.loads(sys.argv[3])
+except ValueError:
+    f = {}
+n = f.get("fetches") or 0
+per = {}
+for k, v in b["module"].items():
+    per[k] = (v - a["module"].get(k, 0)) / n if n else None
+for k in ("irq_poll", "net_rx", "tasklet"):
+    per[k] = (b[k] - a[k]) / n if n else None
+for k in ("vol_switches", "invol_switches"):
+    per[k] = f[k] / n if n and k in f else None
+print(json.dumps({"case": "cost", "link": sys.argv[4], "mode": sys.argv[5],
+                  "rows": int(sys.argv[6]), "fetches": n, "iters": f.get("iters"),
+                  "bad_rows": f.get("bad_rows"), "errors": f.get("errors"),
+                  "p50_us": f.get("p50_us"), "per_fetch": per}))
+PY
+)"
+}
+HB_SAVED=$(cat /sys/module/engram_rdma/parameters/heartbeat_ms)
+echo 0 > /sys/module/engram_rdma/parameters/heartbeat_ms
+COST_ITERS=$((SMOKE ? 10 : 200))
+for lk in "$RLINK rdma" "0 link0"; do
+	set -- $lk
+	for mode in sleep busy; do
+		for r in 1 288 4096 49152; do
+			it=$COST_ITERS
+			[ "$r" = 49152 ] && it=$((COST_ITERS / 10 < 5 ? 5 : COST_ITERS / 10))
+			cost_case "$1" "$2" "$mode" "$r" "$it"
+		done
+	done
+done
+echo "$HB_SAVED" > /sys/module/engram_rdma/parameters/heartbeat_ms
 
 # --- the local reader ---------------------------------------------------
 for r in $LOCAL_SIZES; do

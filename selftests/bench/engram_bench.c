@@ -47,14 +47,17 @@
  * client_cpu_s is the CPU time of the processes themselves inside their
  * successful timed fetch (or read) calls, user and kernel: what a caller
  * pays per fetch, without the row checks around it and without completion
- * work that ran in another CPU's softirq.
+ * work that ran in another CPU's softirq.  vol_switches and invol_switches
+ * are the processes' context switches (getrusage()) over their timed
+ * fetches, checks included: a fetch that sleeps costs one voluntary
+ * switch, one that busy-polls none.
  *
  * Prints one line on stdout, a JSON object: label, kind, rows, bytes, iters
  * (per process), warmup, procs, busy_poll, link, fetches (successful timed
  * fetches of all processes), p50_us, p99_us, p999_us (nearest rank), mean_us,
  * min_us, max_us (over those fetches; null when there are none), wall_s,
  * rows_per_s, gbytes_per_s, cpu_busy_s (null when /proc/stat cannot be
- * read), client_cpu_s, rows_checked, bad_rows, errors (failed fetches,
+ * read), client_cpu_s, vol_switches, invol_switches, rows_checked, bad_rows, errors (failed fetches,
  * warm-up included), fallbacks (fetches that libengram served from a local
  * copy), first_error (errno name of the earliest failed fetch, or null).
  *
@@ -73,6 +76,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -110,6 +114,7 @@ struct proc_stats {
 	uint64_t fetches;		/* successful timed fetches: their latencies in lat[] */
 	uint64_t rows_checked, bad_rows, errors, fallbacks;
 	uint64_t cpu_ns;		/* CPU time inside its successful timed fetches */
+	uint64_t vcsw, ivcsw;		/* its context switches over the timed fetches */
 	uint64_t end_ns;		/* when its last timed fetch returned; 0: none did */
 	uint64_t first_err_ns;		/* when its first failed fetch returned */
 	int first_err;			/* and its errno, positive; 0: none failed */
@@ -587,8 +592,15 @@ static int child(const struct opts *o, unsigned int procno, const uint8_t *map,
 		if (n != 0 || __atomic_load_n(&sh->abort, __ATOMIC_ACQUIRE))
 			status = 2;
 	}
-	if (!status)
+	if (!status) {
+		struct rusage r0, r1;
+
+		getrusage(RUSAGE_SELF, &r0);
 		run_fetches(&j, o->iters, true);
+		getrusage(RUSAGE_SELF, &r1);
+		j.st->vcsw = (uint64_t)(r1.ru_nvcsw - r0.ru_nvcsw);
+		j.st->ivcsw = (uint64_t)(r1.ru_nivcsw - r0.ru_nivcsw);
+	}
 	job_teardown(&j);
 	return status;
 }
@@ -723,7 +735,7 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 		  bool have_cpu, double cpu_busy_s)
 {
 	uint64_t fetches = 0, checked = 0, bad = 0, errors = 0, fallbacks = 0, end_ns = 0;
-	uint64_t first_ns = 0, sum = 0, i, n = 0, cpu = 0;
+	uint64_t first_ns = 0, sum = 0, i, n = 0, cpu = 0, vcsw = 0, ivcsw = 0;
 	const struct proc_stats *st;
 	double wall_s, rate = 0;
 	int first_err = 0;
@@ -742,6 +754,8 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 		errors += st->errors;
 		fallbacks += st->fallbacks;
 		cpu += st->cpu_ns;
+		vcsw += st->vcsw;
+		ivcsw += st->ivcsw;
 		if (st->end_ns > end_ns)
 			end_ns = st->end_ns;
 		if (st->first_err && (!first_err || st->first_err_ns < first_ns)) {
@@ -780,6 +794,8 @@ static int report(const struct opts *o, struct shared *sh, uint64_t *lat, uint64
 	set(j, "gbytes_per_s", json_real(rate * ROW / 1e9));
 	set(j, "cpu_busy_s", real_or_null(have_cpu, cpu_busy_s));
 	set(j, "client_cpu_s", json_real(cpu / 1e9));
+	set(j, "vol_switches", json_integer((json_int_t)vcsw));
+	set(j, "invol_switches", json_integer((json_int_t)ivcsw));
 	set(j, "rows_checked", json_integer((json_int_t)checked));
 	set(j, "bad_rows", json_integer((json_int_t)bad));
 	set(j, "errors", json_integer((json_int_t)errors));

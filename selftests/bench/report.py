@@ -391,6 +391,153 @@ def check(cases, d, replicas_only=False):
     return problems
 
 
+# What a fetch costs (bench.sh's "cost" cases): per fetch, on each side.
+COST_ROWS = [1, 288, 4096, 49152]
+COST_LINKS = ("rdma", "link0")
+COST_MODES = ("sleep", "busy")
+COST_COLS = [
+    ("client_allocs", "GPU allocs"), ("client_work_items", "GPU work items"),
+    ("client_posts", "GPU posts"), ("client_wrs", "GPU WRs"), ("client_cqes", "GPU CQEs"),
+    ("vol_switches", "fetcher switches"),
+    ("host_requests", "host requests"), ("host_work_items", "host work items"),
+    ("host_posts", "host posts"), ("host_wrs", "host WRs"), ("host_cqes", "host CQEs"),
+    ("irq_poll", "CQ events (both sides)"),
+]
+# What the verbs need for one fetch of one range: a side posts once (the
+# REQUEST SEND, and the WRITEs with the RESPONSE SEND) and reaps one
+# completion; no allocation and no work item on the way; a sleeping
+# fetcher wakes once.  Receives are reposted too (a post each, unless
+# batched), and a 49,152-row answer is several WRs of WRITEs.
+COST_FLOOR = {"client_allocs": 0, "client_work_items": 0, "client_posts": 1,
+              "client_cqes": 1, "vol_switches": 1, "host_work_items": 0, "host_posts": 1,
+              "host_cqes": 1, "host_requests": 1}
+
+
+# The cost model: what each counted event would cost on a ConnectX-7 host
+# and GPU node (µs), to turn the counts into a latency on paper.  Named
+# assumptions, not measurements of this run.
+COST_MODEL_US = {
+    "wire_rtt": 2.0,          # a round trip on the wire, switch included
+    "bytes_per_us": 25000.0,  # 200 Gb/s, the DGX Spark's ConnectX-7 port
+    "post": 0.3,              # a doorbell and its WQEs, per post
+    "cqe": 0.1,               # reaping one completion
+    "irq": 1.5,               # an interrupt and the softirq that polls the CQ
+    "switch": 3.0,            # a wake-up of a sleeping task, and its switch
+    "work_item": 4.0,         # queue_work() to a worker that must wake, often on another CPU
+    "alloc": 0.1,             # a slab allocation and its free
+    "tcg_factor": 10.0,       # this run's host CPU time over a native core's
+}
+
+
+def cost_model_us(p, rows, mode):
+    """One fetch's latency under COST_MODEL_US, from its counts @p."""
+    m = COST_MODEL_US
+    if p.get("client_posts") is None:
+        return None
+    host_ns = p.get("host_request_ns") or 0
+    us = m["wire_rtt"] + rows * ROW_BYTES / m["bytes_per_us"]
+    us += (p.get("client_posts", 0) + p.get("host_posts", 0)) * m["post"]
+    us += (p.get("client_cqes", 0) + p.get("host_cqes", 0)) * m["cqe"]
+    us += (p.get("client_work_items", 0) + p.get("host_work_items", 0)) * m["work_item"]
+    us += p.get("client_allocs", 0) * m["alloc"]
+    # A sleeping fetcher is woken by an interrupt; the host always is.
+    us += (2 if mode == "sleep" else 1) * m["irq"]
+    us += (p.get("vol_switches") or 0) * m["switch"]
+    us += host_ns / 1000 / m["tcg_factor"]
+    return us
+
+
+def cost_cases(cases):
+    return {(c.get("link"), c.get("mode"), c.get("rows")): c
+            for c in cases if c.get("case") == "cost"}
+
+
+def cost_fit(cost, link="rdma", mode="sleep"):
+    """Host time per request against rows, least squares: (intercept ns, ns per row)."""
+    pts = []
+    for rows in COST_ROWS:
+        p = cost.get((link, mode, rows), {}).get("per_fetch", {})
+        if p.get("host_requests") and p.get("host_request_ns") is not None:
+            pts.append((rows / p["host_requests"], p["host_request_ns"] / p["host_requests"]))
+    if len(pts) < 2:
+        return None
+    mx = sum(x for x, _ in pts) / len(pts)
+    my = sum(y for _, y in pts) / len(pts)
+    sxx = sum((x - mx) ** 2 for x, _ in pts)
+    if not sxx:
+        return None
+    slope = sum((x - mx) * (y - my) for x, y in pts) / sxx
+    return {"intercept_ns": my - slope * mx, "ns_per_row": slope, "points": len(pts)}
+
+
+def cost_doc(cases):
+    cost = cost_cases(cases)
+    return {"per_fetch": [{"link": k[0], "mode": k[1], "rows": k[2], **v["per_fetch"],
+                           "model_cx7_us": cost_model_us(v["per_fetch"], k[2], k[1])}
+                          for k, v in sorted(cost.items(), key=str)],
+            "model_assumptions_us": COST_MODEL_US,
+            "floor": COST_FLOOR,
+            "host_fit": {f"{lk}_{m}": cost_fit(cost, lk, m)
+                         for lk in COST_LINKS for m in COST_MODES}}
+
+
+def cost_markdown(cases):
+    cost = cost_cases(cases)
+    if not cost:
+        return []
+    out = ["", "| what a fetch costs, per fetch | rows | " +
+           " | ".join(name for _, name in COST_COLS) + " | ConnectX-7 model µs |",
+           "|---|---:" + "|---:" * (len(COST_COLS) + 1) + "|"]
+    for lk in COST_LINKS:
+        for m in COST_MODES:
+            for rows in COST_ROWS:
+                p = cost.get((lk, m, rows), {}).get("per_fetch", {})
+                out.append(f"| {lk} {m} | {rows:,} | " +
+                           " | ".join(fmt(p.get(k), 2) for k, _ in COST_COLS) +
+                           f" | {fmt(cost_model_us(p, rows, m), 1)} |")
+    out.append("| floor (the verbs) | any | " +
+               " | ".join(fmt(COST_FLOOR.get(k), 0) if k in COST_FLOOR else ""
+                          for k, _ in COST_COLS) + " | |")
+    fits = []
+    for lk in COST_LINKS:
+        for m in COST_MODES:
+            f = cost_fit(cost, lk, m)
+            if f:
+                fits.append(f"{lk} {m}: {fmt(f['intercept_ns'] / 1000, 1)} µs per request "
+                            f"+ {fmt(f['ns_per_row'], 1)} ns per row")
+    if fits:
+        out += ["", "Host time from a request's frame to its last post, fitted over the "
+                "row counts: " + "; ".join(fits) + "."]
+    return out
+
+
+def check_cost(cases):
+    """Every cost case ran, exact, and the counters count (work, not time)."""
+    problems = []
+    cost = cost_cases(cases)
+    for lk in COST_LINKS:
+        for m in COST_MODES:
+            for rows in COST_ROWS:
+                c = cost.get((lk, m, rows))
+                name = f"cost_{lk}_{m}_{rows}"
+                if c is None:
+                    problems.append(f"{name}: missing")
+                    continue
+                if not c.get("fetches") or c.get("fetches") != c.get("iters") or \
+                        c.get("bad_rows") or c.get("errors"):
+                    problems.append(f"{name}: {c.get('fetches')} of {c.get('iters')} fetches, "
+                                    f"bad_rows {c.get('bad_rows')} errors {c.get('errors')}")
+                    continue
+                p = c.get("per_fetch", {})
+                if not p.get("client_posts") or p["client_posts"] < 1:
+                    problems.append(f"{name}: {p.get('client_posts')} GPU-node posts per fetch")
+                # A named link sends each fetch of one range as one request.
+                if lk == "rdma" and p.get("host_requests") != 1:
+                    problems.append(f"{name}: {p.get('host_requests')} host requests per "
+                                    "fetch, not 1")
+    return problems
+
+
 def fmt(v, digits=1):
     if v is None:
         return "-"
@@ -427,7 +574,7 @@ def ratio_table(r):
     return out
 
 
-def markdown(d, r, env):
+def markdown(d, r, env, cases=()):
     out = []
     out.append(f"engram-rdma bench: kernel {env.get('kernel', '?')}, "
                f"QEMU {env.get('qemu', '?')}, {env.get('guest_cpus', '?')} vCPUs, "
@@ -474,6 +621,7 @@ def markdown(d, r, env):
                    f"{fmt(c.get('load_s'), 3)} | {fmt(c.get('verify_s'), 3)} |")
     out.append("")
     out += replicas_markdown(d, r)
+    out += cost_markdown(cases)
     out += ratio_table(r)
     _, per = ratios_over_rounds(d)
     if per:
@@ -618,6 +766,7 @@ def main():
         r = {k: v for k, v in r.items() if k.startswith("replicas_")}
     _, per = ratios_over_rounds(d)
     doc = {"environment": env, "ratios": r, "ratios_doc": RATIO_DOC, "ratio_rounds": per,
+           "cost": cost_doc(cases),
            "cases": [c for c in cases if c.get("case") not in ("env", "end")]}
     with open(a.json, "w") as f:
         json.dump(doc, f, indent=1, sort_keys=False)
@@ -625,7 +774,7 @@ def main():
     if a.replicas_only:
         md = "\n".join(replicas_markdown(d, r) + ratio_table(r))
     else:
-        md = markdown(d, r, env)
+        md = markdown(d, r, env, cases)
     print(md)
     if a.rst:
         with open(a.rst, "w") as f:
@@ -634,6 +783,8 @@ def main():
         plot(d, a.png, env)
     if a.check:
         problems = check(cases, d, a.replicas_only)
+        if not a.replicas_only:
+            problems += check_cost(cases)
         for p in problems:
             print(f"report.py: {p}", file=sys.stderr)
         if a.replicas_only:

@@ -106,6 +106,37 @@ for pref in Y N; do
 		nok "link 0, replica_prefer_rdma=$pref: share $share, named $named"
 	fi
 done
+# What a fetch costs: the host's time per request fitted over the row counts
+# (made up as 5,000 ns + 2 ns per row: the fit gives both back), the table,
+# and --check names a named-link case with other than one request a fetch.
+cost() {	# cost LINK MODE ROWS [HOST_REQUESTS]
+	local hr=${4:-1}
+	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_allocs": 4.0, "host_requests": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
+		"$1" "$2" "$3" "$hr" "$(( (5000 + 2 * $3) ))"
+}
+{
+	results
+	for lk in rdma link0; do for m in sleep busy; do for r in 1 288 4096 49152; do
+		if [ "$lk $m $r" = "rdma busy 288" ]; then cost "$lk" "$m" "$r" 2; else cost "$lk" "$m" "$r"; fi
+	done; done; done
+} >"$tmp/cost.log"
+/usr/bin/python3 "$rep" --in "$tmp/cost.log" --json "$tmp/cost.json" --check >"$tmp/cost.md" \
+	2>"$tmp/cost.err"
+fit=$(/usr/bin/python3 -c 'import json, sys; f = json.load(open(sys.argv[1]))["cost"]["host_fit"]["rdma_sleep"]; print("%.0f %.1f" % (f["intercept_ns"], f["ns_per_row"]))' "$tmp/cost.json" 2>&1)
+if [ "$fit" = "5000 2.0" ] && grep -q '^| rdma sleep | 288 | 4.00 | ' "$tmp/cost.md" &&
+   grep -q 'rdma sleep: 5 µs per request + 2 ns per row' "$tmp/cost.md"; then
+	ok "cost: the host's time fitted over rows (5,000 ns + 2 ns a row) and the table"
+else
+	nok "cost: fit '$fit'"
+	grep 'cost\|rdma sleep' "$tmp/cost.md" | sed 's/^/#   /'
+fi
+if grep -q 'cost_rdma_busy_288: 2 host requests per fetch, not 1' "$tmp/cost.err" &&
+   ! grep -q 'cost_rdma_sleep_288' "$tmp/cost.err"; then
+	ok "cost: --check names the named-link case with two requests a fetch, and only it"
+else
+	nok "cost: --check names the named-link case with two requests a fetch, and only it"
+	sed 's/^/#   /' "$tmp/cost.err"
+fi
 echo "1..$n"
 echo "# $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]

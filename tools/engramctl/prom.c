@@ -79,6 +79,21 @@ static const struct {
 	[ENGRAM_STAT_SERVED_RDMA_CPU_NS] = { "CPU time serving rows over RDMA.", PROM_COUNTER },
 	[ENGRAM_STAT_SERVED_TCP_ROWS] = { "Rows served over TCP.", PROM_COUNTER },
 	[ENGRAM_STAT_SERVED_TCP_CPU_NS] = { "CPU time serving rows over TCP.", PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_POSTS] = { "Posts to links' queue pairs for fetches.", PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_WRS] = { "Work requests in them.", PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_CQES] = { "Completions reaped on links' CQs for fetches.",
+				      PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_WORK_ITEMS] = { "Work items queued for fetches.", PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_ALLOCS] = { "Allocation calls on the fetch path.", PROM_COUNTER },
+	[ENGRAM_STAT_HOST_REQUESTS] = { "RDMA requests answered.", PROM_COUNTER },
+	[ENGRAM_STAT_HOST_POSTS] = { "Posts to host connections' queue pairs.", PROM_COUNTER },
+	[ENGRAM_STAT_HOST_WRS] = { "Work requests in them.", PROM_COUNTER },
+	[ENGRAM_STAT_HOST_CQES] = { "Completions reaped on host connections' CQs.",
+				    PROM_COUNTER },
+	[ENGRAM_STAT_HOST_WORK_ITEMS] = { "Work items queued for host connections.",
+					  PROM_COUNTER },
+	[ENGRAM_STAT_HOST_REQUEST_NS] = { "Time from an RDMA request's frame to its last post.",
+					  PROM_COUNTER },
 };
 
 /* The refusal counters, by wire status: version 3's came after the others. */
@@ -104,7 +119,7 @@ static int refusal(int id)
 
 static int has(const struct stats_info *si, int id)
 {
-	return !!(si->present & (1ULL << id));
+	return id > 0 && id <= ENGRAM_STAT_MAX && si->present[id];
 }
 
 const char *prom_escape(char *buf, size_t len, const char *s)

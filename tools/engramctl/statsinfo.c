@@ -10,8 +10,6 @@
 #include "jsonout.h"
 #include "statsinfo.h"
 
-/* @present is a 64-bit mask indexed by counter id. */
-_Static_assert(ENGRAM_STAT_MAX < 64, "struct stats_info.present needs widening");
 
 enum stat_unit { STAT_COUNT, STAT_BYTES, STAT_NS };
 
@@ -79,6 +77,17 @@ static const struct {
 	[ENGRAM_STAT_REFUSED_ROW_NOT_HELD]	= { "refused_row_not_held", STAT_COUNT },
 	[ENGRAM_STAT_CATALOGS]		= { "catalogs", STAT_COUNT },
 	[ENGRAM_STAT_CATALOGS_REPLACED]	= { "catalogs_replaced", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_POSTS]	= { "client_posts", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_WRS]	= { "client_wrs", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_CQES]	= { "client_cqes", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_WORK_ITEMS]	= { "client_work_items", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_ALLOCS]	= { "client_allocs", STAT_COUNT },
+	[ENGRAM_STAT_HOST_REQUESTS]	= { "host_requests", STAT_COUNT },
+	[ENGRAM_STAT_HOST_POSTS]	= { "host_posts", STAT_COUNT },
+	[ENGRAM_STAT_HOST_WRS]		= { "host_wrs", STAT_COUNT },
+	[ENGRAM_STAT_HOST_CQES]		= { "host_cqes", STAT_COUNT },
+	[ENGRAM_STAT_HOST_WORK_ITEMS]	= { "host_work_items", STAT_COUNT },
+	[ENGRAM_STAT_HOST_REQUEST_NS]	= { "host_request_ns", STAT_NS },
 	[ENGRAM_STAT_SERVED_RDMA_ROWS]	= { "served_rdma_rows", STAT_COUNT },
 	[ENGRAM_STAT_SERVED_RDMA_CPU_NS] = { "served_rdma_cpu_ns", STAT_NS },
 	[ENGRAM_STAT_SERVED_TCP_ROWS]	= { "served_tcp_rows", STAT_COUNT },
@@ -109,7 +118,7 @@ void stats_info_from_nest(struct stats_info *si, struct nlattr *nest)
 		if (!stat_name(id) || nla_len(nla) != sizeof(uint64_t))
 			continue;
 		si->v[id] = nla_get_u64(nla);
-		si->present |= 1ULL << id;
+		si->present[id] = 1;
 	}
 }
 
@@ -118,7 +127,7 @@ int stats_info_json(const struct stats_info *si, json_t *obj)
 	int id;
 
 	for (id = 1; id <= ENGRAM_STAT_MAX; id++) {
-		if (!(si->present & (1ULL << id)))
+		if (!si->present[id])
 			continue;
 		if (json_set(obj, stats[id].name, json_u64(si->v[id])))
 			return -ENOMEM;
@@ -136,11 +145,11 @@ static void print_refusals(FILE *f, const struct stats_info *si, const char *ind
 	int id, n = 0;
 
 	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++)
-		if (si->present & (1ULL << id))
+		if (si->present[id])
 			total += si->v[id];
 	fprintf(f, "%s%-*s %*" PRIu64, indent, NAME_W, "refused", VALUE_W, total);
 	for (id = ENGRAM_STAT_REFUSED_BAD_VERSION; id <= ENGRAM_STAT_REFUSED_INTERNAL; id++) {
-		if (!(si->present & (1ULL << id)) || !si->v[id])
+		if (!si->present[id] || !si->v[id])
 			continue;
 		fprintf(f, "%s%s %" PRIu64, n++ ? ", " : "  (", stats[id].name + strlen("refused_"),
 			si->v[id]);
@@ -155,7 +164,7 @@ void stats_info_print(FILE *f, const struct stats_info *si, const char *indent)
 	int id;
 
 	for (id = 1; id <= ENGRAM_STAT_MAX; id++) {
-		if (!(si->present & (1ULL << id)))
+		if (!si->present[id])
 			continue;
 		if (is_refusal(id)) {
 			refusals = 1;

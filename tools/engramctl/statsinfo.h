@@ -11,7 +11,7 @@
 struct nlattr;
 
 struct stats_info {
-	uint64_t present;	/* bit (1 << ENGRAM_STAT_*) per counter received */
+	uint8_t present[ENGRAM_STAT_MAX + 1];	/* 1 per counter received */
 	uint64_t v[ENGRAM_STAT_MAX + 1];
 };
 

@@ -417,6 +417,27 @@ enum engram_stat {
 	/* client, per link (and summed module-wide) */
 	ENGRAM_STAT_CATALOGS,		/* CATALOGs read */
 	ENGRAM_STAT_CATALOGS_REPLACED,	/* replaced by a newer one before being read */
+	/*
+	 * Module-wide: the work fetches cost, per role (make bench divides
+	 * them by the fetches of each case).  GPU node: posts to links' QPs
+	 * for fetches and their receives (heartbeats left out), the work
+	 * requests in them, completions reaped on links' CQs, work items
+	 * queued for fetches, and allocation calls on the fetch path (ticket
+	 * index stores among them).  Host: RDMA requests answered, posts,
+	 * work requests, completions and work items for them, and the CPU
+	 * time from a request's frame to its last post (local_clock()).
+	 */
+	ENGRAM_STAT_CLIENT_POSTS,
+	ENGRAM_STAT_CLIENT_WRS,
+	ENGRAM_STAT_CLIENT_CQES,
+	ENGRAM_STAT_CLIENT_WORK_ITEMS,
+	ENGRAM_STAT_CLIENT_ALLOCS,
+	ENGRAM_STAT_HOST_REQUESTS,
+	ENGRAM_STAT_HOST_POSTS,
+	ENGRAM_STAT_HOST_WRS,
+	ENGRAM_STAT_HOST_CQES,
+	ENGRAM_STAT_HOST_WORK_ITEMS,
+	ENGRAM_STAT_HOST_REQUEST_NS,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1

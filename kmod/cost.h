@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Counts of the work a fetch costs, on both sides (ENGRAM_STAT_CLIENT_*
+ * and ENGRAM_STAT_HOST_*): kept per CPU, so that counting puts no shared
+ * cache line on the fetch path, and summed only when read.
+ */
+#ifndef ENGRAM_COST_H
+#define ENGRAM_COST_H
+
+#include <linux/percpu.h>
+#include <rdma/ib_verbs.h>
+
+#include "engram.h"
+
+#define ENGRAM_COST_FIRST	ENGRAM_STAT_CLIENT_POSTS
+#define ENGRAM_COST_LAST	ENGRAM_STAT_HOST_REQUEST_NS
+#define ENGRAM_COST_NR		(ENGRAM_COST_LAST - ENGRAM_COST_FIRST + 1)
+
+struct engram_cost {
+	u64 c[ENGRAM_COST_NR];
+};
+
+DECLARE_PER_CPU(struct engram_cost, engram_cost);
+
+/* Add @v to cost counter @id (ENGRAM_COST_FIRST to ENGRAM_COST_LAST); any context. */
+static inline void engram_cost_add(enum engram_stat id, u64 v)
+{
+	this_cpu_add(engram_cost.c[id - ENGRAM_COST_FIRST], v);
+}
+
+static inline void engram_cost_inc(enum engram_stat id)
+{
+	engram_cost_add(id, 1);
+}
+
+/* A post of the chain @wr: one post, and a work request per link of it. */
+static inline void engram_cost_post_send(bool host, const struct ib_send_wr *wr)
+{
+	unsigned int n = 0;
+
+	for (; wr; wr = wr->next)
+		n++;
+	engram_cost_inc(host ? ENGRAM_STAT_HOST_POSTS : ENGRAM_STAT_CLIENT_POSTS);
+	engram_cost_add(host ? ENGRAM_STAT_HOST_WRS : ENGRAM_STAT_CLIENT_WRS, n);
+}
+
+static inline void engram_cost_post_recv(bool host)
+{
+	engram_cost_inc(host ? ENGRAM_STAT_HOST_POSTS : ENGRAM_STAT_CLIENT_POSTS);
+	engram_cost_inc(host ? ENGRAM_STAT_HOST_WRS : ENGRAM_STAT_CLIENT_WRS);
+}
+
+void engram_cost_snapshot(u64 *vals);
+
+#endif
