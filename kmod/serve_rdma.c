@@ -350,6 +350,7 @@ static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_ctrl *c = container_of(wc->wr_cqe, struct engram_ctrl, cqe);
 	struct engram_conn *conn = c->conn;
+	struct engram_table *t = NULL;
 	unsigned long flags;
 
 	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
@@ -359,11 +360,20 @@ static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 	/* The idle timeout counts from the end of the last answer. */
 	if (c->t)
 		WRITE_ONCE(conn->last_rx, jiffies);
-	list_add_tail(&c->node, &conn->ctrl_done);
-	/* The hold is dropped in process context; at teardown the release does it. */
-	if (c->t && !conn->closing && queue_work(engram_serve_rdma_wq, &conn->reap_work))
-		engram_cost_inc(ENGRAM_STAT_HOST_WORK_ITEMS);
+	/*
+	 * The response's WRITEs completed before its SEND did: its table
+	 * hold goes here, with no work item for it.  A failed or flushed one
+	 * keeps it, parked on ctrl_done, for the release, which drops holds
+	 * only once the QP is drained.
+	 */
+	if (c->t && wc->status == IB_WC_SUCCESS && !conn->closing) {
+		t = c->t;
+		c->t = NULL;
+	}
+	list_add_tail(&c->node, c->t ? &conn->ctrl_done : &conn->ctrl_free);
 	spin_unlock_irqrestore(&conn->lock, flags);
+	if (t)
+		engram_table_serve_put(t);
 	wake_up_all(&conn->sq_wait);
 	if (unlikely(wc->status != IB_WC_SUCCESS))
 		engram_serve_rdma_wc_failed(conn, wc, "response send");
@@ -444,43 +454,13 @@ void engram_serve_rdma_qp_event(struct ib_event *ev, void *ctx)
 	}
 }
 
-/* Drop the holds of completed responses and return their slots. */
-static void engram_serve_rdma_reap(struct engram_conn *conn)
-{
-	struct engram_ctrl *c, *tmp;
-	unsigned long flags;
-	LIST_HEAD(done);
-
-	spin_lock_irqsave(&conn->lock, flags);
-	list_splice_init(&conn->ctrl_done, &done);
-	spin_unlock_irqrestore(&conn->lock, flags);
-	if (list_empty(&done))
-		return;
-	list_for_each_entry(c, &done, node) {
-		if (c->t) {
-			engram_table_serve_put(c->t);
-			c->t = NULL;
-		}
-	}
-	spin_lock_irqsave(&conn->lock, flags);
-	list_for_each_entry_safe(c, tmp, &done, node)
-		list_move_tail(&c->node, &conn->ctrl_free);
-	spin_unlock_irqrestore(&conn->lock, flags);
-	wake_up_all(&conn->sq_wait);
-}
-
-static void engram_serve_rdma_reap_work(struct work_struct *work)
-{
-	engram_serve_rdma_reap(container_of(work, struct engram_conn, reap_work));
-}
-
 static bool engram_serve_rdma_ctrl_available(struct engram_conn *conn, u32 unused)
 {
 	unsigned long flags;
 	bool ret;
 
 	spin_lock_irqsave(&conn->lock, flags);
-	ret = !list_empty(&conn->ctrl_free) || !list_empty(&conn->ctrl_done);
+	ret = !list_empty(&conn->ctrl_free);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	return ret;
 }
@@ -492,7 +472,6 @@ static struct engram_ctrl *engram_serve_rdma_ctrl_get(struct engram_conn *conn)
 	unsigned long flags;
 
 	for (;;) {
-		engram_serve_rdma_reap(conn);
 		spin_lock_irqsave(&conn->lock, flags);
 		c = list_first_entry_or_null(&conn->ctrl_free, struct engram_ctrl, node);
 		if (c)
@@ -515,16 +494,32 @@ static void engram_serve_rdma_ctrl_put(struct engram_conn *conn, struct engram_c
 	spin_unlock_irqrestore(&conn->lock, flags);
 }
 
+/* The last WRITE of a chain is the one that completes, for all of them. */
+static int engram_serve_rdma_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
+{
+	struct engram_conn *conn = ctx;
+	struct ib_rdma_wr *last = &wrs[nr - 1];
+
+	last->wr.send_flags = IB_SEND_SIGNALED;
+	last->wr.wr_cqe = &conn->chain_cqe;
+	engram_count_add(&engram_global_stats, ENGRAM_STAT_RDMA_WRITES, nr);
+	return engram_serve_rdma_post(conn, &wrs[0].wr, nr);
+}
+
 /*
  * Post a control slot of @len bytes, after reposting the frame it answers
  * (so the peer's next SEND finds a buffer).  With @inv_rkey, a RESPONSE
  * to a request goes as a SEND with invalidate of that key (protocol
  * version 2): the client's registration dies as the RESPONSE arrives, and
- * the client has no LOCAL_INV to wait for.  On failure the slot is left
- * for the release, which drops any hold it carries.
+ * the client has no LOCAL_INV to wait for.  The last @tail WRITEs of the
+ * answer's rows, left in conn->wrs by engram_serve_rdma_write_rows(), go
+ * in the same post, before the SEND: one post and one completion for
+ * both.  On failure the slot is left for the release, which drops any
+ * hold it carries.
  */
 static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_ctrl *c,
-				       u32 len, struct engram_rx **rxp, const u32 *inv_rkey)
+				       u32 len, struct engram_rx **rxp, const u32 *inv_rkey,
+				       u32 tail)
 {
 	struct ib_sge sge = {
 		.addr = c->dma,
@@ -538,6 +533,7 @@ static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_c
 		.opcode = IB_WR_SEND,
 		.send_flags = IB_SEND_SIGNALED,
 	};
+	struct ib_send_wr *first = &wr;
 	unsigned long flags;
 	int ret;
 
@@ -546,7 +542,23 @@ static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_c
 		wr.ex.invalidate_rkey = *inv_rkey;
 	}
 	engram_serve_rdma_rx_done(conn, rxp);
-	ret = engram_serve_rdma_credits(conn, 1);
+	/*
+	 * The worker alone posts, and the chain's credits were there when it
+	 * was built; without one more for the SEND now, the chain goes alone
+	 * (a chain may take every credit).
+	 */
+	if (tail && READ_ONCE(conn->sq_free) <= tail) {
+		ret = engram_serve_rdma_wb_conn_flush(conn, conn->wrs, tail);
+		if (ret)
+			return ret;
+		tail = 0;
+	}
+	if (tail) {
+		engram_count_add(&engram_global_stats, ENGRAM_STAT_RDMA_WRITES, tail);
+		conn->wrs[tail - 1].wr.next = &wr;
+		first = &conn->wrs[0].wr;
+	}
+	ret = engram_serve_rdma_credits(conn, tail + 1);
 	if (ret)
 		return ret;
 	ib_dma_sync_single_for_device(conn->ibdev, c->dma, len, DMA_TO_DEVICE);
@@ -554,7 +566,7 @@ static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_c
 	c->posted = jiffies;
 	c->in_flight = true;
 	spin_unlock_irqrestore(&conn->lock, flags);
-	ret = engram_serve_rdma_post(conn, &wr, 1);
+	ret = engram_serve_rdma_post(conn, first, tail + 1);
 	if (ret)
 		return ret;
 	if (c->t) {
@@ -726,7 +738,7 @@ static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctr
 		engram_serve_rdma_close(conn);
 		return;
 	}
-	engram_serve_rdma_ctrl_send(conn, c, len, rxp, inv_rkey);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp, inv_rkey, 0);
 }
 
 /* Start a chain: wait for enough credits that chains do not trickle. */
@@ -741,18 +753,6 @@ static int engram_serve_rdma_wb_conn_reserve(void *ctx, u32 *cap)
 		return ret;
 	*cap = min_t(u32, READ_ONCE(conn->sq_free), ENGRAM_SRV_CHAIN_MAX);
 	return 0;
-}
-
-/* The last WRITE of a chain is the one that completes, for all of them. */
-static int engram_serve_rdma_wb_conn_flush(void *ctx, struct ib_rdma_wr *wrs, u32 nr)
-{
-	struct engram_conn *conn = ctx;
-	struct ib_rdma_wr *last = &wrs[nr - 1];
-
-	last->wr.send_flags = IB_SEND_SIGNALED;
-	last->wr.wr_cqe = &conn->chain_cqe;
-	engram_count_add(&engram_global_stats, ENGRAM_STAT_RDMA_WRITES, nr);
-	return engram_serve_rdma_post(conn, &wrs[0].wr, nr);
 }
 
 static const struct engram_wb_ops engram_wb_conn_ops = {
@@ -773,9 +773,14 @@ static noinline u32 engram_serve_rdma_path_mtu(struct engram_conn *conn)
 	return mtu > 0 ? mtu : U32_MAX;
 }
 
-/* Post the WRITEs of every row of @req, straight from the table's pages. */
+/*
+ * Post the WRITEs of every row of @req, straight from the table's pages,
+ * but the last chain: its WRs are left at the start of conn->wrs, @tail
+ * of them, for the RESPONSE's post (engram_serve_rdma_ctrl_send()).
+ */
 static int engram_serve_rdma_write_rows(struct engram_conn *conn, struct engram_table *t,
-					const dma_addr_t *dma, const struct engram_wire_req *req)
+					const dma_addr_t *dma, const struct engram_wire_req *req,
+					u32 *tail)
 {
 	struct engram_wb_cfg cfg;
 	struct engram_wb b;
@@ -819,7 +824,8 @@ static int engram_serve_rdma_write_rows(struct engram_conn *conn, struct engram_
 		if ((i & 1023) == 1023)
 			cond_resched();
 	}
-	return engram_wbuild_flush(&b);
+	*tail = engram_wbuild_take(&b);
+	return 0;
 }
 
 static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
@@ -834,7 +840,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	struct engram_ctrl *c;
 	char why[128];
 	bool parsed;
-	u32 bad = 0;
+	u32 bad = 0, tail = 0;
 	int st, len;
 
 	c = engram_serve_rdma_ctrl_get(conn);
@@ -871,7 +877,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 		engram_serve_rdma_ctrl_put(conn, c);
 		return;
 	}
-	if (engram_serve_rdma_write_rows(conn, t, dma, req))
+	if (engram_serve_rdma_write_rows(conn, t, dma, req, &tail))
 		return;		/* closing: the release drops the hold */
 
 	resp.ticket = req->ticket;
@@ -886,7 +892,7 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
-	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey);
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey, tail);
 	engram_serve_cpu_spent(false, req->nr_rows, cpu0);
 	return;
 
@@ -934,7 +940,7 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 		len = engram_wire_simple_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 						ENGRAM_WIRE_HEARTBEAT, h.ticket);
 		if (!WARN_ON_ONCE(len < 0))
-			engram_serve_rdma_ctrl_send(conn, c, len, &rx, NULL);
+			engram_serve_rdma_ctrl_send(conn, c, len, &rx, NULL, 0);
 		else
 			engram_serve_rdma_ctrl_put(conn, c);
 		goto out;
@@ -1008,7 +1014,6 @@ static void engram_serve_rdma_serve(struct engram_conn *conn)
 	bool push;
 
 	for (;;) {
-		engram_serve_rdma_reap(conn);
 		spin_lock_irqsave(&conn->lock, flags);
 		if (conn->closing || !conn->established) {
 			spin_unlock_irqrestore(&conn->lock, flags);
@@ -1061,7 +1066,6 @@ static void engram_serve_rdma_work(struct work_struct *work)
 void engram_serve_rdma_prepare(struct engram_conn *conn)
 {
 	INIT_WORK(&conn->work, engram_serve_rdma_work);
-	INIT_WORK(&conn->reap_work, engram_serve_rdma_reap_work);
 	INIT_DELAYED_WORK(&conn->watchdog, engram_serve_rdma_watchdog);
 	INIT_DELAYED_WORK(&conn->idle_work, engram_serve_rdma_idle);
 	conn->cat_cqe.done = engram_serve_rdma_cat_done;

@@ -121,7 +121,8 @@ struct engram_ctrl {
  * @sig_size: entries in @sig
  * @rx_pending: frames waiting for the work item
  * @ctrl_free: idle control slots
- * @ctrl_done: completed control slots whose hold is still to drop
+ * @ctrl_done: control slots whose send failed, with the hold the release
+ *	drops once the QP is drained (a successful send drops it on completion)
  * @cm_owns_id: a DEVICE_REMOVAL handler lets the CM destroy @cm_id
  * @id_decided: the release work has decided who destroys @cm_id
  * @cat_sent: the first CATALOG is posted (work item only)
@@ -132,8 +133,6 @@ struct engram_ctrl {
  *	(work item only)
  * @sq_wait: credits, slots, buffer or @closing changed
  * @work: handles frames and catalog pushes
- * @reap_work: drops the holds of completed responses, apart from @work so
- *	that nothing @work waits for can delay an unload
  * @release_work: the teardown
  * @watchdog: catches responses that never complete
  * @idle_work: closes the connection when the peer has been silent for
@@ -202,7 +201,6 @@ struct engram_conn {
 	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;
-	struct work_struct reap_work;
 	struct work_struct release_work;
 	struct delayed_work watchdog;
 	struct delayed_work idle_work;

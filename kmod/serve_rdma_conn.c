@@ -183,7 +183,6 @@ static void engram_serve_rdma_conn_release(struct work_struct *work)
 	rdma_disconnect(conn->cm_id);
 	/* Closing is set, so the work item stops at its next wait or frame. */
 	cancel_work_sync(&conn->work);
-	cancel_work_sync(&conn->reap_work);
 	cancel_delayed_work_sync(&conn->watchdog);
 	cancel_delayed_work_sync(&conn->idle_work);
 	engram_serve_rdma_conn_free_hw(conn);

@@ -57,6 +57,27 @@ int engram_wbuild_flush(struct engram_wb *b)
 	return b->cfg.ops->flush(b->cfg.ctx, b->cfg.wrs, nr);
 }
 
+/**
+ * engram_wbuild_take() - take the chain built so far, to post with more
+ * @b: the builder
+ *
+ * For an owner that posts the last chain together with what must follow
+ * it (a RESPONSE's SEND, in one post): the chain is the first WRs of the
+ * scratch, linked, the last one's next NULL and none of them signaled,
+ * and the credits the owner gave for it still hold.  The builder is then
+ * empty, as after engram_wbuild_flush().
+ *
+ * Return: the chain's WRs, 0 if none.
+ */
+u32 engram_wbuild_take(struct engram_wb *b)
+{
+	u32 nr = b->nwr;
+
+	b->nwr = 0;
+	b->cap = 0;
+	return nr;
+}
+
 /*
  * Cut a full WRITE back to whole packets of the path MTU when its last
  * packet would be short; the tail is to open the next WRITE.  Rows gather

@@ -111,5 +111,6 @@ struct engram_wb {
 void engram_wbuild_init(struct engram_wb *b, const struct engram_wb_cfg *cfg);
 int engram_wbuild_add(struct engram_wb *b, u64 remote, u32 rkey, u64 addr, u32 len);
 int engram_wbuild_flush(struct engram_wb *b);
+u32 engram_wbuild_take(struct engram_wb *b);
 
 #endif /* _ENGRAM_WBUILD_H */

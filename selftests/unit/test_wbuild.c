@@ -329,6 +329,32 @@ static void test_hand(void)
 	}
 	setup(&b, 4, 1 << 20, 1024, cap_big, 1);
 	tap_ok(!engram_wbuild_flush(&b) && !flushes && !nlog, "flushing nothing posts nothing");
+
+	/*
+	 * take: the last chain is left to the owner, to post with its SEND.
+	 * Three WRs of other keys with chains of two: the first two flushed,
+	 * the third taken, alone, unsignaled, the end of its list.
+	 */
+	{
+		static const u32 two = 2;
+		u32 nr;
+
+		setup(&b, 4, 1 << 20, 1024, &two, 1);
+		tap_ok(!engram_wbuild_add(&b, 0, 1, 1000, 100) &&
+		       !engram_wbuild_add(&b, 100, 2, 2000, 100) &&
+		       !engram_wbuild_add(&b, 200, 3, 3000, 100), "take: three WRs built");
+		nr = engram_wbuild_take(&b);
+		tap_ok(flushes == 1 && nlog == 2 && nr == 1 && wrs[0].rkey == 3 &&
+		       wrs[0].remote_addr == 200 && !wrs[0].wr.next && !wrs[0].wr.send_flags &&
+		       wrs[0].wr.sg_list[0].addr == 3000,
+		       "take: two WRs flushed, the third taken, unsignaled and last (%u flushes, %u taken)",
+		       flushes, nr);
+		tap_ok(!engram_wbuild_take(&b) && !engram_wbuild_flush(&b) && flushes == 1,
+		       "take: the builder is empty afterwards");
+		tap_ok(!engram_wbuild_add(&b, 300, 4, 4000, 100) && reserves == 3 &&
+		       engram_wbuild_take(&b) == 1,
+		       "take: the next chain asks for credits again");
+	}
 }
 
 static u64 rnd_state = 0x9e3779b97f4a7c15ULL;
