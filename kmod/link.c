@@ -19,7 +19,6 @@
 #include <linux/rwsem.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
-#include <linux/xarray.h>
 
 #include "compat.h"
 #include "cost.h"
@@ -118,7 +117,6 @@ static void engram_link_release(struct kref *ref)
 	struct engram_link *l = container_of(ref, struct engram_link, ref);
 
 	ida_free(&engram_link_ida, l->id);
-	xa_destroy(&l->fetches);
 	kvfree(l->catalog);
 	kvfree(l->catalog_spare);
 	kvfree(l->cat_new);
@@ -303,8 +301,10 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 	if (f->finished)
 		return false;
 	f->finished = true;
-	if (xa_erase(&l->fetches, f->ticket))
+	if (f->slot >= 0 && l->slot_fetch[f->slot] == f) {
+		l->slot_fetch[f->slot] = NULL;
 		l->inflight--;
+	}
 	if (l->ops->put_fetch)
 		l->ops->put_fetch(l, f);
 	if (f->slot >= 0) {
@@ -422,15 +422,16 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f)
 	int ret;
 
 	spin_lock_irqsave(&l->lock, flags);
-	/* Counted as an allocation: a store may allocate nodes of the index. */
-	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
-	ret = xa_err(xa_store(&l->fetches, f->ticket, f, GFP_ATOMIC));
+	/* Submitted in a slot of its own (engram_link_submit()), kept until finished. */
+	ret = f->slot < 0 || f->slot >= ENGRAM_LINK_MAX_SLOTS || l->slot_fetch[f->slot] ?
+	      -EINVAL : 0;
 	if (!ret) {
+		l->slot_fetch[f->slot] = f;
 		l->inflight++;
 		engram_link_deadline_arm_locked(l, f->deadline);
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
-	if (ret)
+	if (WARN_ON_ONCE(ret))
 		return ret;
 	kref_get(&f->ref);		/* the link's, dropped when it is finished */
 	f->start = ktime_get();
@@ -450,10 +451,14 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f)
 void engram_link_finish_all(struct engram_link *l, int error, struct list_head *done)
 {
 	struct engram_fetch *f;
-	unsigned long flags, idx;
+	unsigned long flags;
+	unsigned int i;
 
 	spin_lock_irqsave(&l->lock, flags);
-	xa_for_each(&l->fetches, idx, f) {
+	for (i = 0; i < ENGRAM_LINK_MAX_SLOTS; i++) {
+		f = l->slot_fetch[i];
+		if (!f)
+			continue;
 		if (!f->error)
 			f->error = error;
 		if (engram_link_finish_locked(l, f))
@@ -507,10 +512,18 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 {
 	struct engram_fetch *f;
 	unsigned long flags;
+	unsigned int i;
 	bool bad_pos;
 
 	spin_lock_irqsave(&l->lock, flags);
-	f = xa_load(&l->fetches, resp->ticket);
+	f = NULL;
+	for (i = queue * l->q_slots; l->q_slots && i < (queue + 1) * l->q_slots &&
+	     i < ENGRAM_LINK_MAX_SLOTS; i++) {
+		if (l->slot_fetch[i] && l->slot_fetch[i]->ticket == resp->ticket) {
+			f = l->slot_fetch[i];
+			break;
+		}
+	}
 	if (!f || f->responded || f->conn_gen != l->conn_gen || f->slot < 0 || !l->q_slots ||
 	    f->slot / l->q_slots != queue) {
 		spin_unlock_irqrestore(&l->lock, flags);
@@ -854,13 +867,15 @@ static void engram_link_down_work(struct work_struct *work)
 static bool engram_link_deadline_pending_locked(struct engram_link *l, ktime_t now)
 {
 	struct engram_fetch *f;
-	unsigned long idx;
+	unsigned int i;
 
 	lockdep_assert_held(&l->lock);
-	xa_for_each(&l->fetches, idx, f)
-		if (!f->finished && !engram_link_answered(l, f) &&
+	for (i = 0; i < ENGRAM_LINK_MAX_SLOTS; i++) {
+		f = l->slot_fetch[i];
+		if (f && !f->finished && !engram_link_answered(l, f) &&
 		    ktime_before(now, f->deadline))
 			return true;
+	}
 	return false;
 }
 
@@ -999,15 +1014,17 @@ static void engram_link_deadline_work(struct work_struct *work)
 					     deadline_work);
 	ktime_t now = ktime_get(), next = 0;
 	struct engram_fetch *f;
-	unsigned long flags, idx;
+	unsigned long flags;
 	bool late = false;
+	unsigned int i;
 	u32 gen;
 
 	spin_lock_irqsave(&l->lock, flags);
 	l->deadline_armed = false;
 	gen = l->conn_gen;
-	xa_for_each(&l->fetches, idx, f) {
-		if (f->finished || f->error || engram_link_answered(l, f))
+	for (i = 0; i < ENGRAM_LINK_MAX_SLOTS; i++) {
+		f = l->slot_fetch[i];
+		if (!f || f->finished || f->error || engram_link_answered(l, f))
 			continue;
 		if (!ktime_before(now, f->deadline))
 			late |= engram_link_expire_locked(l, f);
@@ -1338,7 +1355,6 @@ struct engram_link *engram_link_alloc(const struct engram_url *u,
 	init_rwsem(&l->conn_sem);
 	spin_lock_init(&l->lock);
 	spin_lock_init(&l->cat_lock);
-	xa_init_flags(&l->fetches, XA_FLAGS_LOCK_IRQ);
 	INIT_DELAYED_WORK(&l->connect_work, engram_link_connect_work);
 	INIT_DELAYED_WORK(&l->hb_work, engram_link_hb_work);
 	INIT_DELAYED_WORK(&l->cat_work, engram_link_cat_work);

@@ -13,7 +13,6 @@
 #include <linux/bitmap.h>
 #include <linux/rwsem.h>
 #include <linux/workqueue.h>
-#include <linux/xarray.h>
 
 #include "client.h"
 
@@ -144,7 +143,12 @@ struct engram_link {
 	u32 cat_gen;			/* the connection it came on */
 	unsigned long cat_next;		/* jiffies: the earliest next read */
 	struct delayed_work cat_work;
-	struct xarray fetches;		/* ticket -> fetch on the wire */
+	/*
+	 * The fetch on the wire in each request slot (under lock): a RESPONSE
+	 * is matched among its queue's slots by ticket, so tracking a fetch
+	 * allocates nothing.
+	 */
+	struct engram_fetch *slot_fetch[ENGRAM_LINK_MAX_SLOTS];
 	unsigned int inflight;		/* fetches in it; written under lock */
 	u64 next_ticket;
 
