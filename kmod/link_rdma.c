@@ -1278,13 +1278,19 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_link_
 		sg_dma_len(&sgl[i]) = PAGE_SIZE;
 	}
 	sg_dma_len(&sgl[n - 1]) = start + p->len - ((u64)last << PAGE_SHIFT);
-	if (n == 1)
-		sg_dma_len(&sgl[0]) = sg_off + p->len;
+	/*
+	 * The list starts at the piece's first byte, not at its page with an
+	 * sg_offset: siw ignores ib_map_mr_sg()'s sg_offset when it builds
+	 * its page list, and wrote every page of such an MR after the first
+	 * sg_offset bytes too low, rows that looked right to the fetch.
+	 */
+	sg_dma_address(&sgl[0]) += sg_off;
+	sg_dma_len(&sgl[0]) = n == 1 ? p->len : PAGE_SIZE - sg_off;
 	p->mr = ib_mr_pool_get(q->qp, &q->mrs);
 	if (!p->mr)
 		return -EBUSY;
 	ib_update_fast_reg_key(p->mr, ib_inc_rkey(p->mr->rkey));
-	mapped = engram_map_mr_sg(p->mr, sgl, n, &sg_off, PAGE_SIZE);
+	mapped = engram_map_mr_sg(p->mr, sgl, n, NULL, PAGE_SIZE);
 	if (mapped != n)
 		return mapped < 0 ? mapped : -EINVAL;
 	return 0;
