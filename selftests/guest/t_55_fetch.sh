@@ -236,16 +236,20 @@ kill -9 $pid 2>/dev/null
 wait $pid 2>/dev/null
 check "after a fetching process is killed, fetches still work" run --count 5000 --batch 288 --seed 8
 
+# The software device: rxe0, or siw0 when the guest runs over Soft-iWARP
+# (ENGRAM_VM_PROVIDER=siw, make check's siw suite).
+PROV=${ENGRAM_PROVIDER:-rxe}
+DEV=${PROV}0
 "${FC[@]}" --count 5000000 --batch 49152 --seed 9 >/dev/null 2>&1 &
 pid=$!
 sleep 3
-rdma link del rxe0
+rdma link del $DEV
 check "the fetcher stops with an error when the device goes" \
 	sh -c "timeout 30 tail --pid=$pid -f /dev/null"
 wait $pid
 rc=$?
 check "... and reports failure (exit $rc)" test $rc -ne 0
-rdma link add rxe0 type rxe netdev er0
+rdma link add $DEV type $PROV netdev er0
 check "after rdma link del/add the server listens again and the link reconnects" \
 	wait_fetchable 60
 check "and fetches are exact again" run --count 20000 --batch 4096 --seed 10
@@ -253,11 +257,11 @@ check "and fetches are exact again" run --count 20000 --batch 4096 --seed 10
 # Jumbo frames, as RoCE is deployed: 4096-byte packets, where the server
 # cuts full WRITEs back to whole packets (kmod/serve_rdma.c, engram_wb_cut()).
 set_mtu() {
-	rdma link del rxe0 && ip link set er0 mtu "$1" && ip link set er1 mtu "$1" &&
-		rdma link add rxe0 type rxe netdev er0
+	rdma link del $DEV && ip link set er0 mtu "$1" && ip link set er1 mtu "$1" &&
+		rdma link add $DEV type $PROV netdev er0
 }
-check "rxe0 re-created on er0 at 9000 bytes MTU" set_mtu 9000
-check "... whose active MTU is 4096" sh -c "ibv_devinfo -d rxe0 | grep -q 'active_mtu:.*4096'"
+check "$DEV re-created on er0 at 9000 bytes MTU" set_mtu 9000
+check "... whose active MTU is 4096" sh -c "ibv_devinfo -d $DEV | grep -q 'active_mtu:.*4096'"
 check "the link reconnects at 4096 MTU" wait_fetchable 60
 check "at 4096 MTU, 200,000 rows in batches of 1, 288 and 49,152 are exact" \
 	run --count 200000 --batch 1,288,49152 --seed 13
@@ -265,7 +269,7 @@ check "at 4096 MTU, stride 512 with an offset, exact" \
 	run --count 40000 --batch 20000 --stride 512 --offset 100 --seed 14
 check "at 4096 MTU, destination as 5 ranges, exact" \
 	run --count 98304 --batch 49152 --ranges 5 --seed 15
-check "rxe0 re-created at 1500 bytes MTU" set_mtu 1500
+check "$DEV re-created at 1500 bytes MTU" set_mtu 1500
 check "the link reconnects at 1024 MTU" wait_fetchable 60
 
 "${FC[@]}" --count 5000000 --batch 4096 --seed 11 >/dev/null 2>&1 &

@@ -108,11 +108,25 @@ link set er0 up
 link set er1 up
 EOB
 fi
-# rxe_add NAME NETDEV: a Soft-RoCE device on NETDEV, its port ACTIVE.
+# rxe_add NAME NETDEV: a Soft-RoCE device on NETDEV, its port ACTIVE; with
+# RDMA_PROVIDER=siw (ENGRAM_VM_PROVIDER on the machine) a Soft-iWARP one
+# instead, named siw0, siw1.
+RDMA_PROVIDER=${RDMA_PROVIDER:-rxe}
+if [ "$RDMA_PROVIDER" = siw ]; then
+	# Debian's kernels leave siw out: selftests/vm/siw-module.sh builds it.
+	siw=$PROJECT/build/$KREL/siw/siw.ko
+	[ -f "$siw" ] || die 125 "$siw not built (selftests/vm/siw-module.sh)"
+	deps=$(modinfo -F depends "$siw" 2>/dev/null | tr ',' ' ')
+	[ -z "$deps" ] || step "modprobe $deps (for siw)" modprobe -a $deps
+	step "insmod siw" insmod "$siw"
+fi
 rxe_add() {
-	local state=""
+	local state="" name=$1
 
-	step "rdma link add $1" rdma link add "$1" type rxe netdev "$2"
+	[ "$RDMA_PROVIDER" = siw ] && name=siw${1#rxe}
+	step "rdma link add $name ($RDMA_PROVIDER)" rdma link add "$name" type "$RDMA_PROVIDER" \
+		netdev "$2"
+	set -- "$name" "$2"
 	for _ in {1..50}; do
 		read -r state </sys/class/infiniband/"$1"/ports/1/state 2>/dev/null
 		case "$state" in *ACTIVE*) return 0 ;; esac
@@ -147,6 +161,7 @@ cd "$PROJECT" || die 125 "cannot cd to $PROJECT"
 export ENGRAM_KVER=$KVER ENGRAM_KREL=$KREL ENGRAM_MODULE=$MODULE
 export ENGRAM_SCRATCH=/tmp/scratch ENGRAM_IP=$GUEST_IP ENGRAM_IP6=2001:db8::1
 export ENGRAM_NETDEV=$netdev ENGRAM_IP2=$GUEST_IP2 ENGRAM_NETDEV2=$netdev2
+export ENGRAM_PROVIDER=$RDMA_PROVIDER
 export ENGRAM_PROJECT=$PROJECT
 export PATH="$PROJECT/tools/engramctl:$PROJECT/tools:$PATH"
 timeout --kill-after=10 "$CMD_TIMEOUT" bash -c "$CMD" </dev/null

@@ -174,6 +174,7 @@ job=$run/job.sh
 	printf 'CMD=%q\n' "$CMD"
 	printf 'CMD_TIMEOUT=%q\n' "$TMO"
 	printf 'ENGRAM_VM_DEBUG=%q\n' "${ENGRAM_VM_DEBUG:-}"
+	printf 'RDMA_PROVIDER=%q\n' "${ENGRAM_VM_PROVIDER:-rxe}"
 	printf 'NET=%q\n' "${NET%%:*}"
 	printf 'GUEST_IP=%q\n' "$IP"
 	printf 'GUEST_IP2=%q\n' "$IP2"
