@@ -74,9 +74,10 @@ ARM64_PAIR=${ARM64_PAIR-6.12}
 # suites no core was left idle.  DKMS's build of the module under TCG is most
 # of its seven minutes.  Empty: not run.
 PACKAGES_KVER=${PACKAGES_KVER-6.12}
-# t_55_fetch once more in a guest of this kernel over Soft-iWARP instead of
-# rxe (selftests/vm/siw-module.sh builds siw.ko from linux-source-6.12):
-# about three minutes, alone, after the packages' guest.  Empty: not run.
+# The fetch, deadline, fault and limit tests once more in a guest of this
+# kernel over Soft-iWARP instead of rxe (selftests/vm/siw-module.sh builds
+# siw.ko from linux-source-6.12): about five minutes, alone, after the
+# packages' guest.  Empty: not run.
 SIW_KVER=${SIW_KVER-6.12}
 VM_TIMEOUT=${VM_TIMEOUT:-2700}
 CHECK_DEBUG=${CHECK_DEBUG:-1}
@@ -400,11 +401,12 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 	# The fetch test over a second provider, Soft-iWARP (built out of tree:
 	# Debian's kernels leave it out), so that nothing depends on rxe.
 	if [ -n "$SIW_KVER" ] && [ -n "${built[$SIW_KVER]:-}" ] &&
-	   { [ -z "${GUEST_FILTER:-}" ] || [[ " $GUEST_FILTER " == *" t_55"* ]]; }; then
+	   [ -z "${GUEST_FILTER:-}" ]; then
 		t0=$SECONDS
 		if run_build siw-module "build: siw.ko for $SIW_KVER (out of tree, linux-source-6.12)" \
 			selftests/vm/siw-module.sh "$SIW_KVER"; then
-			ENGRAM_VM_PROVIDER=siw SUITE_NAME=siw suite_start "$SIW_KVER" t_55_fetch
+			ENGRAM_VM_PROVIDER=siw SUITE_NAME=siw suite_start "$SIW_KVER" \
+				t_54_deadline t_55_fetch t_62_link_faults t_64_conn_limits
 			suite_report siw
 		fi
 	fi
