@@ -363,14 +363,15 @@ static void engram_serve_rdma_ctrl_done(struct ib_cq *cq, struct ib_wc *wc)
 	/*
 	 * The response's WRITEs completed before its SEND did: its table
 	 * hold goes here, with no work item for it.  A failed or flushed one
-	 * keeps it, parked on ctrl_done, for the release, which drops holds
-	 * only once the QP is drained.
+	 * keeps it, and its slot, for the release, which drops holds only
+	 * once the QP is drained: the failure breaks the connection.
 	 */
 	if (c->t && wc->status == IB_WC_SUCCESS && !conn->closing) {
 		t = c->t;
 		c->t = NULL;
 	}
-	list_add_tail(&c->node, c->t ? &conn->ctrl_done : &conn->ctrl_free);
+	if (!c->t)
+		list_add_tail(&c->node, &conn->ctrl_free);
 	spin_unlock_irqrestore(&conn->lock, flags);
 	if (t)
 		engram_table_serve_put(t);

@@ -80,7 +80,7 @@ struct engram_rx {
 struct engram_ctrl {
 	struct ib_cqe cqe;
 	struct engram_conn *conn;
-	struct list_head node;		/* on ctrl_free or ctrl_done, or neither */
+	struct list_head node;		/* on ctrl_free, or not while in use */
 	u8 *buf;
 	u64 dma;
 	struct engram_table *t;		/* hold to drop once this send completed */
@@ -121,8 +121,6 @@ struct engram_ctrl {
  * @sig_size: entries in @sig
  * @rx_pending: frames waiting for the work item
  * @ctrl_free: idle control slots
- * @ctrl_done: control slots whose send failed, with the hold the release
- *	drops once the QP is drained (a successful send drops it on completion)
  * @cm_owns_id: a DEVICE_REMOVAL handler lets the CM destroy @cm_id
  * @id_decided: the release work has decided who destroys @cm_id
  * @cat_sent: the first CATALOG is posted (work item only)
@@ -191,7 +189,6 @@ struct engram_conn {
 	u32 sig_size;
 	struct list_head rx_pending;
 	struct list_head ctrl_free;
-	struct list_head ctrl_done;
 	bool cm_owns_id;
 	bool id_decided;
 

@@ -570,7 +570,6 @@ static struct engram_conn *engram_serve_rdma_conn_alloc(struct engram_listener *
 	mutex_init(&conn->qp_mutex);
 	INIT_LIST_HEAD(&conn->rx_pending);
 	INIT_LIST_HEAD(&conn->ctrl_free);
-	INIT_LIST_HEAD(&conn->ctrl_done);
 	init_waitqueue_head(&conn->sq_wait);
 	INIT_WORK(&conn->release_work, engram_serve_rdma_conn_release);
 	init_completion(&conn->hw_done);
