@@ -67,6 +67,8 @@ void engram_params_reconnect_ms(unsigned int *min_ms, unsigned int *max_ms);
 
 /* fault.c: test knobs on the serving side; may sleep. */
 bool engram_fault_response(bool (*stop)(void));
+bool engram_fault_response_armed(void);
+bool engram_fault_server_softirq_short(void);
 void engram_fault_map(void);
 bool engram_fault_verify_mismatch(void);
 /* fault.c: test knobs on the client side; any context. */

@@ -102,6 +102,19 @@ bool engram_fault_response(bool (*stop)(void))
 	return drop && get_random_u32() % 100 < drop;
 }
 
+/**
+ * engram_fault_response_armed() - would engram_fault_response() do anything?
+ *
+ * Any context: for a transport that answers in softirq, which must leave
+ * a response the knobs delay or drop to a context that may sleep.
+ *
+ * Return: true when fault_delay_ms or fault_drop_pct is set.
+ */
+bool engram_fault_response_armed(void)
+{
+	return READ_ONCE(engram_fault_delay.val) || READ_ONCE(engram_fault_drop.val);
+}
+
 static struct engram_uint_param engram_fault_req_fail = {
 	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
 };
@@ -177,6 +190,28 @@ MODULE_PARM_DESC(fault_server_catalog_repeat,
 bool engram_fault_server_catalog_repeat(void)
 {
 	return engram_fault_take(&engram_fault_cat_repeat.val);
+}
+
+static struct engram_uint_param engram_fault_softirq_short = {
+	.max = ENGRAM_FAULT_COUNT_MAX, .warn = true,
+};
+
+module_param_cb(fault_server_softirq_short, &engram_uint_param_ops,
+		&engram_fault_softirq_short, 0644);
+MODULE_PARM_DESC(fault_server_softirq_short,
+		 "testing only: the next N responses answered in softirq find the send queue full after their first chain of WRITEs, and are finished by a work item, as on a backlogged connection (0-1000, default 0)");
+
+/**
+ * engram_fault_server_softirq_short() - must this softirq answer stop here?
+ *
+ * Any context.  True (and counted) while fault_server_softirq_short is
+ * not 0, which it counts down.
+ *
+ * Return: true to take the send queue as full.
+ */
+bool engram_fault_server_softirq_short(void)
+{
+	return engram_fault_take(&engram_fault_softirq_short.val);
 }
 
 module_param_cb(fault_verify_mismatch, &engram_uint_param_ops, &engram_fault_verify,

@@ -229,8 +229,18 @@ u64 engram_serve_cpu_now(void)
  */
 void engram_serve_cpu_spent(bool tcp, u32 nr_rows, u64 cpu0)
 {
-	u64 spent = engram_serve_cpu_now() - cpu0;
+	engram_serve_rows_spent(tcp, nr_rows, engram_serve_cpu_now() - cpu0);
+}
 
+/**
+ * engram_serve_rows_spent() - count rows answered and the CPU time they took
+ * @tcp: answered over TCP (else RDMA)
+ * @nr_rows: rows answered
+ * @spent: nanoseconds of CPU: from engram_serve_cpu_now(), or the time a
+ *	softirq spent on them, which is all CPU
+ */
+void engram_serve_rows_spent(bool tcp, u32 nr_rows, u64 spent)
+{
 	engram_count_add(&engram_global_stats,
 			 tcp ? ENGRAM_STAT_SERVED_TCP_ROWS : ENGRAM_STAT_SERVED_RDMA_ROWS, nr_rows);
 	if (spent)

@@ -40,6 +40,7 @@ int engram_serve_admit(const struct engram_wire_req *req,
 void engram_serve_answered(struct engram_table *t, u32 nr_rows, u64 t_recv_ns);
 u64 engram_serve_cpu_now(void);
 void engram_serve_cpu_spent(bool tcp, u32 nr_rows, u64 cpu0);
+void engram_serve_rows_spent(bool tcp, u32 nr_rows, u64 spent);
 void engram_serve_refused(struct engram_table *t, int status);
 
 #endif /* _ENGRAM_SERVE_H */

@@ -67,12 +67,20 @@ static struct engram_uint_param engram_srv_stall_ms = {
 	.val = 10000, .min = ENGRAM_SRV_STALL_MS_MIN, .max = ENGRAM_SRV_STALL_MS_MAX,
 };
 
+static struct engram_uint_param engram_srv_softirq_rows = {
+	.val = ENGRAM_SRV_SOFTIRQ_ROWS, .max = ENGRAM_SRV_SOFTIRQ_ROWS_MAX, .zero_ok = true,
+};
+
 module_param_cb(rdma_idle_timeout_ms, &engram_uint_param_ops, &engram_srv_idle_ms, 0644);
 MODULE_PARM_DESC(rdma_idle_timeout_ms,
 		 "RDMA server: close a connection that sent nothing for this many ms (0 off, or 100-3600000, default 30000)");
 module_param_cb(rdma_stall_timeout_ms, &engram_uint_param_ops, &engram_srv_stall_ms, 0644);
 MODULE_PARM_DESC(rdma_stall_timeout_ms,
 		 "RDMA server: close a connection whose peer leaves a send or a response unacknowledged for this many ms (1000-600000, default 10000)");
+
+module_param_cb(rdma_softirq_rows, &engram_uint_param_ops, &engram_srv_softirq_rows, 0644);
+MODULE_PARM_DESC(rdma_softirq_rows,
+		 "RDMA server: answer a request of up to this many rows in the softirq that received it, when the connection has nothing queued (0: every request in a work item; 0-65536, default 4096)");
 
 /*
  * A peer that lets a send stay incomplete this long is considered dead: a
@@ -238,6 +246,9 @@ static bool engram_serve_rdma_credits_ready(struct engram_conn *conn, u32 n)
 
 static int engram_serve_rdma_credits(struct engram_conn *conn, u32 n)
 {
+	/* Nothing completes while a softirq answer runs: what is free is all. */
+	if (conn->irq_answer)
+		return READ_ONCE(conn->sq_free) >= n ? 0 : -EAGAIN;
 	return engram_serve_rdma_wait(conn, engram_serve_rdma_credits_ready, n,
 					   "send queue stalled");
 }
@@ -307,11 +318,25 @@ static void engram_serve_rdma_rx_done(struct engram_conn *conn, struct engram_rx
 	}
 }
 
+/* Queue @rx (if any) for the work item, and the work item; under conn->lock. */
+static void engram_serve_rdma_queue(struct engram_conn *conn, struct engram_rx *rx)
+{
+	lockdep_assert_held(&conn->lock);
+	if (rx)
+		list_add_tail(&rx->node, &conn->rx_pending);
+	if (queue_work(engram_serve_rdma_wq, &conn->work))
+		engram_cost_inc(ENGRAM_STAT_HOST_WORK_ITEMS);
+}
+
+static int engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engram_rx *rx);
+
 static void engram_serve_rdma_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_rx *rx = container_of(wc->wr_cqe, struct engram_rx, cqe);
 	struct engram_conn *conn = rx->conn;
 	unsigned long flags;
+	bool irq, is_hb;
+	int ret;
 
 	engram_cost_inc(ENGRAM_STAT_HOST_CQES);
 	if (unlikely(wc->status != IB_WC_SUCCESS)) {
@@ -323,17 +348,49 @@ static void engram_serve_rdma_recv_done_cq(struct ib_cq *cq, struct ib_wc *wc)
 	WRITE_ONCE(conn->last_rx, jiffies);
 	rx->synced = min(rx->len, conn->rx_size);
 	engram_serve_rdma_rx_sync(conn, rx, true);
-	/* Peek at the type only to count requests for BUSY; the work item checks all. */
+	/*
+	 * Peek at the type only to count requests for BUSY and to choose
+	 * where to answer; the handler checks all.
+	 */
 	rx->is_req = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_REQUEST;
+	is_hb = rx->len > 1 && ((u8 *)rx->buf)[1] == ENGRAM_WIRE_HEARTBEAT;
 	rx->busy = false;
 
 	spin_lock_irqsave(&conn->lock, flags);
+	if (conn->closing) {
+		spin_unlock_irqrestore(&conn->lock, flags);
+		return;
+	}
+	if (rx->is_req)
+		rx->busy = ++conn->inflight > conn->neg.max_inflight;
+	/*
+	 * A request or a heartbeat is answered here when nothing is queued
+	 * before it and the work item is not serving: in order, and with no
+	 * hop to another CPU.  Completions of one CQ never run concurrently,
+	 * so the send queue's credits only shrink meanwhile.
+	 */
+	irq = (rx->is_req || is_hb) && !conn->worker_busy && list_empty(&conn->rx_pending) &&
+	      conn->cat_sent && !conn->cat_push && conn->wr_mtu && conn->sq_free >= 2 &&
+	      READ_ONCE(engram_srv_softirq_rows.val);
+	if (irq)
+		conn->irq_busy = true;
+	else
+		engram_serve_rdma_queue(conn, rx);
+	spin_unlock_irqrestore(&conn->lock, flags);
+	if (!irq)
+		return;
+
+	conn->irq_answer = true;
+	ret = engram_serve_rdma_handle_frame(conn, rx);
+	conn->irq_answer = false;
+	spin_lock_irqsave(&conn->lock, flags);
+	conn->irq_busy = false;
 	if (!conn->closing) {
-		if (rx->is_req)
-			rx->busy = ++conn->inflight > conn->neg.max_inflight;
-		list_add_tail(&rx->node, &conn->rx_pending);
-		if (queue_work(engram_serve_rdma_wq, &conn->work))
-			engram_cost_inc(ENGRAM_STAT_HOST_WORK_ITEMS);
+		/* Left to the work item (first in line), or what came meanwhile. */
+		if (ret)
+			list_add(&rx->node, &conn->rx_pending);
+		if (ret || conn->cat_push)
+			engram_serve_rdma_queue(conn, NULL);
 	}
 	spin_unlock_irqrestore(&conn->lock, flags);
 }
@@ -466,7 +523,10 @@ static bool engram_serve_rdma_ctrl_available(struct engram_conn *conn, u32 unuse
 	return ret;
 }
 
-/* A free control slot, or NULL when the connection is closing or stalled. */
+/*
+ * A free control slot, or NULL when the connection is closing or stalled
+ * (or, in softirq, when none is free now).
+ */
 static struct engram_ctrl *engram_serve_rdma_ctrl_get(struct engram_conn *conn)
 {
 	struct engram_ctrl *c;
@@ -478,7 +538,7 @@ static struct engram_ctrl *engram_serve_rdma_ctrl_get(struct engram_conn *conn)
 		if (c)
 			list_del_init(&c->node);
 		spin_unlock_irqrestore(&conn->lock, flags);
-		if (c)
+		if (c || conn->irq_answer)
 			return c;
 		if (engram_serve_rdma_wait(conn, engram_serve_rdma_ctrl_available, 0,
 					   "responses stalled"))
@@ -560,8 +620,12 @@ static int engram_serve_rdma_ctrl_send(struct engram_conn *conn, struct engram_c
 		first = &conn->wrs[0].wr;
 	}
 	ret = engram_serve_rdma_credits(conn, tail + 1);
-	if (ret)
+	if (ret) {
+		/* A softirq answer saw the credits before it began: a bug. */
+		if (WARN_ON_ONCE(ret == -EAGAIN))
+			engram_serve_rdma_broken(conn, "send queue full in softirq", ret);
 		return ret;
+	}
 	ib_dma_sync_single_for_device(conn->ibdev, c->dma, len, DMA_TO_DEVICE);
 	spin_lock_irqsave(&conn->lock, flags);
 	c->posted = jiffies;
@@ -747,8 +811,22 @@ static int engram_serve_rdma_wb_conn_reserve(void *ctx, u32 *cap)
 {
 	struct engram_conn *conn = ctx;
 	u32 want = min_t(u32, ENGRAM_SRV_CHAIN_MAX, conn->sq_depth / 2);
+	u32 free;
 	int ret;
 
+	if (conn->irq_answer) {
+		/*
+		 * Whatever is free, one credit kept for the SEND.  Short of
+		 * that, the work item finishes the response (rewriting the
+		 * rows posted so far: the same bytes to the same place).
+		 */
+		free = READ_ONCE(conn->sq_free);
+		if (free < 2 ||
+		    (++conn->irq_chains > 1 && engram_fault_server_softirq_short()))
+			return -EAGAIN;
+		*cap = min_t(u32, free - 1, ENGRAM_SRV_CHAIN_MAX);
+		return 0;
+	}
 	ret = engram_serve_rdma_credits(conn, max_t(u32, want, 1));
 	if (ret)
 		return ret;
@@ -822,19 +900,44 @@ static int engram_serve_rdma_write_rows(struct engram_conn *conn, struct engram_
 				return ret;
 			remote += src.seg[j].len;
 		}
-		if ((i & 1023) == 1023)
+		if ((i & 1023) == 1023 && !conn->irq_answer)
 			cond_resched();
 	}
 	*tail = engram_wbuild_take(&b);
 	return 0;
 }
 
-static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
+/*
+ * May a softirq answer @req?  Up to rdma_softirq_rows rows, and when the
+ * send queue has room for its WRITEs as they are likely built: a row each
+ * when rows land apart, far fewer when they land back to back.  A guess
+ * too low costs a response finished by the work item, not a wrong one.
+ */
+static bool engram_serve_rdma_irq_fits(struct engram_conn *conn,
+				       const struct engram_wire_req *req)
+{
+	bool packed = req->stride == ENGRAM_ROW_BYTES && !req->slots_le;
+	u32 wrs = packed ? req->nr_rows / 8 + req->nr_ranges : req->nr_rows;
+
+	return req->nr_rows <= READ_ONCE(engram_srv_softirq_rows.val) &&
+	       wrs + 2 <= READ_ONCE(conn->sq_free);
+}
+
+/*
+ * Answer a REQUEST.  In softirq (conn->irq_answer) nothing may wait: with no
+ * control slot free, fault knobs that sleep, more rows than
+ * rdma_softirq_rows or a send queue too full, it returns -EAGAIN for the
+ * work item to answer the frame.  Once rows may have been posted that
+ * happens only with the slot and its hold kept in @rx->resume: the
+ * WRITEs posted must keep the table's pages.
+ */
+static int engram_serve_rdma_handle_request(struct engram_conn *conn, struct engram_rx **rxp)
 {
 	struct engram_wire_req *req = &conn->req;
 	struct engram_rx *rx = *rxp;
 	u64 t_recv = rx->t_ns;		/* the buffer is reposted before the end */
 	u64 cpu0 = engram_serve_cpu_now();
+	u64 t0 = local_clock();
 	struct engram_wire_resp resp = {};
 	struct engram_table *t = NULL;
 	const dma_addr_t *dma;
@@ -842,11 +945,23 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	char why[128];
 	bool parsed;
 	u32 bad = 0, tail = 0;
-	int st, len;
+	int st, len, ret;
 
+	if (rx->resume) {
+		/* Admitted in softirq: the request is still conn->req. */
+		c = rx->resume;
+		rx->resume = NULL;
+		t = c->t;
+		dma = engram_table_dma(t, conn->ibdev);
+		if (WARN_ON_ONCE(!dma)) {	/* maps outlive every hold */
+			engram_serve_rdma_broken(conn, "table pages unmapped", -EIO);
+			return 0;
+		}
+		goto write;
+	}
 	c = engram_serve_rdma_ctrl_get(conn);
 	if (!c)
-		return;
+		return conn->irq_answer ? -EAGAIN : 0;
 	st = engram_wire_req_parse(rx->buf, rx->len, &conn->neg, req, why, sizeof(why));
 	parsed = !st;
 	if (st) {
@@ -857,6 +972,11 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 	if (rx->busy) {
 		st = ENGRAM_WIRE_BUSY;
 		goto refuse;
+	}
+	if (conn->irq_answer &&
+	    (!engram_serve_rdma_irq_fits(conn, req) || engram_fault_response_armed())) {
+		engram_serve_rdma_ctrl_put(conn, c);
+		return -EAGAIN;
 	}
 	st = engram_serve_admit(req, &conn->neg, &t, &bad);
 	/* From here the hold travels with the slot: the release finds it there. */
@@ -876,10 +996,17 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 		engram_table_serve_put(t);
 		c->t = NULL;
 		engram_serve_rdma_ctrl_put(conn, c);
-		return;
+		return 0;
 	}
-	if (engram_serve_rdma_write_rows(conn, t, dma, req, &tail))
-		return;		/* closing: the release drops the hold */
+write:
+	conn->irq_chains = 0;
+	ret = engram_serve_rdma_write_rows(conn, t, dma, req, &tail);
+	if (ret == -EAGAIN && conn->irq_answer) {
+		rx->resume = c;
+		return -EAGAIN;
+	}
+	if (ret)
+		return 0;	/* closing: the release drops the hold */
 
 	resp.ticket = req->ticket;
 	resp.status = ENGRAM_WIRE_OK;
@@ -888,14 +1015,18 @@ static void engram_serve_rdma_handle_request(struct engram_conn *conn, struct en
 				      false, &resp);
 	if (WARN_ON_ONCE(len < 0)) {
 		engram_serve_rdma_close(conn);
-		return;
+		return 0;
 	}
 	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_serve_answered(t, req->nr_rows, t_recv);
 	/* RC ordering: the client sees this after every WRITE above. */
 	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey, tail);
-	engram_serve_cpu_spent(false, req->nr_rows, cpu0);
-	return;
+	/* A softirq never sleeps: all of its time is CPU time. */
+	if (conn->irq_answer)
+		engram_serve_rows_spent(false, req->nr_rows, local_clock() - t0);
+	else
+		engram_serve_cpu_spent(false, req->nr_rows, cpu0);
+	return 0;
 
 refuse:
 	engram_serve_refused(c->t, st);
@@ -903,9 +1034,14 @@ refuse:
 	/* Only a request that parsed has a key we know to be the client's. */
 	engram_serve_rdma_refuse(conn, c, rxp, req->ticket, st, bad,
 				 parsed ? &req->ranges[0].rkey : NULL);
+	return 0;
 }
 
-static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
+/*
+ * Serve one frame, then repost its buffer.  Returns -EAGAIN only in
+ * softirq, for a frame left to the work item with its buffer unposted.
+ */
+static int engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engram_rx *rx)
 {
 	struct engram_wire_hdr_info h;
 	struct engram_ctrl *c;
@@ -917,10 +1053,12 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 
 	if (is_req) {
 		u64 t0 = local_clock();
+		int ret = engram_serve_rdma_handle_request(conn, &rx);
 
-		engram_serve_rdma_handle_request(conn, &rx);
-		engram_cost_inc(ENGRAM_STAT_HOST_REQUESTS);
 		engram_cost_add(ENGRAM_STAT_HOST_REQUEST_NS, local_clock() - t0);
+		if (ret)
+			return ret;
+		engram_cost_inc(ENGRAM_STAT_HOST_REQUESTS);
 		goto out;
 	}
 	st = engram_wire_hdr_check(rx->buf, rx->len, &conn->neg, true, false, &h,
@@ -930,13 +1068,19 @@ static void engram_serve_rdma_handle_frame(struct engram_conn *conn, struct engr
 					      ENGRAM_WIRE_CATALOG_REQUEST, &ticket,
 					      why, sizeof(why));
 		if (!st) {
+			/* It may wait for the last catalog's send. */
+			if (conn->irq_answer)
+				return -EAGAIN;
 			engram_serve_rdma_cat_send(conn, ticket, &rx);
 			goto out;
 		}
 	}
 	c = engram_serve_rdma_ctrl_get(conn);
-	if (!c)
+	if (!c) {
+		if (conn->irq_answer)
+			return -EAGAIN;
 		goto out;
+	}
 	if (!st && h.type == ENGRAM_WIRE_HEARTBEAT) {
 		len = engram_wire_simple_encode(c->buf, ENGRAM_SRV_CTRL_BYTES, &conn->neg,
 						ENGRAM_WIRE_HEARTBEAT, h.ticket);
@@ -964,6 +1108,7 @@ out:
 		WRITE_ONCE(conn->last_rx, jiffies);
 		spin_unlock_irqrestore(&conn->lock, flags);
 	}
+	return 0;
 }
 
 /*
@@ -1016,7 +1161,12 @@ static void engram_serve_rdma_serve(struct engram_conn *conn)
 
 	for (;;) {
 		spin_lock_irqsave(&conn->lock, flags);
-		if (conn->closing || !conn->established) {
+		/*
+		 * A softirq answering a frame queues this again when done; meanwhile
+		 * it owns the send queue and conn->req.
+		 */
+		if (conn->closing || !conn->established || conn->irq_busy) {
+			conn->worker_busy = false;
 			spin_unlock_irqrestore(&conn->lock, flags);
 			return;
 		}
@@ -1029,10 +1179,13 @@ static void engram_serve_rdma_serve(struct engram_conn *conn)
 			if (rx)
 				list_del_init(&rx->node);
 		}
+		conn->worker_busy = push || rx;
 		spin_unlock_irqrestore(&conn->lock, flags);
 
 		if (push) {
 			if (!conn->rx_ready) {
+				/* Asked once: the device may sleep to answer. */
+				conn->wr_mtu = engram_serve_rdma_path_mtu(conn);
 				if (engram_serve_rdma_rx_register(conn))
 					return;
 				conn->rx_ready = true;

@@ -29,6 +29,9 @@
 #define ENGRAM_SRV_CHAIN_MAX	256
 /* Bytes in one WRITE, far below any port's max_msg_sz. */
 #define ENGRAM_SRV_WR_MAX_BYTES	SZ_1M
+/* rdma_softirq_rows: requests of up to this many rows are answered in softirq. */
+#define ENGRAM_SRV_SOFTIRQ_ROWS	4096
+#define ENGRAM_SRV_SOFTIRQ_ROWS_MAX	65536
 /* Room for one RESPONSE or HEARTBEAT, a cache line so slots never share one. */
 #define ENGRAM_SRV_CTRL_BYTES	64
 
@@ -74,6 +77,7 @@ struct engram_rx {
 	bool is_req;			/* counted in conn->inflight */
 	bool busy;			/* over max_inflight when it came */
 	u64 t_ns;
+	struct engram_ctrl *resume;	/* begun in softirq: its slot and hold */
 };
 
 /* One small send: a RESPONSE or a HEARTBEAT echo. */
@@ -191,10 +195,14 @@ struct engram_conn {
 	struct list_head ctrl_free;
 	bool cm_owns_id;
 	bool id_decided;
+	bool worker_busy;		/* the work item is serving a frame */
+	bool irq_busy;			/* the receive completion is answering one */
 
 	bool cat_sent;
 	bool rx_posted;
 	bool rx_ready;
+	bool irq_answer;		/* the frame being served is in softirq */
+	u32 irq_chains;			/* chains reserved for it so far */
 	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;

@@ -188,7 +188,7 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 {
 	u64 ns;
 
-	spin_lock(&t->lock);
+	spin_lock_bh(&t->lock);
 	t->state = state;
 	t->error = error;
 	strscpy(t->errmsg, msg ? msg : "", sizeof(t->errmsg));
@@ -202,7 +202,7 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 	if (error != ECANCELED)
 		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, state, t->verify_result,
 				   error);
-	spin_unlock(&t->lock);
+	spin_unlock_bh(&t->lock);
 	return ns;
 }
 
@@ -326,10 +326,10 @@ static void engram_table_do_load(struct engram_table *t)
 	WRITE_ONCE(t->pinned_all, true);
 	engram_table_map_devices(t);
 
-	spin_lock(&t->lock);
+	spin_lock_bh(&t->lock);
 	memcpy(t->sha, sha, sizeof(sha));
 	t->have_sha = true;
-	spin_unlock(&t->lock);
+	spin_unlock_bh(&t->lock);
 	/* Counted before READY is published: a verify may start right after. */
 	ns = ktime_to_ns(ktime_sub(ktime_get(), t->job_start));
 	engram_count_add(&t->stats, ENGRAM_STAT_LOAD_BYTES, t->file_bytes);
@@ -382,9 +382,9 @@ static void engram_table_do_verify(struct engram_table *t)
 		engram_count(&t->stats, ENGRAM_STAT_VERIFY_FAILURES);
 		engram_count(&engram_global_stats, ENGRAM_STAT_VERIFY_FAILURES);
 	}
-	spin_lock(&t->lock);
+	spin_lock_bh(&t->lock);
 	t->verify_result = result;
-	spin_unlock(&t->lock);
+	spin_unlock_bh(&t->lock);
 	if (result == ENGRAM_VERIFY_MISMATCH) {
 		/*
 		 * The pinned bytes are not the file's any more: every row
@@ -761,13 +761,13 @@ int engram_table_verify(const char *name, struct netlink_ext_ack *extack)
 		NL_SET_ERR_MSG_MOD(extack, "table is not ready (loading, verifying or failed)");
 		ret = -EBUSY;
 	} else {
-		spin_lock(&t->lock);
+		spin_lock_bh(&t->lock);
 		t->state = ENGRAM_TABLE_VERIFYING;
 		t->verify_result = ENGRAM_VERIFY_NONE;
 		t->job_start = ktime_get();
 		t->job_ns = 0;
 		engram_event_table(ENGRAM_EVENT_TABLE_STATE, t->name, ENGRAM_TABLE_VERIFYING, 0, 0);
-		spin_unlock(&t->lock);
+		spin_unlock_bh(&t->lock);
 		atomic64_set(&t->done_bytes, 0);
 		queue_work(engram_wq, &t->work);
 	}
@@ -796,7 +796,7 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	engram_stats_counters_snapshot(&t->stats, info->stats);
 	engram_stats_hist_snapshot(&t->lat, info->lat);
 
-	spin_lock(&t->lock);
+	spin_lock_bh(&t->lock);
 	info->state = t->state;
 	info->verify_result = t->verify_result;
 	info->have_sha256 = t->have_sha;
@@ -805,7 +805,7 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	strscpy(info->errmsg, t->errmsg, sizeof(info->errmsg));
 	info->elapsed_ns = t->job_ns ? t->job_ns :
 			   ktime_to_ns(ktime_sub(ktime_get(), t->job_start));
-	spin_unlock(&t->lock);
+	spin_unlock_bh(&t->lock);
 }
 
 /**
@@ -896,10 +896,10 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
 		if (t->generation != generation)
 			continue;
 		/* Generations are unique, so the digest only guards against a stale client. */
-		spin_lock(&t->lock);
+		spin_lock_bh(&t->lock);
 		if (t->have_sha && !memcmp(t->sha, digest, ENGRAM_WIRE_DIGEST_PREFIX))
 			status = ENGRAM_WIRE_TABLE_NOT_READY;
-		spin_unlock(&t->lock);
+		spin_unlock_bh(&t->lock);
 		if (status == ENGRAM_WIRE_TABLE_NOT_READY && engram_table_serving(t)) {
 			atomic_inc(&t->holds);
 			*tp = t;
@@ -1095,11 +1095,11 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
 		out[n].weight_offset = t->weight_offset;
 		out[n].scale_offset = t->scale_offset;
 		out[n].row_bytes = ENGRAM_ROW_BYTES;
-		spin_lock(&t->lock);
+		spin_lock_bh(&t->lock);
 		if (t->have_sha)
 			memcpy(out[n].sha256, t->sha, ENGRAM_SHA256_LEN);
 		out[n].state = t->state;
-		spin_unlock(&t->lock);
+		spin_unlock_bh(&t->lock);
 		n++;
 	}
 	mutex_unlock(&engram_tables_mutex);

@@ -552,6 +552,12 @@ def check_cost(cases):
                 if lk == "rdma" and p.get("host_requests") != 1:
                     problems.append(f"{name}: {p.get('host_requests')} host requests per "
                                     "fetch, not 1")
+                # Up to rdma_softirq_rows (4,096) the host answers in the receive
+                # completion: a work item for most requests means it does not.
+                hw, hr = p.get("host_work_items"), p.get("host_requests")
+                if rows <= 4096 and hr and (hw is None or hw / hr >= 0.5):
+                    problems.append(f"{name}: {hw} host work items per fetch "
+                                    f"for {hr} requests")
     return problems
 
 

@@ -39,6 +39,31 @@ check "submit + poll + wait, 100,000 rows, exact" \
 check "busy-poll, 50,000 rows, exact" run --count 50000 --batch 288 --busy-poll --seed 3
 check "stride 512 with an offset, 60,000 rows, exact" \
 	run --count 60000 --batch 20000 --stride 512 --offset 100 --seed 4
+# Answered in the receive completion's softirq, up to rdma_softirq_rows
+# rows a request: no work item.  A response that finds the send queue
+# short after its first chain of WRITEs is finished by the work item,
+# which rewrites its rows (the same bytes to the same place).
+P=/sys/module/engram_rdma/parameters
+work_req() { echo "$(stat_global host_work_items) $(stat_global host_requests)"; }
+read -r w0 r0 <<<"$(work_req)"
+check "4,096-row fetches answered in softirq, 81,920 rows, exact" \
+	run --count 81920 --batch 4096 --seed 7
+read -r w1 r1 <<<"$(work_req)"
+check "they took no host work item ($((w1 - w0)) for $((r1 - r0)) requests)" \
+	test $((w1 - w0)) -eq 0 -a $((r1 - r0)) -ge 20
+echo 3 >$P/fault_server_softirq_short
+check "3 responses cut short in softirq, finished by the work item: 8 fetches exact" \
+	run --count 32768 --batch 4096 --seed 8
+read -r w2 r2 <<<"$(work_req)"
+check "the knob was taken 3 times, and the work item ran for them ($((w2 - w1)))" \
+	test "$(cat $P/fault_server_softirq_short)" = 0 -a $((w2 - w1)) -ge 3
+echo 0 >$P/rdma_softirq_rows
+check "rdma_softirq_rows=0: every request in a work item, 2,880 rows exact" \
+	run --count 2880 --batch 288 --seed 9
+read -r w3 r3 <<<"$(work_req)"
+check "a work item for each of the $((r3 - r2)) requests ($((w3 - w2)), heartbeats too)" \
+	test $((w3 - w2)) -ge $((r3 - r2)) -a $((r3 - r2)) -ge 10
+echo 4096 >$P/rdma_softirq_rows
 check "destination as 5 ranges, 98,304 rows, exact" \
 	run --count 98304 --batch 49152 --ranges 5 --seed 5
 check "four processes at once, all exact" run --count 100000 --batch 288,4096 --procs 4 --seed 6

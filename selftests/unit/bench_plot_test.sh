@@ -109,15 +109,20 @@ done
 # What a fetch costs: the host's time per request fitted over the row counts
 # (made up as 5,000 ns + 2 ns per row: the fit gives both back), the table,
 # and --check names a named-link case with other than one request a fetch.
-cost() {	# cost LINK MODE ROWS [HOST_REQUESTS]
-	local hr=${4:-1}
-	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_allocs": 4.0, "host_requests": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
-		"$1" "$2" "$3" "$hr" "$(( (5000 + 2 * $3) ))"
+cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS]]
+	local hr=${4:-1} hw=${5:-0}
+	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
+		"$1" "$2" "$3" "$hr" "$hw" "$(( (5000 + 2 * $3) ))"
 }
 {
 	results
 	for lk in rdma link0; do for m in sleep busy; do for r in 1 288 4096 49152; do
-		if [ "$lk $m $r" = "rdma busy 288" ]; then cost "$lk" "$m" "$r" 2; else cost "$lk" "$m" "$r"; fi
+		case "$lk $m $r" in
+		"rdma busy 288") cost "$lk" "$m" "$r" 2 ;;
+		"link0 sleep 4096") cost "$lk" "$m" "$r" 1 0.6 ;;
+		"link0 sleep 49152") cost "$lk" "$m" "$r" 1 1 ;;
+		*) cost "$lk" "$m" "$r" ;;
+		esac
 	done; done; done
 } >"$tmp/cost.log"
 /usr/bin/python3 "$rep" --in "$tmp/cost.log" --json "$tmp/cost.json" --check >"$tmp/cost.md" \
@@ -135,6 +140,13 @@ if grep -q 'cost_rdma_busy_288: 2 host requests per fetch, not 1' "$tmp/cost.err
 	ok "cost: --check names the named-link case with two requests a fetch, and only it"
 else
 	nok "cost: --check names the named-link case with two requests a fetch, and only it"
+	sed 's/^/#   /' "$tmp/cost.err"
+fi
+if grep -q 'cost_link0_sleep_4096: 0.6 host work items per fetch for 1 requests' "$tmp/cost.err" &&
+   ! grep -q 'cost_link0_sleep_49152' "$tmp/cost.err"; then
+	ok "cost: --check names a case up to 4,096 rows whose requests took work items, not 49,152's"
+else
+	nok "cost: --check names a case up to 4,096 rows whose requests took work items"
 	sed 's/^/#   /' "$tmp/cost.err"
 fi
 echo "1..$n"
