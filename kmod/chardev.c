@@ -45,10 +45,18 @@ struct engram_file {
 	unsigned int nr_fetches;
 	u64 next_ticket;
 	wait_queue_head_t wq;		/* a fetch of this fd ended */
+	/*
+	 * The last fetch freed, kept with its rows array for the next: in
+	 * steady state a fetch allocates nothing.  Taken and left with
+	 * xchg()/cmpxchg(), as threads sharing the fd submit at once.
+	 */
+	struct engram_fetch *spare;
 };
 
+/* Let go of what a fetch holds; it is then the fd's spare or freed. */
 static void engram_chardev_fetch_free(struct engram_fetch *f)
 {
+	struct engram_file *ef = container_of(f->wq, struct engram_file, wq);
 	unsigned int i;
 
 	engram_replica_fetch_free(f);
@@ -57,8 +65,40 @@ static void engram_chardev_fetch_free(struct engram_fetch *f)
 			engram_ubuf_put(f->pieces[i].buf);
 	if (f->link)
 		engram_link_put(f->link);
+	/* The last reference is the fd's, so the fd is still there. */
+	if (!cmpxchg(&ef->spare, NULL, f))
+		return;
+	engram_replica_spares_free(f);
 	kvfree(f->rows);
 	kfree(f);
+}
+
+/* The fd's spare fetch, cleared but for its rows array, or a new one. */
+static struct engram_fetch *engram_chardev_fetch_alloc(struct engram_file *ef)
+{
+	struct engram_fetch *f = xchg(&ef->spare, NULL);
+	struct engram_replica_fetch *spare_rf;
+	struct engram_fetch *spare_part;
+	u32 *rows, cap;
+
+	if (!f) {
+		engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
+		f = kzalloc(sizeof(*f), GFP_KERNEL);
+		if (!f)
+			return NULL;
+	} else {
+		rows = f->rows;
+		cap = f->rows_cap;
+		spare_rf = f->spare_rf;
+		spare_part = f->spare_part;
+		memset(f, 0, sizeof(*f));
+		f->rows = rows;
+		f->rows_cap = cap;
+		f->spare_rf = spare_rf;
+		f->spare_part = spare_part;
+	}
+	f->wq = &ef->wq;
+	return f;
 }
 
 static void engram_chardev_fetch_release(struct kref *ref)
@@ -401,13 +441,11 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 		return -EINVAL;
 	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows)
 		return -EINVAL;
-	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
-	f = kzalloc(sizeof(*f), GFP_KERNEL);
+	f = engram_chardev_fetch_alloc(ef);
 	if (!f)
 		return -ENOMEM;
 	kref_init(&f->ref);
 	f->slot = -1;
-	f->wq = &ef->wq;
 	f->nr_rows = a->nr_rows;
 	f->stride = a->stride;
 	timeout = a->timeout_ns ? a->timeout_ns :
@@ -425,11 +463,16 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	ret = -EMFILE;
 	if (ef->nr_fetches >= ENGRAM_FILE_MAX_FETCHES)
 		goto err;
-	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
-	f->rows = kvmalloc_array(a->nr_rows, sizeof(*f->rows), GFP_KERNEL);
-	ret = -ENOMEM;
-	if (!f->rows)
-		goto err;
+	if (f->rows_cap < a->nr_rows) {
+		kvfree(f->rows);
+		f->rows_cap = 0;
+		engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
+		f->rows = kvmalloc_array(a->nr_rows, sizeof(*f->rows), GFP_KERNEL);
+		ret = -ENOMEM;
+		if (!f->rows)
+			goto err;
+		f->rows_cap = a->nr_rows;
+	}
 	ret = -EFAULT;
 	if (copy_from_user(f->rows, u64_to_user_ptr(a->rows), (size_t)a->nr_rows * 4))
 		goto err;
@@ -785,6 +828,11 @@ static int engram_chardev_release(struct inode *inode, struct file *file)
 	xa_for_each(&ef->tables, idx, ot)
 		engram_chardev_table_free(ot);
 	xa_destroy(&ef->tables);
+	if (ef->spare) {
+		engram_replica_spares_free(ef->spare);
+		kvfree(ef->spare->rows);
+		kfree(ef->spare);
+	}
 	/* A completion handler may still hold the lock it woke us under. */
 	spin_lock_irq(&ef->wq.lock);
 	spin_unlock_irq(&ef->wq.lock);

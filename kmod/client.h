@@ -89,6 +89,7 @@ struct engram_fetch {
 	u32 nr_rows;
 	u32 stride;
 	u32 *rows;
+	u32 rows_cap;			/* entries @rows holds (kept with a spare fetch) */
 	/*
 	 * NULL, or where each row lands: row i at places[i] * stride of the
 	 * pieces (a part of a fetch routed to shards, version 3 only).
@@ -130,6 +131,9 @@ struct engram_fetch {
 	 * ordinary fetch on one link for some of its rows.
 	 */
 	struct engram_replica_fetch *rf;	/* the fd's fetch: its parts */
+	/* the fd's fetch: freed ones kept for its next use (replica.c) */
+	struct engram_replica_fetch *spare_rf;
+	struct engram_fetch *spare_part;
 	/* the fd's fetch: end it at its deadline (instead of a link break) */
 	void (*expire)(struct engram_fetch *f);
 	/* a part: called once it is done, in any context */

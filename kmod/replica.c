@@ -339,18 +339,24 @@ static void engram_replica_part_free(struct engram_fetch *p)
 				       (u64)p->nr_rows * ENGRAM_ROW_BYTES);
 		engram_link_put(p->bounce_link);
 	}
+	/* Kept for the fd's fetch's next use, as the fd keeps that fetch. */
+	if (!cmpxchg(&p->parent->spare_part, NULL, p))
+		return;
 	kfree(p);
 }
 
 static struct engram_fetch *engram_replica_part_alloc(struct engram_fetch *f)
 {
-	struct engram_fetch *p;
+	struct engram_fetch *p = xchg(&f->spare_part, NULL);
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
-	p = kzalloc(sizeof(*p), GFP_KERNEL);
-
-	if (!p)
-		return NULL;
+	if (p) {
+		memset(p, 0, sizeof(*p));
+	} else {
+		engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
+		p = kzalloc(sizeof(*p), GFP_KERNEL);
+		if (!p)
+			return NULL;
+	}
 	kref_init(&p->ref);		/* the fd's fetch's, until it is freed */
 	INIT_LIST_HEAD(&p->fd_node);
 	INIT_LIST_HEAD(&p->done_node);
@@ -1028,6 +1034,14 @@ static int engram_replica_parts_runs(struct engram_replica_fetch *rf,
 	return 0;
 }
 
+/* Keep @rf, nothing in it any more, for @f's next use, or free it. */
+static void engram_replica_rf_free(struct engram_fetch *f, struct engram_replica_fetch *rf)
+{
+	if (!cmpxchg(&f->spare_rf, NULL, rf))
+		return;
+	kfree(rf);
+}
+
 /**
  * engram_replica_submit() - send a fetch of a table opened on no link
  * @rg: the table
@@ -1067,11 +1081,16 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c), &up);
 	if (!n)
 		return up ? -ESTALE : -ENOTCONN;	/* links, but none serves it now */
-	engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
-	rf = kzalloc(sizeof(*rf), GFP_KERNEL);
-	if (!rf) {
-		engram_replica_put_cands(c, n);
-		return -ENOMEM;
+	rf = xchg(&f->spare_rf, NULL);
+	if (rf) {
+		memset(rf, 0, sizeof(*rf));
+	} else {
+		engram_cost_inc(ENGRAM_STAT_CLIENT_ALLOCS);
+		rf = kzalloc(sizeof(*rf), GFP_KERNEL);
+		if (!rf) {
+			engram_replica_put_cands(c, n);
+			return -ENOMEM;
+		}
 	}
 	spin_lock_init(&rf->lock);
 	INIT_LIST_HEAD(&rf->parts);
@@ -1183,7 +1202,7 @@ out:
 	list_for_each_entry_safe(p, tmp, &rf->parts, part_node)
 		engram_replica_part_free(p);
 	kvfree(rf->rows);
-	kfree(rf);
+	engram_replica_rf_free(f, rf);
 	return ret;
 }
 
@@ -1234,6 +1253,20 @@ void engram_replica_fetch_free(struct engram_fetch *f)
 	list_for_each_entry_safe(p, tmp, &rf->parts, part_node)
 		engram_replica_part_free(p);
 	kvfree(rf->rows);
-	kfree(rf);
 	f->rf = NULL;
+	engram_replica_rf_free(f, rf);
+}
+
+/**
+ * engram_replica_spares_free() - free what a fd's fetch kept for its next use
+ * @f: the fd's fetch, being freed for good
+ *
+ * Process context.
+ */
+void engram_replica_spares_free(struct engram_fetch *f)
+{
+	kfree(f->spare_rf);
+	f->spare_rf = NULL;
+	kfree(f->spare_part);
+	f->spare_part = NULL;
 }

@@ -19,5 +19,6 @@ struct engram_link_table *engram_replica_first_lt(struct engram_replica *rg);
 int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f);
 void engram_replica_reap(struct engram_fetch *f);
 void engram_replica_fetch_free(struct engram_fetch *f);
+void engram_replica_spares_free(struct engram_fetch *f);
 
 #endif /* _ENGRAM_REPLICA_H */
