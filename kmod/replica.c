@@ -911,8 +911,27 @@ static void engram_replica_expire(struct engram_fetch *f)
 }
 
 /*
+ * Is @c[@i] a TCP link to a host that an RDMA candidate of @mask reaches,
+ * with replica_prefer_rdma on?  It takes a part only when that one
+ * cannot: splitting a fetch for it would send both parts to one host.
+ */
+static bool engram_replica_shadowed(const struct engram_replica_cand *c, unsigned int n,
+				    unsigned int i, u32 mask)
+{
+	unsigned int k;
+
+	if (c[i].remote_write || !engram_params_replica_prefer_rdma())
+		return false;
+	for (k = 0; k < n; k++)
+		if ((mask & BIT(k)) && c[k].remote_write &&
+		    engram_url_same_host(c[k].url, c[i].url))
+			return true;
+	return false;
+}
+
+/*
  * Into how many parts @rows rows for the candidates of @mask are cut: one
- * per replica when the fetch is large enough to split, and small enough
+ * per replica (a host reached over RDMA and TCP is one) when the fetch is large enough to split, and small enough
  * for every one of them, so that any may take a part over; when that
  * takes too many parts, small enough for the largest (what the open
  * promised), and only those that take it are tried.  With @fewest, as few
@@ -932,7 +951,7 @@ static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c
 			continue;
 		lo = min(lo, r);
 		hi = max(hi, r);
-		m++;
+		m += !engram_replica_shadowed(c, n, i, mask);
 	}
 	if (!m)
 		return 0;

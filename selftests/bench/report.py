@@ -548,8 +548,9 @@ def check_cost(cases):
                 p = c.get("per_fetch", {})
                 if not p.get("client_posts") or p["client_posts"] < 1:
                     problems.append(f"{name}: {p.get('client_posts')} GPU-node posts per fetch")
-                # A named link sends each fetch of one range as one request.
-                if lk == "rdma" and p.get("host_requests") != 1:
+                # A fetch of one range is one request, on link 0 too: its RDMA
+                # and TCP links reach one host, which a split would ask twice.
+                if p.get("host_requests") != 1:
                     problems.append(f"{name}: {p.get('host_requests')} host requests per "
                                     "fetch, not 1")
                 # Up to rdma_softirq_rows (4,096) the host answers in the receive
