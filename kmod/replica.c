@@ -931,12 +931,13 @@ static bool engram_replica_shadowed(const struct engram_replica_cand *c, unsigne
 
 /*
  * Into how many parts @rows rows for the candidates of @mask are cut: one
- * per replica (a host reached over RDMA and TCP is one) when the fetch is large enough to split, and small enough
- * for every one of them, so that any may take a part over; when that
- * takes too many parts, small enough for the largest (what the open
- * promised), and only those that take it are tried.  With @fewest, as few
- * as the largest takes, not split: a fetch's ranges together may not have
- * more parts than ENGRAM_REPLICA_MAX_PARTS.  0: none takes rows this way.
+ * per replica (a host reached over RDMA and TCP is one) when the fetch
+ * is large enough to split, and small enough for every one of them, so
+ * that any may take a part over; when that takes too many parts, small
+ * enough for the largest (what the open promised), and only those that
+ * take it are tried.  With @fewest, as few as the largest takes, not
+ * split: a fetch's ranges together may not have more parts than
+ * ENGRAM_REPLICA_MAX_PARTS.  0: none takes rows this way.
  */
 static u32 engram_replica_nr_parts(u32 rows, const struct engram_replica_cand *c,
 				   unsigned int n, u32 mask, bool places, bool fewest)
