@@ -112,7 +112,7 @@ struct engram_ctrl {
  * @max_sge: SGEs per WRITE
  * @wr_max_bytes: bytes per WRITE
  * @lkey: the local DMA lkey of the connection's PD
- * @lock: protects the fields down to @id_decided
+ * @lock: protects the fields down to @irq_busy
  * @closing: no post after this is set; the release work is queued
  * @established: the CM said ESTABLISHED
  * @cat_push: a catalog push is pending
@@ -127,9 +127,16 @@ struct engram_ctrl {
  * @ctrl_free: idle control slots
  * @cm_owns_id: a DEVICE_REMOVAL handler lets the CM destroy @cm_id
  * @id_decided: the release work has decided who destroys @cm_id
- * @cat_sent: the first CATALOG is posted (work item only)
- * @wr_mtu: the QP's path MTU in bytes; 0 until asked, U32_MAX if the
- *	device would not say (work item only)
+ * @worker_busy: the work item is serving a frame or a catalog push
+ * @irq_busy: a receive completion is answering a frame in softirq; it
+ *	and @worker_busy are never both set, so what is marked "server
+ *	only" below has one user at a time
+ * @cat_sent: the first CATALOG is posted (set by the work item only)
+ * @irq_answer: the frame being served is served in softirq: nothing may
+ *	wait (server only)
+ * @irq_chains: chains of WRITEs reserved for that frame so far
+ * @wr_mtu: the QP's path MTU in bytes; 0 until asked (by the work item,
+ *	before the first CATALOG), U32_MAX if the device would not say
  * @rx_posted: work requests were posted, so the QP needs draining
  * @rx_ready: the receive MRs are registered and the receives posted
  *	(work item only)
@@ -157,9 +164,9 @@ struct engram_ctrl {
  * @cat_cqe: completion of a CATALOG send
  * @write_cqe: unsignaled WRITEs (completes only on error)
  * @chain_cqe: the signaled last WRITE of a chain
- * @wrs: scratch for one chain of WRITEs (work item only)
+ * @wrs: scratch for one chain of WRITEs (server only)
  * @sges: their SGEs, @max_sge per WR
- * @req: the request being handled (work item only)
+ * @req: the request being handled (server only)
  */
 struct engram_conn {
 	struct engram_cm_ctx ctx;
@@ -195,14 +202,14 @@ struct engram_conn {
 	struct list_head ctrl_free;
 	bool cm_owns_id;
 	bool id_decided;
-	bool worker_busy;		/* the work item is serving a frame */
-	bool irq_busy;			/* the receive completion is answering one */
+	bool worker_busy;
+	bool irq_busy;
 
 	bool cat_sent;
 	bool rx_posted;
 	bool rx_ready;
-	bool irq_answer;		/* the frame being served is in softirq */
-	u32 irq_chains;			/* chains reserved for it so far */
+	bool irq_answer;
+	u32 irq_chains;
 	u32 wr_mtu;
 	wait_queue_head_t sq_wait;
 	struct work_struct work;
