@@ -18,6 +18,7 @@
 
 #include "client.h"
 #include "cost.h"
+#include "kept.h"
 #include "link_table.h"
 #include "pieces.h"
 #include "replica.h"
@@ -237,7 +238,8 @@ static long engram_chardev_ioc_reg(struct engram_file *ef, void __user *uarg)
 	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_REG_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
-	if (a.flags || a.reserved0 || !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
+	if ((a.flags & ~ENGRAM_REG_F_KEEP_KEYS) || a.reserved0 ||
+	    !engram_chardev_zero(a.reserved, sizeof(a.reserved)))
 		return -EINVAL;
 	if (READ_ONCE(ef->nr_bufs) >= ENGRAM_FILE_MAX_BUFS)
 		return -EMFILE;
@@ -245,6 +247,7 @@ static long engram_chardev_ioc_reg(struct engram_file *ef, void __user *uarg)
 	ret = engram_ubuf_create(a.addr, a.length, &b);
 	if (ret)
 		return ret;
+	b->keep = a.flags & ENGRAM_REG_F_KEEP_KEYS;
 	mutex_lock(&ef->mutex);
 	ret = -EMFILE;
 	if (ef->nr_bufs < ENGRAM_FILE_MAX_BUFS)
@@ -332,6 +335,8 @@ static long engram_chardev_ioc_unreg(struct engram_file *ef, void __user *uarg)
 		engram_link_fetch_end(f);
 		engram_chardev_fetch_put(f);
 	}
+	/* Its kept keys too: a fetch reaped later holds the pages, not a key. */
+	engram_kept_buf_drop(b);
 	engram_ubuf_put(b);
 	return 0;
 }
@@ -348,6 +353,7 @@ static int engram_chardev_fetch_cut(struct engram_fetch *f, const struct engram_
 {
 	struct engram_pieces_dest pd[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_pieces_piece pp[ENGRAM_WIRE_MAX_RANGES];
+	bool keep = true;
 	unsigned int i;
 	u32 n;
 	int ret;
@@ -356,10 +362,20 @@ static int engram_chardev_fetch_cut(struct engram_fetch *f, const struct engram_
 		pd[i].addr = d[i].buf->addr;
 		pd[i].off = d[i].off;
 		pd[i].len = d[i].len;
+		keep &= d[i].buf->keep;
 	}
+	/*
+	 * Buffers whose keys are kept are cut at their fixed windows (kept.c);
+	 * a destination that needs too many pieces so is cut as any other and
+	 * registered per fetch.
+	 */
 	ret = engram_pieces_cut(f->nr_rows, f->stride, ENGRAM_ROW_BYTES, pd, nd,
-				(u64)mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
+				(u64)mr_pages * PAGE_SIZE, PAGE_SIZE, keep, pp,
 				min_t(u32, max_pieces, ARRAY_SIZE(pp)), &n);
+	if (ret == -E2BIG && keep)
+		ret = engram_pieces_cut(f->nr_rows, f->stride, ENGRAM_ROW_BYTES, pd, nd,
+					(u64)mr_pages * PAGE_SIZE, PAGE_SIZE, false, pp,
+					min_t(u32, max_pieces, ARRAY_SIZE(pp)), &n);
 	f->nr_pieces = 0;
 	if (ret)
 		return ret;
@@ -822,8 +838,10 @@ static int engram_chardev_release(struct inode *inode, struct file *file)
 		list_del_init(&f->fd_node);
 		engram_chardev_fetch_put(f);
 	}
-	xa_for_each(&ef->bufs, idx, b)
+	xa_for_each(&ef->bufs, idx, b) {
+		engram_kept_buf_drop(b);
 		engram_ubuf_put(b);
+	}
 	xa_destroy(&ef->bufs);
 	xa_for_each(&ef->tables, idx, ot)
 		engram_chardev_table_free(ot);

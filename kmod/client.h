@@ -12,6 +12,7 @@
 #include <linux/list.h>
 #include <linux/mutex.h>
 #include <linux/wait.h>
+#include <linux/xarray.h>
 #include <rdma/ib_verbs.h>
 
 #include "engram.h"
@@ -34,6 +35,8 @@ struct engram_ubuf {
 	unsigned long nr_pages;
 	struct mm_struct *mm;		/* charged; mmgrab()bed; NULL: kernel pages */
 	struct engram_dma_owner maps;	/* its DMA maps, per device (dma.c) */
+	bool keep;			/* ENGRAM_REG_F_KEEP_KEYS */
+	struct xarray kept;		/* its kept registrations (kept.c) */
 };
 
 int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out);
@@ -82,6 +85,7 @@ struct engram_fetch {
 	bool responded;			/* a RESPONSE was matched to it */
 	bool wire_broken;		/* a WR failed or was not posted: teardown ends it */
 	bool finished;			/* off the wire, MRs back in the pool */
+	bool kept;			/* its pieces land through kept keys (kept.c) */
 
 	/* what to ask */
 	u8 digest[ENGRAM_WIRE_DIGEST_PREFIX];

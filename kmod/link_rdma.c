@@ -33,6 +33,7 @@
 
 #include "cost.h"
 #include "inject.h"
+#include "kept.h"
 #include "link.h"
 
 /* Receives: one per ticket, plus room for unsolicited catalogs and heartbeat echoes. */
@@ -120,6 +121,7 @@ struct engram_link_rdma_q {
 	 * its disconnect is not a break of the link.
 	 */
 	bool dropping;
+	struct engram_kept_conn kept;	/* buffers registered once here (kept.c) */
 };
 
 /*
@@ -361,6 +363,22 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 	f = engram_link_claim(l, &resp, r->q->idx);
 	if (!f)
 		return -EPROTO;
+	if (f->kept) {
+		/*
+		 * Nothing to invalidate: the RESPONSE ends the fetch with its
+		 * SEND.  A server that invalidated a key anyway broke the
+		 * protocol, and may have killed a window others use.
+		 */
+		if (r->inv) {
+			pr_warn_ratelimited("link %u: response invalidated a kept key\n", l->id);
+			spin_lock_irqsave(&l->lock, flags);
+			engram_link_wire_broken_locked(l, f, -EPROTO);
+			spin_unlock_irqrestore(&l->lock, flags);
+			return -EPROTO;
+		}
+		engram_link_rdma_wire_put(l, f);
+		return 0;
+	}
 	first = r->inv && r->inv_rkey == f->rkey0 ? 1 : 0;
 	if (first) {
 		engram_count(&l->stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
@@ -690,6 +708,8 @@ static void engram_link_rdma_q_destroy_qp(struct engram_link_rdma_q *q)
 		ib_mr_pool_destroy(q->qp, &q->mrs);
 		rdma_destroy_qp(q->cm_id);
 		q->qp = NULL;
+		/* The QP is gone, the PD not yet: no kept key can be used, each may go. */
+		engram_kept_conn_stop(&q->kept);
 	}
 }
 
@@ -979,6 +999,7 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 			      IB_MR_TYPE_MEM_REG, l->mr_pages, 0);
 	if (ret)
 		return ret;
+	engram_kept_conn_start(&q->kept, q->qp, q->dev->pd, &q->reg_cqe, l->mr_pages);
 	ret = engram_link_rdma_alloc_recvs(q);
 	if (ret)
 		return ret;
@@ -1210,12 +1231,15 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 	struct engram_link_rdma_q *q = slot->q;
 	struct ib_reg_wr *regs = f->reg_wrs;
 	struct ib_send_wr send = {};
+	struct ib_send_wr *first;
+	unsigned int i, nr_regs;
 	struct ib_sge sge;
-	unsigned int i;
 	u32 left, n;
 
-	memset(regs, 0, sizeof(regs[0]) * f->nr_pieces);
-	for (i = 0; i < f->nr_pieces; i++) {
+	/* Kept keys were registered once, ahead of this on the same send queue. */
+	nr_regs = f->kept ? 0 : f->nr_pieces;
+	memset(regs, 0, sizeof(regs[0]) * nr_regs);
+	for (i = 0; i < nr_regs; i++) {
 		struct ib_mr *mr = f->pieces[i].mr;
 
 		regs[i].wr.opcode = IB_WR_REG_MR;
@@ -1226,7 +1250,9 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 		/* Remote write only: the server can neither read nor reuse it later. */
 		regs[i].access = IB_ACCESS_LOCAL_WRITE | IB_ACCESS_REMOTE_WRITE;
 	}
-	regs[f->nr_pieces - 1].wr.next = &send;
+	if (nr_regs)
+		regs[nr_regs - 1].wr.next = &send;
+	first = nr_regs ? &regs[0].wr : &send;
 	sge.addr = slot->mr->iova;
 	sge.length = f->req_len;
 	sge.lkey = slot->mr->lkey;
@@ -1243,8 +1269,8 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 	}
 	if (engram_fault_client_req_fail())
 		return -EIO;
-	engram_cost_post_send(false, &regs[0].wr);
-	return engram_post_send(q->qp, &regs[0].wr, NULL);
+	engram_cost_post_send(false, first);
+	return engram_post_send(q->qp, first, NULL);
 }
 
 /* Fast-register one piece of the destination, exposing exactly its bytes. */
@@ -1296,31 +1322,64 @@ static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_link_
 	return 0;
 }
 
+/*
+ * Can @f land through kept keys on @q: every piece in a buffer registered
+ * with ENGRAM_REG_F_KEEP_KEYS and inside one of its windows there, and a
+ * server that will not invalidate them (version 5)?
+ */
+static bool engram_link_rdma_keeps(struct engram_link *l, struct engram_link_rdma_q *q,
+				   const struct engram_fetch *f)
+{
+	unsigned int i;
+
+	if (l->neg.version_max < ENGRAM_WIRE_VERSION_KEPT)
+		return false;
+	for (i = 0; i < f->nr_pieces; i++)
+		if (!f->pieces[i].buf->keep ||
+		    !engram_kept_fits(&q->kept, f->pieces[i].buf, f->pieces[i].off,
+				      f->pieces[i].len))
+			return false;
+	return true;
+}
+
 /* The RDMA transport's submit: register each piece, post REG_MRs and the SEND. */
 static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f)
 {
 	struct engram_link_rdma_slot *slot = &engram_link_rdma_of(l)->slots[f->slot];
 	struct engram_link_rdma_q *q = slot->q;
 	struct engram_wire_req req;
+	u64 addr[ENGRAM_WIRE_MAX_RANGES];
 	unsigned long flags;
 	unsigned int i;
 	int ret;
 
 	f->ibdev = q->dev->ibdev;
+	f->kept = engram_link_rdma_keeps(l, q, f);
+	for (i = 0; i < f->nr_pieces; i++)
+		f->pieces[i].mr = NULL;
 	for (i = 0; i < f->nr_pieces; i++) {
-		ret = engram_link_rdma_map_piece(l, q, &f->pieces[i], slot->sgl);
+		struct engram_piece *p = &f->pieces[i];
+
+		if (f->kept) {
+			ret = engram_kept_map(&q->kept, p->buf, p->off, p->len, slot->sgl, &p->mr,
+					      &addr[i]);
+		} else {
+			ret = engram_link_rdma_map_piece(l, q, p, slot->sgl);
+			addr[i] = ret ? 0 : p->mr->iova;
+		}
 		if (ret)
 			goto err_pieces;
-		engram_ubuf_sync(f->pieces[i].buf, q->dev->ibdev, f->pieces[i].off,
-				 f->pieces[i].len, true);
+		engram_ubuf_sync(p->buf, q->dev->ibdev, p->off, p->len, true);
 	}
 	engram_link_fetch_req(f, &req);
 	for (i = 0; i < f->nr_pieces; i++) {
-		req.ranges[i].addr = f->pieces[i].mr->iova;
+		req.ranges[i].addr = addr[i];
 		req.ranges[i].rkey = f->pieces[i].mr->rkey;
 	}
-	/* The key a version 2 server invalidates with its RESPONSE. */
+	/* The key a version 2 server invalidates with its RESPONSE, unless kept. */
 	f->rkey0 = f->pieces[0].mr->rkey;
+	if (f->kept)
+		req.flags |= ENGRAM_WIRE_REQ_KEPT_KEYS;
 	ret = engram_wire_req_build(slot->buf, l->neg.max_request_bytes,
 				    &l->neg, &req, f->rows, f->places);
 	if (ret < 0)
@@ -1329,8 +1388,11 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 
 	f->send_cqe.done = engram_link_rdma_send_done;
 	f->inv_cqe.done = engram_link_rdma_inv_done;
-	/* The SEND, and each MR's invalidation (a LOCAL_INV, or the RESPONSE). */
-	atomic_set(&f->wire_refs, 1 + f->nr_pieces);
+	/*
+	 * The SEND, and each MR's invalidation (a LOCAL_INV, or the RESPONSE);
+	 * kept keys are not invalidated: the SEND and the RESPONSE.
+	 */
+	atomic_set(&f->wire_refs, 1 + (f->kept ? 1 : f->nr_pieces));
 	ret = engram_link_track(l, f);
 	if (ret)
 		goto err_pieces;
@@ -1351,7 +1413,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 err_pieces:
 	spin_lock_irqsave(&l->lock, flags);
 	for (i = 0; i < f->nr_pieces; i++) {
-		if (f->pieces[i].mr)
+		if (f->pieces[i].mr && !f->kept)
 			ib_mr_pool_put(q->qp, &q->mrs, f->pieces[i].mr);
 		f->pieces[i].mr = NULL;
 	}
@@ -1426,12 +1488,12 @@ static void engram_link_rdma_put_fetch(struct engram_link *l, struct engram_fetc
 	struct engram_link_rdma_q *q;
 	unsigned int i;
 
-	/* Only a fetch that held a slot can have MRs. */
+	/* Only a fetch that held a slot can have MRs; kept ones are not the pool's. */
 	if (f->slot < 0)
 		return;
 	q = engram_link_rdma_fq(l, f);
 	for (i = 0; i < f->nr_pieces; i++) {
-		if (f->pieces[i].mr)
+		if (f->pieces[i].mr && !f->kept)
 			ib_mr_pool_put(q->qp, &q->mrs, f->pieces[i].mr);
 		f->pieces[i].mr = NULL;
 	}
@@ -1466,6 +1528,12 @@ static struct engram_link *engram_link_rdma_alloc(void)
 	for (i = 0; i < ENGRAM_LINK_MAX_QUEUES; i++) {
 		struct engram_link_rdma_q *q = &rl->q[i];
 
+		if (engram_kept_conn_init(&q->kept, &rl->link)) {
+			while (i--)
+				engram_kept_conn_exit(&rl->q[i].kept);
+			kfree(rl);
+			return NULL;
+		}
 		q->link = &rl->link;
 		q->idx = i;
 		init_completion(&q->cm_done);
@@ -1479,7 +1547,12 @@ static struct engram_link *engram_link_rdma_alloc(void)
 
 static void engram_link_rdma_free(struct engram_link *l)
 {
-	kfree(engram_link_rdma_of(l));
+	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned int i;
+
+	for (i = 0; i < ENGRAM_LINK_MAX_QUEUES; i++)
+		engram_kept_conn_exit(&rl->q[i].kept);
+	kfree(rl);
 }
 
 static const struct engram_link_ops engram_link_rdma_ops = {

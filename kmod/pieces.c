@@ -20,6 +20,60 @@ static u64 engram_pieces_min(u64 a, u64 b)
 	return a < b ? a : b;
 }
 
+/**
+ * engram_pieces_div() - @x / @m, in 64 bits on every architecture
+ * @x: dividend
+ * @m: divisor, not 0
+ *
+ * Return: the quotient.
+ */
+u64 engram_pieces_div(u64 x, u64 m)
+{
+#ifdef ENGRAM_USERSPACE
+	return x / m;
+#else
+	return div64_u64(x, m);
+#endif
+}
+
+/**
+ * engram_pieces_kept_step() - bytes between two fixed windows' starts
+ * @window: bytes of one window, a whole number of pages
+ * @page_size: the page size
+ *
+ * Fixed windows overlap by one page, more than a row: a row that
+ * straddles the end of one lies inside the next, which a piece starting
+ * at that row then nearly fills, so a destination takes about as many
+ * pieces as with windows begun at each piece.  A window of one page has
+ * no overlap: a row across its end cannot be cut for it (-E2BIG).
+ *
+ * Return: the step, a whole number of pages.
+ */
+u64 engram_pieces_kept_step(u64 window, u64 page_size)
+{
+	u64 pages = engram_pieces_div(window, page_size);
+
+	return (pages > 1 ? pages - 1 : 1) * page_size;
+}
+
+/**
+ * engram_pieces_kept_room() - bytes from @pos to the end of its fixed window
+ * @pos: a byte's offset from the buffer's first page's start
+ * @window: bytes of a window
+ * @page_size: the page size
+ *
+ * The window is the one that starts last at or before @pos, which ends
+ * last: number engram_pieces_div(pos, step).
+ *
+ * Return: the bytes, at least 1.
+ */
+u64 engram_pieces_kept_room(u64 pos, u64 window, u64 page_size)
+{
+	u64 step = engram_pieces_kept_step(window, page_size);
+
+	return engram_pieces_div(pos, step) * step + window - pos;
+}
+
 /* The start of the row (or stride gap) that byte offset @x falls in. */
 static u64 engram_pieces_row_start(u64 x, u32 stride)
 {
@@ -48,6 +102,10 @@ static int engram_pieces_splits_row(u64 x, u32 stride, u32 row_bytes)
  * @window: bytes one registration may span from its first byte's page on,
  *	a whole number of pages
  * @page_size: the page size, a power of two
+ * @aligned: windows are fixed in each buffer, every
+ *	engram_pieces_kept_step() bytes from its first page's start, rather
+ *	than begun at each piece's page (kept registrations, kept.c: one MR
+ *	per window)
  * @out: the pieces, @max_pieces of them at most
  * @max_pieces: room in @out (the link's ranges per request)
  * @nr_pieces: set to the number of pieces written
@@ -64,7 +122,7 @@ static int engram_pieces_splits_row(u64 x, u32 stride, u32 row_bytes)
  */
 int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
 		      const struct engram_pieces_dest *d, unsigned int nd,
-		      u64 window, u64 page_size, struct engram_pieces_piece *out,
+		      u64 window, u64 page_size, bool aligned, struct engram_pieces_piece *out,
 		      u32 max_pieces, u32 *nr_pieces)
 {
 	u64 total = (u64)(nr_rows - 1) * stride + row_bytes;
@@ -80,7 +138,9 @@ int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
 			return -EINVAL;
 		for (s = base; s < end; s = c) {
 			u64 boff = d[i].off + (s - base);
-			u64 room = window - ((d[i].addr + boff) & (page_size - 1));
+			u64 pos = (d[i].addr & (page_size - 1)) + boff;
+			u64 room = aligned ? engram_pieces_kept_room(pos, window, page_size) :
+				   window - (pos & (page_size - 1));
 
 			c = engram_pieces_min(end, s + room);
 			if (c < end && engram_pieces_splits_row(c, stride, row_bytes)) {

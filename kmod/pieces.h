@@ -33,9 +33,12 @@ struct engram_pieces_piece {
 	u64 len;
 };
 
+u64 engram_pieces_div(u64 x, u64 m);
+u64 engram_pieces_kept_step(u64 window, u64 page_size);
+u64 engram_pieces_kept_room(u64 pos, u64 window, u64 page_size);
 int engram_pieces_cut(u32 nr_rows, u32 stride, u32 row_bytes,
 		      const struct engram_pieces_dest *d, unsigned int nd,
-		      u64 window, u64 page_size, struct engram_pieces_piece *out,
+		      u64 window, u64 page_size, bool aligned, struct engram_pieces_piece *out,
 		      u32 max_pieces, u32 *nr_pieces);
 
 /**

@@ -468,7 +468,7 @@ engram_replica_part_bounce(struct engram_fetch *p, const struct engram_replica_c
 		spin_unlock_irqrestore(&rf->lock, flags);
 	}
 	ret = engram_pieces_cut(p->nr_rows, ENGRAM_ROW_BYTES, ENGRAM_ROW_BYTES, &pd, 1,
-				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
+				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, false, pp,
 				min_t(u32, c->max_ranges, ARRAY_SIZE(pp)), &n);
 	if (ret)
 		return ret;
@@ -497,6 +497,7 @@ engram_replica_part_cut(struct engram_fetch *p, const struct engram_replica_cand
 	const struct engram_fetch *f = p->parent;
 	u64 skip = (u64)p->first * f->stride;
 	unsigned int i, nd = 0;
+	bool keep = true;
 	u32 n;
 	int ret;
 
@@ -514,14 +515,20 @@ engram_replica_part_cut(struct engram_fetch *p, const struct engram_replica_cand
 		pd[nd].addr = d->buf->addr;
 		pd[nd].off = d->off + skip;
 		pd[nd].len = d->len - skip;
+		keep &= d->buf->keep;
 		skip = 0;
 		nd++;
 	}
 	if (!nd)
 		return -ENOSPC;
+	/* Kept keys' fixed windows, or, if they need too many pieces, per-fetch keys. */
 	ret = engram_pieces_cut(p->span, p->stride, ENGRAM_ROW_BYTES, pd, nd,
-				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, pp,
+				(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, keep, pp,
 				min_t(u32, c->max_ranges, ARRAY_SIZE(pp)), &n);
+	if (ret == -E2BIG && keep)
+		ret = engram_pieces_cut(p->span, p->stride, ENGRAM_ROW_BYTES, pd, nd,
+					(u64)c->mr_pages * PAGE_SIZE, PAGE_SIZE, false, pp,
+					min_t(u32, c->max_ranges, ARRAY_SIZE(pp)), &n);
 	if (ret)
 		return ret;
 	/* pd[] skipped the ranges before the part's: map back to the parent's. */

@@ -783,6 +783,12 @@ static int engram_serve_rdma_cat_send(struct engram_conn *conn, u64 ticket,
 	return ret;
 }
 
+/* The key a RESPONSE to @req invalidates: its first range's, unless the client keeps it. */
+static const u32 *engram_serve_rdma_inv_key(const struct engram_wire_req *req)
+{
+	return req->flags & ENGRAM_WIRE_REQ_KEPT_KEYS ? NULL : &req->ranges[0].rkey;
+}
+
 /* Answer a frame with a RESPONSE that carries no rows (@inv_rkey: as ctrl_send). */
 static void engram_serve_rdma_refuse(struct engram_conn *conn, struct engram_ctrl *c,
 				     struct engram_rx **rxp, u64 ticket, int status,
@@ -1019,8 +1025,12 @@ write:
 	}
 	/* Counted before the send: once it is posted the hold may go any time. */
 	engram_serve_answered(t, req->nr_rows, t_recv);
-	/* RC ordering: the client sees this after every WRITE above. */
-	engram_serve_rdma_ctrl_send(conn, c, len, rxp, &req->ranges[0].rkey, tail);
+	/*
+	 * RC ordering: the client sees this after every WRITE above.  A
+	 * client that keeps its keys (version 5) would lose one if we
+	 * invalidated it.
+	 */
+	engram_serve_rdma_ctrl_send(conn, c, len, rxp, engram_serve_rdma_inv_key(req), tail);
 	/* A softirq never sleeps: all of its time is CPU time. */
 	if (conn->irq_answer)
 		engram_serve_rows_spent(false, req->nr_rows, local_clock() - t0);
@@ -1033,7 +1043,7 @@ refuse:
 	c->t = NULL;
 	/* Only a request that parsed has a key we know to be the client's. */
 	engram_serve_rdma_refuse(conn, c, rxp, req->ticket, st, bad,
-				 parsed ? &req->ranges[0].rkey : NULL);
+				 parsed ? engram_serve_rdma_inv_key(req) : NULL);
 	return 0;
 }
 

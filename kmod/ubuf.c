@@ -60,6 +60,7 @@ int engram_ubuf_create(u64 addr, u64 length, struct engram_ubuf **out)
 		goto err_uncharge;
 	kref_init(&b->ref);
 	engram_dma_owner_init(&b->maps);
+	xa_init(&b->kept);
 	b->addr = addr;
 	b->length = length;
 	b->pages = kvcalloc(npages, sizeof(*b->pages), GFP_KERNEL);
@@ -122,6 +123,7 @@ int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out)
 		return -ENOMEM;
 	kref_init(&b->ref);
 	engram_dma_owner_init(&b->maps);
+	xa_init(&b->kept);
 	b->length = length;
 	b->pages = kvcalloc(DIV_ROUND_UP(length, PAGE_SIZE), sizeof(*b->pages), GFP_KERNEL);
 	if (!b->pages)
@@ -208,6 +210,8 @@ static void engram_ubuf_release(struct kref *ref)
 {
 	struct engram_ubuf *b = container_of(ref, struct engram_ubuf, ref);
 
+	/* Its kept keys went when it was unregistered (engram_kept_buf_drop()). */
+	WARN_ON_ONCE(!xa_empty(&b->kept));
 	engram_dma_unmap_all(&b->maps);
 	if (!b->mm) {
 		/* engram_ubuf_create_kernel()'s */

@@ -745,7 +745,8 @@ static int dest_check(const struct engram_wire_req *r, char *err, size_t errlen)
  *
  * Checks, in this order: the header (engram_wire_hdr_check() rules, exact
  * length); type REQUEST; reserved field zero; no flag the version does not
- * know (ENGRAM_WIRE_REQ_SLOTS from version 3); nr_rows and nr_ranges
+ * know (ENGRAM_WIRE_REQ_SLOTS from version 3, ENGRAM_WIRE_REQ_KEPT_KEYS
+ * from version 5); nr_rows and nr_ranges
  * nonzero; nr_ranges and nr_rows within the negotiated limits; the length
  * exactly 48 + 24 * nr_ranges + 4 * nr_rows (8 * nr_rows with slots);
  * dest_stride at least ENGRAM_ROW_BYTES; each range's reserved field zero,
@@ -786,6 +787,8 @@ int engram_wire_req_parse(const void *buf, size_t len,
 	}
 	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_SHARDS)
 		known = ENGRAM_WIRE_REQ_SLOTS;
+	if (wire_version(neg) >= ENGRAM_WIRE_VERSION_KEPT)
+		known |= ENGRAM_WIRE_REQ_KEPT_KEYS;
 	req->flags = get16(b + REQ(flags));
 	if (req->flags & ~known) {
 		wire_err(err, errlen, "request flags %#x unknown in version %u",

@@ -200,6 +200,8 @@ const char *engram_wire_type_name(unsigned int type);
 #define ENGRAM_WIRE_VERSION_SHARDS	3
 /* The first whose catalog says where each table's tensors are in its file. */
 #define ENGRAM_WIRE_VERSION_TENSOR	4
+/* The first whose REQUEST may keep its keys (ENGRAM_WIRE_REQ_KEPT_KEYS). */
+#define ENGRAM_WIRE_VERSION_KEPT	5
 
 void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
 		       u16 version_max);

@@ -8,7 +8,7 @@
 # speaks only version 1 once its link is deleted (an older host: no shard
 # in its catalog, whole tables exact), and this node at version 1 links to
 # host1 (an older GPU node: host1 lists no shard to it, whole tables
-# exact), then at version 4 again.  The table rep is opened on no
+# exact), then at version 5 again.  The table rep is opened on no
 # link.  Fetches are exact and both hosts answer them; then a fetch loop
 # runs, with the same file as libengram's local copy, while host1's module
 # is unloaded and loaded again and host1 is killed outright: every fetch
@@ -138,9 +138,9 @@ L1=${L1:-1}
 check "host1 lists no shard to an older GPU node" test -z "$(held "$L1" sh)$(held "$L1" gp)"
 check "a whole table from the newer host: exact" \
 	runs "${FW[@]}" --link "$L1" --count 4096 --batch 288,1024 --timeout-ms 10000 --seed 13
-echo 4 >$P/protocol_version
-L1=$(relink "$L1" "$R1" 4)
-check "link to host1 at version 4 again ($L1)" test -n "$L1"
+echo 5 >$P/protocol_version
+L1=$(relink "$L1" "$R1" 5)
+check "link to host1 at version 5 again ($L1)" test -n "$L1"
 L1=${L1:-1}
 listed() { test -n "$(held "$L1" sh)"; }
 check "host1's shards are listed again" wait_for 30 listed

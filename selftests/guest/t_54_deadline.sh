@@ -7,7 +7,8 @@
 # held-back rows would have been sent), the link comes back on its own and
 # the next fetch is exact.  The same for a dropped response, for SUBMIT +
 # WAIT, for a destination in ranges, and for a fetch on another fd while
-# one fd's deadline breaks the shared link.
+# one fd's deadline breaks the shared link.  A held-back response and a
+# storm also with the buffer's keys kept per connection.
 # timeout: 900
 # kernels: 6.12
 . "$(dirname "$0")/lib.sh"
@@ -35,6 +36,9 @@ SOFF=$(table_field dl scale_offset)
 FC=("$CHECK" --table dl --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+# The same with the buffer's keys kept per connection (ENGRAM_REG_F_KEEP_KEYS).
+run_kept() { local out rc; out=$(ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" "$@" 2>&1); rc=$?
+	echo "$out" | sed 's/^/# /'; return $rc; }
 link_json() { "$ENGRAMCTL" -j link show 1 | jget "str(d[0].get('$1', ''))"; }
 check "the link comes up and sees the table" wait_fetchable 30 --timeout-ms 10000
 check "a fetch is exact before any fault" run --count 20000 --batch 288,4096 --timeout-ms 60000
@@ -60,6 +64,10 @@ check "SUBMIT + WAIT: ETIMEDOUT in bound, no late write" \
 	--expect-errno ETIMEDOUT --max-ms $BOUND --settle-ms $SETTLE
 check "five ranges and a stride: ETIMEDOUT in bound, no late write" \
 	run --count 3000 --batch 3000 --ranges 5 --stride 300 --timeout-ms $DEADLINE \
+	--expect-errno ETIMEDOUT --max-ms $BOUND --settle-ms $SETTLE
+# Kept keys are not invalidated per fetch: it is the break that ends them.
+check "kept keys: a held-back response: ETIMEDOUT in bound, no late write" \
+	run_kept --count 4096 --batch 4096 --ranges 3 --timeout-ms $DEADLINE \
 	--expect-errno ETIMEDOUT --max-ms $BOUND --settle-ms $SETTLE
 
 set_knob fault_delay_ms 0
@@ -103,9 +111,17 @@ check "timeout storm: 1,000 fetches, each exact or a clean error in bound, no la
 	--settle-ms $SETTLE --seed 6
 diag "fetch timeouts during the storm: $(($(stat_global fetch_timeouts) - tmo0))"
 check "the storm timed out fetches" test "$(stat_global fetch_timeouts)" -gt "$tmo0"
+# Each break deregisters the windows; the next connection registers them again.
+kept0=$(stat_global kept_registrations)
+check "kept keys: a storm of 100 fetches, each exact or a clean error in bound, no late write" \
+	run_kept --tolerate --count 28800 --batch 288 --timeout-ms $DEADLINE --max-ms $BOUND \
+	--settle-ms $SETTLE --seed 8
+check "kept keys: windows were registered again after breaks ($(($(stat_global kept_registrations) - kept0)))" \
+	test $(($(stat_global kept_registrations) - kept0)) -ge 2
 set_knob fault_delay_ms 0
 check "after the storm the link comes back" wait_fetchable 30 --timeout-ms 10000
 check "and fetches are exact" run --count 20000 --batch 288,4096 --timeout-ms 60000 --seed 7
+check "and with kept keys" run_kept --count 20000 --batch 288,4096 --timeout-ms 60000 --seed 9
 
 check "unload and rmmod are clean after the faults" \
 	sh -c "'$ENGRAMCTL' unload dl && rmmod engram_rdma"

@@ -2,15 +2,18 @@
 # SPDX-License-Identifier: GPL-2.0
 # Wire protocol versions and the RESPONSE that invalidates (one guest, rxe
 # loopback, host and client at once):
-# - protocol_version takes 1 to 4 only, with a log line for anything else;
-# - by default a link negotiates version 4 (tensor offsets: t_74_identity;
-#   shards since 3: t_73_shards), which
+# - protocol_version takes 1 to 5 only, with a log line for anything else;
+# - by default a link negotiates version 5 (kept keys; tensor offsets:
+#   t_74_identity; shards since 3: t_73_shards), which
 #   keeps what version 2 brought: the server sends each RESPONSE
 #   as a SEND with invalidate of the first range's key, and the client
 #   counts one remote_invalidations per fetch (one range or several; with
 #   several, the others are still invalidated locally; a refusal too) and
 #   posts no LOCAL_INV for a fetch of one range (fault_client_inv_fail
-#   stays armed through one, fires on a fetch of two); rows exact;
+#   stays armed through one, fires on a fetch of two); rows exact; a buffer
+#   whose keys are kept posts no LOCAL_INV even for two ranges, and is
+#   invalidated by no RESPONSE;
+# - with protocol_version=4 such a buffer is registered per fetch again;
 # - with protocol_version=1 on both sides the link negotiates 1, nothing is
 #   invalidated remotely, rows are exact, and a fetch of one range posts a
 #   LOCAL_INV again: version 1 is what an older peer speaks (test_wire.c
@@ -29,13 +32,13 @@ make_table "$F" $ROWS --seed 61 || bail "mktable"
 module_unload || bail "rmmod"
 
 dmesg_mark
-check "protocol_version=5 is refused at load" sh -c "! insmod $MODULE protocol_version=5 2>/dev/null"
-check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=5: want 1-4'"
+check "protocol_version=6 is refused at load" sh -c "! insmod $MODULE protocol_version=6 2>/dev/null"
+check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=6: want 1-5'"
 module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
-check "protocol_version is 4 by default" test "$(cat $P/protocol_version)" = 4
+check "protocol_version is 5 by default" test "$(cat $P/protocol_version)" = 5
 check "protocol_version refuses 0 at run time" sh -c "! echo 0 2>/dev/null > $P/protocol_version"
-check "and 5" sh -c "! echo 5 2>/dev/null > $P/protocol_version"
-check "and is still 4" test "$(cat $P/protocol_version)" = 4
+check "and 6" sh -c "! echo 6 2>/dev/null > $P/protocol_version"
+check "and is still 5" test "$(cat $P/protocol_version)" = 5
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name proto >/dev/null 2>&1
 check "the table loads" test "$(table_state proto)" = ready
 WOFF=$(table_field proto weight_offset)
@@ -44,14 +47,16 @@ SOFF=$(table_field proto scale_offset)
 FC=("$CHECK" --table proto --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS --timeout-ms 20000)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+run_kept() { local out rc; out=$(ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" "$@" 2>&1); rc=$?
+	echo "$out" | sed 's/^/# /'; return $rc; }
 
-# --- version 4: a RESPONSE invalidates, as from version 2 on -------------------
+# --- version 5: a RESPONSE invalidates, as from version 2 on -------------------
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "it negotiated version 4" test "$(link_field "$ID" protocol)" = 4
-check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 4'"
-check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +4$'"
+check "it negotiated version 5" test "$(link_field "$ID" protocol)" = 5
+check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 5'"
+check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +5$'"
 ri0=$(link_stat "$ID" remote_invalidations) f0=$(link_stat "$ID" fetches)
 check "200 fetches of one range (1 and 288 rows) are exact" \
 	run --link "$ID" --count 28900 --batch 1,288 --seed 1
@@ -81,6 +86,30 @@ check "a fetch of two ranges posts one, and fails with ECONNRESET" \
 	run --link "$ID" --count 288 --batch 288 --ranges 2 --expect-errno ECONNRESET
 check "the knob was used" test "$(cat $P/fault_client_inv_fail)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+# Kept keys: nothing is invalidated, locally or by the RESPONSE.
+ri3=$(link_stat "$ID" remote_invalidations) k3=$(link_stat "$ID" kept_registrations)
+echo 1 > $P/fault_client_inv_fail
+check "kept keys: fetches of two ranges are exact with the invalidation post failing" \
+	run_kept --link "$ID" --count 2880 --batch 288 --ranges 2 --seed 6
+check "and left the knob unused: no LOCAL_INV" test "$(cat $P/fault_client_inv_fail)" = 1
+echo 0 > $P/fault_client_inv_fail
+check "no RESPONSE invalidated a key, windows were kept ($(($(link_stat "$ID" kept_registrations) - k3)))" \
+	test "$(link_stat "$ID" remote_invalidations)" -eq "$ri3" -a \
+	"$(link_stat "$ID" kept_registrations)" -gt "$k3"
+
+# --- version 4: kept keys are not spoken, each fetch registers its own -------
+"$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
+echo 4 > $P/protocol_version
+ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
+[ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
+check "with protocol_version=4 the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+check "it negotiated version 4" test "$(link_field "$ID" protocol)" = 4
+ri4=$(link_stat "$ID" remote_invalidations) f4=$(link_stat "$ID" fetches)
+check "a buffer registered to keep its keys: fetches exact" \
+	run_kept --link "$ID" --count 2880 --batch 288 --seed 7
+check "each registered per fetch, invalidated by its RESPONSE, none kept" \
+	test $(($(link_stat "$ID" remote_invalidations) - ri4)) -eq \
+	$(($(link_stat "$ID" fetches) - f4)) -a "$(link_stat "$ID" kept_registrations)" = 0
 
 # --- version 1 on both sides -------------------------------------------------
 "$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
@@ -100,7 +129,7 @@ check "in version 1 a fetch of one range posts a LOCAL_INV: the failing post fai
 check "and used the knob" test "$(cat $P/fault_client_inv_fail)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
 check "still at version 1" test "$(link_field "$ID" protocol)" = 1
-echo 4 > $P/protocol_version
+echo 5 > $P/protocol_version
 
 check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"
 check "the module loads again" module_load

@@ -81,6 +81,8 @@ check "the table loads" test "$(table_state barrier)" = ready
 dmesg_mark
 
 run() { local out rc; out=$("$BC" --table barrier "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+run_kept() { local out rc; out=$(ENGRAM_RDMA_KEEP_KEYS=1 "$BC" --table barrier "$@" 2>&1); rc=$?
+	echo "$out" | sed 's/^/# /'; return $rc; }
 # wait_link_fetchable LINK SECONDS: the link is up and a fetch works.
 wait_link_fetchable() {
 	local i
@@ -112,6 +114,19 @@ for link in 1 2; do
 	echo 0 >$P/fault_delay_ms
 	check "$t: the link works after" wait_link_fetchable $link 30
 done
+
+# Kept keys (ENGRAM_REG_F_KEEP_KEYS): UNREG_BUF and close() also
+# deregister the buffer's windows on the connection before they return.
+echo 500 >$P/fault_delay_ms
+check "rdma, kept keys: UNREG_BUF with a fetch held 0.5 s: waits for it, canary intact 3 s later" \
+	run_kept --link 1 --rows 1024 --max-ms 2500 --settle-ms 3000 --fetch-ok unreg
+check "rdma, kept keys: close() with a fetch held 0.5 s: canary intact 3 s later" \
+	run_kept --link 1 --rows 1024 --max-ms 2500 --settle-ms 3000 close
+echo 4000 >$P/fault_delay_ms
+check "rdma, kept keys: UNREG_BUF with a fetch held 4 s: breaks it within 3.5 s, canary intact 5 s later" \
+	run_kept --link 1 --rows 4096 --max-ms 3500 --settle-ms 5000 unreg
+echo 0 >$P/fault_delay_ms
+check "rdma, kept keys: the link comes back" wait_link_fetchable 1 30
 
 touch "$STALL"
 sleep 0.2

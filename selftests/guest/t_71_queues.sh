@@ -9,9 +9,11 @@
 #   them (link list, link show, -j);
 # - a fetch runs on the submitting CPU's queue: 100 fetches pinned to CPU 0
 #   are all counted on queue 0, then 100 pinned to CPU 1 on queue 1;
-# - two processes at once are exact;
+# - two processes at once are exact, with per-fetch keys and kept ones;
 # - a queue pair that breaks (fault_client_inv_flush on queue 1) breaks the
-#   whole link: ECONNRESET, then it reconnects with both queues, exact;
+#   whole link: ECONNRESET, then it reconnects with both queues, exact; a
+#   process fetching with kept keys meanwhile gets exact rows or clean
+#   errors, and its windows are registered again on the new queues;
 # - a server that refuses the second connection (rdma_max_conns_per_peer=1)
 #   leaves the link on one queue, logged, exact;
 # - with four queues, heartbeat_ms=500 and the host's rdma_idle_timeout_ms
@@ -100,13 +102,27 @@ check "link show lists the fetches per queue" \
 check "two processes at once, 3 ranges a fetch, are exact" \
 	run "${FC[@]}" --link "$ID" --procs 2 --count 24000 --batch 3000 --ranges 3 --stride 300 \
 	--seed 3
+check "kept keys: two processes, 3 ranges a fetch, are exact" \
+	run env ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" --link "$ID" --procs 2 --count 24000 \
+	--batch 3000 --ranges 3 --stride 300 --seed 6
 c0=$(link_field "$ID" connects)
+# A process whose buffer keeps its keys goes on through the break: its
+# windows die with the queues and are registered again on the new ones.
+ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" --link "$ID" --tolerate --duration-s 8 --count 100000000 \
+	--batch 288,4096 --seed 7 >"$ENGRAM_TEST_TMP/kept" 2>&1 &
+kept=$!
+sleep 1
 echo 1 > $P/fault_client_inv_flush
 check "a queue pair of queue 1 put in error: the fetch fails with ECONNRESET" \
 	run taskset -c 1 "${FC[@]}" --link "$ID" --count 288 --batch 288 --ranges 2 \
 	--expect-errno ECONNRESET
 check "the knob was used" test "$(cat $P/fault_client_inv_flush)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
+wait $kept
+rc=$?
+sed 's/^/# kept keys: /' "$ENGRAM_TEST_TMP/kept"
+check "kept keys through the break: every fetch exact or a clean error, none late (exit $rc)" \
+	test $rc -eq 0
 check "as one more connect, with both queues again" \
 	test "$(link_field "$ID" connects)" = $((c0 + 1)) -a "$(link_field "$ID" queues)" = 2
 check "the server holds two connections again" wait_for 20 conns_are 2

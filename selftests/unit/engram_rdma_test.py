@@ -294,6 +294,9 @@ def test_device():
         ok(True, "a failed registration holds no export of the buffer")
     except BufferError as x:
         ok(False, "a failed registration holds no export of the buffer", x)
+    raises(OSError, lambda: e.register(b, keep_keys=True),
+           "register with keep_keys reaches the ioctl through engram_buf_register_flags",
+           lambda x: x.errno == errno.ENOTTY)
     raises(TypeError, lambda: e.register(b"immutable"), "read-only memory cannot be registered")
     raises(ValueError, lambda: e.fetch(0, [1, 2], bytearray(1024)),
            "a destination outside every registered buffer is refused")

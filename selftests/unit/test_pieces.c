@@ -24,12 +24,15 @@ static u64 page_size = 4096;
 
 static struct engram_pieces_piece out[MAXP];
 static u32 n;
+/* Windows aligned in each buffer (kept registrations), or begun at each piece's page. */
+static bool aligned;
 
 static int cut(u32 rows, u32 stride, const struct engram_pieces_dest *d, unsigned int nd,
 	       u64 window, u32 max)
 {
 	memset(out, 0xa5, sizeof(out));
-	return engram_pieces_cut(rows, stride, ROW, d, nd, window, page_size, out, max, &n);
+	return engram_pieces_cut(rows, stride, ROW, d, nd, window, page_size, aligned, out, max,
+				 &n);
 }
 
 /*
@@ -61,8 +64,15 @@ static const char *check(u32 rows, u32 stride, const struct engram_pieces_dest *
 			return "a piece does not continue where the last ended";
 		if (!p->len || p->off + p->len > d[cur].off + d[cur].len)
 			return "a piece is empty or leaves its range";
-		if (first_page_off + p->len > window)
+		if (!aligned && first_page_off + p->len > window)
 			return "a piece spans more than one window";
+		if (aligned) {
+			u64 at = d[p->dest].addr % page_size + p->off;
+			u64 step = engram_pieces_kept_step(window, page_size);
+
+			if (at + p->len > at / step * step + window)
+				return "a piece leaves the fixed window its first byte starts";
+		}
 		pos += p->len;
 		if (pos < total && pos % stride && pos % stride < ROW)
 			return "a piece ends inside a row";
@@ -167,9 +177,42 @@ static void test_random(void)
 		if (bad > 5)
 			break;
 	}
-	tap_ok(!bad, "%llu KiB pages: 20,000 random destinations: %u cut by the rules, %u need more than %d pieces",
-	       (unsigned long long)page_size >> 10, ok, refused, MAXP);
+	tap_ok(!bad, "%llu KiB pages%s: 20,000 random destinations: %u cut by the rules, %u need more than %d pieces",
+	       (unsigned long long)page_size >> 10, aligned ? ", aligned windows" : "", ok,
+	       refused, MAXP);
 	tap_ok(ok > 1000 && refused > 100, "both outcomes are exercised");
+}
+
+/*
+ * Kept registrations: windows at multiples of the window from the
+ * buffer's first page, so the same window serves every fetch.
+ */
+static void test_aligned(void)
+{
+	/* 96 bytes before a page's end: the first window holds 2 pages less 4000 bytes. */
+	struct engram_pieces_dest odd = { .addr = 0x10000 + 4000, .off = 0, .len = 1 << 20 };
+	struct engram_pieces_dest mid = { .addr = 0x10000, .off = 2 * 4096 + 3000, .len = 1 << 20 };
+	struct engram_pieces_dest big = { .addr = 0x10000, .off = 0, .len = 64 << 20 };
+
+	aligned = true;
+	tap_ok(engram_pieces_kept_step(4 * page_size, page_size) == 3 * page_size &&
+	       engram_pieces_kept_step(page_size, page_size) == page_size,
+	       "fixed windows overlap by one page");
+	tap_ok(!cut(20, ROW, &odd, 1, 2 * page_size, MAXP) && n == 2 &&
+	       out[0].len == 15 * ROW && out[1].len == 5 * ROW &&
+	       !check(20, ROW, &odd, 1, 2 * page_size),
+	       "fixed: the row across the first window's end starts the next piece, in the next window");
+	tap_ok(!cut(60, ROW, &mid, 1, 4 * page_size, MAXP) && n == 2 &&
+	       out[0].len == 19 * ROW && !check(60, ROW, &mid, 1, 4 * page_size),
+	       "fixed: 2 pages and 3000 bytes in, the piece ends where window 0 does (%llu)",
+	       (unsigned long long)out[0].len);
+	tap_ok(!cut(49152, ROW, &big, 1, 512 * page_size, MAXP) && n == 7 &&
+	       !check(49152, ROW, &big, 1, 512 * page_size),
+	       "fixed: 49,152 packed rows in 512-page windows are 7 pieces, as unaligned (%u)", n);
+	aligned = false;
+	tap_ok(!cut(60, ROW, &mid, 1, 4 * page_size, MAXP) && n == 2 && out[0].len == 50 * ROW,
+	       "unaligned: its window starts at the piece's page (%llu)",
+	       (unsigned long long)out[0].len);
 }
 
 /* The batch ioctl.rst describes, in windows of 512 pages of each size. */
@@ -250,11 +293,16 @@ int main(void)
 	unsigned int i;
 
 	test_fixed();
+	test_aligned();
 	test_page_sizes();
 	test_locate();
 	for (i = 0; i < sizeof(pages) / sizeof(pages[0]); i++) {
 		page_size = pages[i];
+		aligned = false;
+		test_random();
+		aligned = true;
 		test_random();
 	}
+	aligned = false;
 	return tap_done();
 }

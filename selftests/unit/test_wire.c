@@ -198,9 +198,10 @@ static void test_offer(void)
 	engram_wire_offer(&q, 1, 1, 0);
 	tap_ok(q.version_min == ENGRAM_WIRE_VERSION_MIN && q.version_max == ENGRAM_WIRE_VERSION_MIN,
 	       "an offer below the oldest version is clamped to it");
-	tap_ok(ENGRAM_WIRE_VERSION == 4 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
-	       ENGRAM_WIRE_VERSION_SHARDS == 3 && ENGRAM_WIRE_VERSION_TENSOR == 4,
-	       "version 4 is the newest, with tensor offsets; shards since 3, remote invalidation since 2");
+	tap_ok(ENGRAM_WIRE_VERSION == 5 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
+	       ENGRAM_WIRE_VERSION_SHARDS == 3 && ENGRAM_WIRE_VERSION_TENSOR == 4 &&
+	       ENGRAM_WIRE_VERSION_KEPT == 5,
+	       "version 5 is the newest, with kept keys; tensor offsets since 4, shards since 3, remote invalidation since 2");
 }
 
 static void test_hello(void)
@@ -1232,6 +1233,35 @@ static int write_seeds(const char *dir)
 	return ret ? 1 : 0;
 }
 
+/* ---------------------------------------------------------------- version 5: kept keys */
+
+static void test_kept(void)
+{
+	struct engram_wire_params v5 = neg_v(5), v4 = neg_v(4);
+	struct engram_wire_req r = req_simple(4), p;
+	u32 slots[4] = { 3, 0, 2, 1 };
+	int len;
+
+	r.flags = ENGRAM_WIRE_REQ_KEPT_KEYS;
+	len = engram_wire_req_build(buf, sizeof(buf), &v5, &r, rows, NULL);
+	tap_ok(len == 48 + 24 + 4 * 4 && buf[42] == ENGRAM_WIRE_REQ_KEPT_KEYS &&
+	       parse(&v5, len, &p) == ENGRAM_WIRE_OK && p.flags == ENGRAM_WIRE_REQ_KEPT_KEYS,
+	       "version 5: a request that keeps its keys says so with flag 2 (%s)", err);
+	buf[0] = 4;
+	tap_ok(parse(&v4, len, &p) == ENGRAM_WIRE_MALFORMED && strstr(err, "flags"),
+	       "version 4 refuses the flag as malformed (%s)", err);
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v4, &r, rows, NULL) == -EINVAL,
+	       "the builder refuses kept keys on a version 4 connection");
+	r.flags = ENGRAM_WIRE_REQ_KEPT_KEYS | ENGRAM_WIRE_REQ_SLOTS;
+	len = engram_wire_req_build(buf, sizeof(buf), &v5, &r, rows, slots);
+	tap_ok(len == 48 + 24 + 4 * 8 && parse(&v5, len, &p) == ENGRAM_WIRE_OK &&
+	       p.flags == (ENGRAM_WIRE_REQ_KEPT_KEYS | ENGRAM_WIRE_REQ_SLOTS),
+	       "kept keys and slots together (%s)", err);
+	r.flags = 4;
+	tap_ok(engram_wire_req_build(buf, sizeof(buf), &v5, &r, rows, NULL) == -EINVAL,
+	       "a flag version 5 does not know is refused");
+}
+
 /* ---------------------------------------------------------------- version 3: shards */
 
 static void test_slots(void)
@@ -1472,6 +1502,7 @@ int main(int argc, char **argv)
 	test_simple();
 	test_catalog();
 	test_slots();
+	test_kept();
 	test_held_rows();
 	test_response_v3();
 	test_catalog_v3();

@@ -69,6 +69,8 @@ static const struct {
 	[ENGRAM_STAT_IDLE_CLOSES] = { "RDMA connections closed for silence.", PROM_COUNTER },
 	[ENGRAM_STAT_REMOTE_INVALIDATIONS] = { "Fetches whose RESPONSE invalidated their key.",
 					       PROM_COUNTER },
+	[ENGRAM_STAT_KEPT_REGISTRATIONS] = { "Buffer windows registered once on a connection and kept.",
+					     PROM_COUNTER },
 	[ENGRAM_STAT_FAILOVERS] = { "Fetch parts sent again to this replica after failing on another.",
 				    PROM_COUNTER },
 	[ENGRAM_STAT_SPLITS] = { "Parts of fetches split over replicas.", PROM_COUNTER },

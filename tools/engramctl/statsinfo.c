@@ -72,6 +72,7 @@ static const struct {
 	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "connects_over_total", STAT_COUNT },
 	[ENGRAM_STAT_IDLE_CLOSES]	= { "idle_closes", STAT_COUNT },
 	[ENGRAM_STAT_REMOTE_INVALIDATIONS] = { "remote_invalidations", STAT_COUNT },
+	[ENGRAM_STAT_KEPT_REGISTRATIONS] = { "kept_registrations", STAT_COUNT },
 	[ENGRAM_STAT_FAILOVERS]		= { "failovers", STAT_COUNT },
 	[ENGRAM_STAT_SPLITS]		= { "splits", STAT_COUNT },
 	[ENGRAM_STAT_REFUSED_ROW_NOT_HELD]	= { "refused_row_not_held", STAT_COUNT },

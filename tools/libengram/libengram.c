@@ -104,6 +104,7 @@ struct engram {
 	/* settings: from the environment at open, then the engram_set_*() calls */
 	uint64_t timeout_ns;		/* 0: the module's timeout_ms */
 	bool required;			/* never fall back */
+	bool keep_keys;			/* ENGRAM_RDMA_KEEP_KEYS: engram_buf_register()'s flag */
 	char *local_dir;
 	enum local_check check;
 };
@@ -136,6 +137,8 @@ static int xioctl(const struct engram *e, unsigned long req, void *arg)
 	return ret;
 }
 
+#define ENV_KEEP_KEYS	"ENGRAM_RDMA_KEEP_KEYS"
+
 /* An empty variable counts as unset. */
 static const char *env(const char *name)
 {
@@ -166,6 +169,12 @@ static int env_settings(struct engram *e)
 	v = env(LOCAL_ENV_CHECK);
 	if (v && local_parse_check(v, &e->check))
 		return -EINVAL;
+	v = env(ENV_KEEP_KEYS);
+	if (v) {
+		if (local_parse_bool(v, &b))
+			return -EINVAL;
+		e->keep_keys = b;
+	}
 	v = env(LOCAL_ENV_DIR);
 	if (v) {
 		e->local_dir = strdup(v);
@@ -584,14 +593,25 @@ PUBLIC int engram_set_local_check(struct engram *e, uint32_t check)
 
 PUBLIC int engram_buf_register(struct engram *e, void *addr, size_t len, uint32_t *buf_id)
 {
+	if (!e)
+		return -EINVAL;
+	return engram_buf_register_flags(e, addr, len, e->keep_keys ? LIBENGRAM_BUF_KEEP_KEYS : 0,
+					 buf_id);
+}
+
+PUBLIC int engram_buf_register_flags(struct engram *e, void *addr, size_t len, uint32_t flags,
+				     uint32_t *buf_id)
+{
 	struct engram_ioc_reg r;
 	struct engram_buf b;
 	int ret;
 
-	if (!e || !addr || !len || !buf_id)
+	if (!e || !addr || !len || !buf_id || (flags & ~LIBENGRAM_BUF_KEEP_KEYS))
 		return -EINVAL;
 	memset(&r, 0, sizeof(r));
 	r.size = sizeof(r);
+	if (flags & LIBENGRAM_BUF_KEEP_KEYS)
+		r.flags |= ENGRAM_REG_F_KEEP_KEYS;
 	r.addr = (uintptr_t)addr;
 	r.length = len;
 	ret = xioctl(e, ENGRAM_IOC_REG_BUF, &r);

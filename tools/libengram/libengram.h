@@ -88,6 +88,9 @@
  * returns a local-only handle (>= 0x80000000, info->link 0): its fetches
  * never reach the module, and are not counted there.
  *
+ * ENGRAM_RDMA_KEEP_KEYS=1 registers buffers with LIBENGRAM_BUF_KEEP_KEYS
+ * (engram_buf_register_flags()).
+ *
  * ENGRAM_RDMA_REQUIRED=1 (or engram_set_required()) turns the fallback off
  * altogether: every remote error is returned unchanged and no local copy
  * is looked for.  ENGRAM_RDMA_TIMEOUT_MS (1..600000, or
@@ -325,6 +328,34 @@ int engram_set_local_check(struct engram *e, uint32_t check);
  * Return: 0 or a negative errno.
  */
 int engram_buf_register(struct engram *e, void *addr, size_t len, uint32_t *buf_id);
+
+/* Keep the buffer registered on each RDMA connection (ENGRAM_REG_F_KEEP_KEYS). */
+#define LIBENGRAM_BUF_KEEP_KEYS		(1U << 0)
+
+/**
+ * engram_buf_register_flags() - engram_buf_register() with flags
+ * @e: context
+ * @addr: start of the memory
+ * @len: bytes, >= 1
+ * @flags: LIBENGRAM_BUF_KEEP_KEYS or 0
+ * @buf_id: set to the buffer's id (>= 1) on success
+ *
+ * LIBENGRAM_BUF_KEEP_KEYS: each RDMA connection that writes into the
+ * buffer registers it once and keeps the keys until the buffer or the
+ * connection goes, instead of registering and invalidating per fetch; the
+ * fetch path is then one SEND a fetch.  For hosts the operator trusts:
+ * while a connection lives, its host could write anywhere in the buffer,
+ * not only where a fetch asked.  Deadlines still end with the connection
+ * broken, and engram_buf_unregister() still returns only once nothing can
+ * write the buffer.  Hosts below protocol version 5 are sent per-fetch keys
+ * as before.  engram_buf_register() passes this flag when the environment
+ * has ENGRAM_RDMA_KEEP_KEYS=1.
+ *
+ * Return: 0, -EINVAL for an unknown flag (or a module that does not know
+ * it), or as engram_buf_register().
+ */
+int engram_buf_register_flags(struct engram *e, void *addr, size_t len, uint32_t flags,
+			      uint32_t *buf_id);
 
 /**
  * engram_buf_unregister() - unpin a buffer

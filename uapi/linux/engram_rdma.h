@@ -438,18 +438,26 @@ enum engram_stat {
 	ENGRAM_STAT_HOST_CQES,
 	ENGRAM_STAT_HOST_WORK_ITEMS,
 	ENGRAM_STAT_HOST_REQUEST_NS,
+	/*
+	 * Client, per link (and summed module-wide): windows of buffers
+	 * registered with ENGRAM_REG_F_KEEP_KEYS that a connection registered
+	 * and kept, each once per connection.
+	 */
+	ENGRAM_STAT_KEPT_REGISTRATIONS,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
 };
 
 /*
- * Wire protocol, versions 1 to 3 (Documentation/protocol.rst has the byte
+ * Wire protocol, versions 1 to 5 (Documentation/protocol.rst has the byte
  * tables).  Their frames have the same layout (the header carries the
  * negotiated version); version 2 lets an RDMA server send a RESPONSE as a
  * SEND with invalidate of the request's first range key, which a version 1
  * client does not expect; version 3 adds what shards need: the rows a host
- * holds in its catalog, slots in a request, and ROW_NOT_HELD.
+ * holds in its catalog, slots in a request, and ROW_NOT_HELD; version 4
+ * lists each table's tensor offsets in the catalog; version 5 lets a
+ * REQUEST say that its keys are kept (ENGRAM_WIRE_REQ_KEPT_KEYS).
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
@@ -496,7 +504,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		4	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		5	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */
@@ -578,6 +586,12 @@ struct engram_wire_request {
  * their places in the one destination.
  */
 #define ENGRAM_WIRE_REQ_SLOTS		0x0001
+/*
+ * Version 5: the client keeps the keys of this request's ranges registered
+ * across fetches (ENGRAM_REG_F_KEEP_KEYS): the RESPONSE is a plain SEND
+ * that invalidates no key.
+ */
+#define ENGRAM_WIRE_REQ_KEPT_KEYS	0x0002
 
 /* One destination range: 24 bytes.  TCP ignores addr and rkey. */
 struct engram_wire_range {
@@ -689,7 +703,7 @@ struct engram_ioc_open {
 /* Register a buffer for fetches: pinned, charged to RLIMIT_MEMLOCK. */
 struct engram_ioc_reg {
 	__u32 size;
-	__u32 flags;			/* 0 */
+	__u32 flags;			/* ENGRAM_REG_F_* */
 	__u64 addr;			/* user address */
 	__u64 length;			/* bytes, >= 1 */
 	/* out */
@@ -699,6 +713,16 @@ struct engram_ioc_reg {
 };
 
 #define ENGRAM_REG_SIZE_VER0	48
+
+/*
+ * Keep the buffer registered on each RDMA connection that writes into it,
+ * from its first fetch there until the buffer or the connection goes: no
+ * registration and no invalidation per fetch.  For hosts the operator
+ * trusts: while the connection lives, its host can write anywhere in the
+ * buffer's registered windows, not only where a fetch asked
+ * (Documentation/failures.rst, "Kept registrations").
+ */
+#define ENGRAM_REG_F_KEEP_KEYS	0x0001
 
 struct engram_ioc_unreg {
 	__u32 size;

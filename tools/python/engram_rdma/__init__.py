@@ -57,6 +57,7 @@ ROW_BYTES = WEIGHT_BYTES + SCALE_BYTES
 SHA256_LEN = 32
 NAME_MAX = 64
 BUSY_POLL = 1 << 0          # LIBENGRAM_BUSY_POLL
+KEEP_KEYS = 1 << 0          # LIBENGRAM_BUF_KEEP_KEYS
 
 WIRE_OK = 0
 WIRE_ROW_OUT_OF_RANGE = 5
@@ -152,6 +153,7 @@ def load_library() -> ctypes.CDLL:
         "engram_fd": (ctypes.c_int, [P]),
         "engram_table_open": (i64, [P, u32, ctypes.c_char_p, P, ctypes.POINTER(_TableInfo)]),
         "engram_buf_register": (ctypes.c_int, [P, P, ctypes.c_size_t, pu32]),
+        "engram_buf_register_flags": (ctypes.c_int, [P, P, ctypes.c_size_t, u32, pu32]),
         "engram_buf_unregister": (ctypes.c_int, [P, u32]),
         "engram_fetch": (ctypes.c_int, [P, u32, P, u32, u32, u64, u32, u64, u32, pres]),
         "engram_fetch_ranges": (ctypes.c_int, [P, u32, P, u32, prange, u32, u32, u64, u32,
@@ -557,19 +559,27 @@ class Engram:
             raise _error(ret, what)
         return Table(info)
 
-    def register(self, obj: Any) -> Buffer:
+    def register(self, obj: Any, keep_keys: Optional[bool] = None) -> Buffer:
         """Pin a writable buffer-protocol object or CPU tensor as a fetch destination.
 
         Returns a Buffer; the object (numpy array, bytearray, mmap, torch
-        tensor, ...) stays pinned until unregister() or close().
+        tensor, ...) stays pinned until unregister() or close().  keep_keys:
+        register it once per RDMA connection and keep the keys (for hosts
+        you trust: libengram(3), engram_buf_register_flags()); None follows
+        ENGRAM_RDMA_KEEP_KEYS.
         """
         ctx = self._ctx()
         exp = _exporter(obj)
         addr, nbytes = _span(exp)
         cbuf = (ctypes.c_char * nbytes).from_buffer(exp)   # the export held while registered
         buf_id = ctypes.c_uint32()
-        ret = self._lib.engram_buf_register(ctx, ctypes.c_void_p(addr), nbytes,
-                                            ctypes.byref(buf_id))
+        if keep_keys is None:
+            ret = self._lib.engram_buf_register(ctx, ctypes.c_void_p(addr), nbytes,
+                                                ctypes.byref(buf_id))
+        else:
+            ret = self._lib.engram_buf_register_flags(ctx, ctypes.c_void_p(addr), nbytes,
+                                                      KEEP_KEYS if keep_keys else 0,
+                                                      ctypes.byref(buf_id))
         if ret:
             del cbuf
             raise _error(ret, "register %d bytes" % nbytes)
