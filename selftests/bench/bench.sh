@@ -408,8 +408,9 @@ emit "{\"case\": \"link0_links\", \"rdma_fetches\": $(($(link_stat "$RLINK" fetc
 	"\"prefer_rdma\": \"$(cat /sys/module/engram_rdma/parameters/replica_prefer_rdma)\"}"
 
 # --- what a fetch costs: counts of work, which emulation does not move ------
-# For 1, 288, 4,096 and 49,152 rows, on the named RDMA link and on link 0,
-# sleeping and busy-polling: the module's cost counters (both roles are in
+# For 1, 288, 4,096 and 49,152 rows, on the named RDMA link (with per-fetch
+# keys, and as "kept" with the buffer's keys kept: ENGRAM_RDMA_KEEP_KEYS)
+# and on link 0, sleeping and busy-polling: the module's cost counters (both roles are in
 # this guest: client_* are the GPU node's, host_* the host's), the
 # softirqs that poll completion queues (IRQ_POLL: one per completion event
 # of the module's CQs, both roles, where a NIC raises an interrupt) and
@@ -420,7 +421,7 @@ emit "{\"case\": \"link0_links\", \"rdma_fetches\": $(($(link_stat "$RLINK" fetc
 # that nothing else posts.  report.py makes the table.
 cost_snap() {
 	"$ENGRAMCTL" -j stats |
-		jget "json.dumps({k: v for k, v in d['global'].items() if k.startswith(('client_', 'host_'))})"
+		jget "json.dumps({k: v for k, v in d['global'].items() if k.startswith(('client_', 'host_', 'kept_'))})"
 }
 softirqs() {	# NAME: that softirq's count, summed over the CPUs
 	awk -v n="$1:" '$1 == n { s = 0; for (i = 2; i <= NF; i++) s += $i; print s }' /proc/softirqs
@@ -430,10 +431,11 @@ cost_counts() {
 		"\"net_rx\": $(softirqs NET_RX), \"tasklet\": $(softirqs TASKLET)}"
 }
 cost_case() {	# cost_case LINK NAME MODE ROWS ITERS
-	local a b out bp=()
+	local a b out bp=() keep=
 	[ "$3" = busy ] && bp=(--busy-poll)
+	[ "$2" = kept ] && keep=1
 	a=$(cost_counts)
-	out=$("${FB[@]}" --link "$1" --rows "$4" --iters "$5" --warmup 0 "${bp[@]}" \
+	out=$(ENGRAM_RDMA_KEEP_KEYS=$keep "${FB[@]}" --link "$1" --rows "$4" --iters "$5" --warmup 0 "${bp[@]}" \
 		--seed "$4" --label "cost_$2_$3_$4" 2>/dev/null)
 	b=$(cost_counts)
 	emit "$(python3 - "$a" "$b" "$out" "$2" "$3" "$4" <<'PY'
@@ -461,7 +463,7 @@ PY
 HB_SAVED=$(cat /sys/module/engram_rdma/parameters/heartbeat_ms)
 echo 0 > /sys/module/engram_rdma/parameters/heartbeat_ms
 COST_ITERS=$((SMOKE ? 10 : 200))
-for lk in "$RLINK rdma" "0 link0"; do
+for lk in "$RLINK rdma" "$RLINK kept" "0 link0"; do
 	set -- $lk
 	for mode in sleep busy; do
 		for r in 1 288 4096 49152; do

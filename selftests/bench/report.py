@@ -393,7 +393,7 @@ def check(cases, d, replicas_only=False):
 
 # What a fetch costs (bench.sh's "cost" cases): per fetch, on each side.
 COST_ROWS = [1, 288, 4096, 49152]
-COST_LINKS = ("rdma", "link0")
+COST_LINKS = ("rdma", "kept", "link0")
 COST_MODES = ("sleep", "busy")
 COST_COLS = [
     ("client_allocs", "GPU allocs"), ("client_work_items", "GPU work items"),
@@ -559,6 +559,14 @@ def check_cost(cases):
                 if rows <= 4096 and hr and (hw is None or hw / hr >= 0.5):
                     problems.append(f"{name}: {hw} host work items per fetch "
                                     f"for {hr} requests")
+                # Kept keys: a fetch is its SEND and the receive reposted for
+                # its RESPONSE, besides each window's one registration.
+                if lk == "kept":
+                    wrs = p.get("client_wrs")
+                    own = None if wrs is None else wrs - (p.get("kept_registrations") or 0)
+                    if own is None or abs(own - 2) > 1e-6:
+                        problems.append(f"{name}: {fmt(own, 2)} GPU WRs per fetch besides "
+                                        "the windows' registrations, not 2")
     return problems
 
 

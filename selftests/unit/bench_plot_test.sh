@@ -109,16 +109,17 @@ done
 # What a fetch costs: the host's time per request fitted over the row counts
 # (made up as 5,000 ns + 2 ns per row: the fit gives both back), the table,
 # and --check names a named-link case with other than one request a fetch.
-cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS]]
-	local hr=${4:-1} hw=${5:-0}
-	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
-		"$1" "$2" "$3" "$hr" "$hw" "$(( (5000 + 2 * $3) ))"
+cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS]]]
+	local hr=${4:-1} hw=${5:-0} wrs=${6:-2.5}
+	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_wrs": %s, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
+		"$1" "$2" "$3" "$wrs" "$hr" "$hw" "$(( (5000 + 2 * $3) ))"
 }
 {
 	results
-	for lk in rdma link0; do for m in sleep busy; do for r in 1 288 4096 49152; do
+	for lk in rdma kept link0; do for m in sleep busy; do for r in 1 288 4096 49152; do
 		case "$lk $m $r" in
 		"rdma busy 288") cost "$lk" "$m" "$r" 2 ;;
+		"kept sleep 288") cost "$lk" "$m" "$r" 1 0 3.5 ;;
 		"link0 sleep 4096") cost "$lk" "$m" "$r" 1 0.6 ;;
 		"link0 sleep 49152") cost "$lk" "$m" "$r" 1 1 ;;
 		*) cost "$lk" "$m" "$r" ;;
@@ -140,6 +141,13 @@ if grep -q 'cost_rdma_busy_288: 2 host requests per fetch, not 1' "$tmp/cost.err
 	ok "cost: --check names the named-link case with two requests a fetch, and only it"
 else
 	nok "cost: --check names the named-link case with two requests a fetch, and only it"
+	sed 's/^/#   /' "$tmp/cost.err"
+fi
+if grep -q 'cost_kept_sleep_288: 3.00 GPU WRs per fetch besides the windows' "$tmp/cost.err" &&
+   ! grep -q 'cost_kept_sleep_1\|cost_kept_busy' "$tmp/cost.err"; then
+	ok "cost: --check names the kept-keys case that posts a registration per fetch, and only it"
+else
+	nok "cost: --check names the kept-keys case that posts a registration per fetch"
 	sed 's/^/#   /' "$tmp/cost.err"
 fi
 if grep -q 'cost_link0_sleep_4096: 0.6 host work items per fetch for 1 requests' "$tmp/cost.err" &&
