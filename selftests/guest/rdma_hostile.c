@@ -46,6 +46,14 @@
  * connected until the client closes the connection or LINGER-MS passed.
  * Link B is not needed.
  *
+ * --answer-inv kept: a version 5 server, whose client keeps its keys
+ * (ENGRAM_WIRE_REQ_KEPT_KEYS): the control write, then RESPONSE ok by a
+ * plain SEND, then, LINGER-MS / 6 later (by when the client has let the
+ * buffer go), a write with the first key, which must be refused.
+ * --answer-inv kept-inv: the same, but the RESPONSE is a SEND with
+ * invalidate of that kept key: the client must treat it as a protocol
+ * error and close the connection.
+ *
  * --answer-inv bad-index: the same version 2 server answers the REQUEST
  * (with no control write) with ROW_OUT_OF_RANGE whose bad_index,
  * 0xffffffff, is no position of the fetch's rows, by a plain SEND; the
@@ -191,6 +199,8 @@ static void local_params(struct engram_wire_params *p)
 {
 	p->version_min = ENGRAM_WIRE_VERSION_MIN;
 	p->version_max = o.answer_inv ? ENGRAM_WIRE_VERSION_REMOTE_INV : 1;
+	if (o.answer_inv && !strncmp(o.answer_inv, "kept", 4))
+		p->version_max = ENGRAM_WIRE_VERSION_KEPT;
 	p->max_inflight = 4;
 	p->max_ranges = ENGRAM_WIRE_MAX_RANGES;
 	p->max_rows = 64;
@@ -259,6 +269,9 @@ static void send_catalog(struct conn *c, uint64_t ticket)
 
 	snprintf(t.name, sizeof(t.name), "%s", o.table);
 	memset(t.sha256, 0x42, sizeof(t.sha256));
+	/* Version 4 on says where the tensors are: somewhere past the header. */
+	t.weight_offset = 4096;
+	t.scale_offset = 4096 + o.rows * ENGRAM_WEIGHT_BYTES;
 	if (o.shard) {
 		memcpy(t.sha256, o.digest, sizeof(t.sha256));
 		t.held_first = o.first;
@@ -680,6 +693,7 @@ static int attempt(const char *name, struct conn *c, enum ibv_wr_opcode op, uint
 static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 {
 	bool bad_index = !strcmp(o.answer_inv, "bad-index");
+	bool kept = !strcmp(o.answer_inv, "kept");
 	struct engram_wire_resp resp = {
 		.ticket = c->req.ticket,
 		.status = bad_index ? ENGRAM_WIRE_ROW_OUT_OF_RANGE : ENGRAM_WIRE_OK,
@@ -700,7 +714,7 @@ static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 	if (len < 0)
 		die("response encode: %d", len);
 	sge.length = (uint32_t)len;
-	if (bad_index)
+	if (bad_index || kept)
 		wr.opcode = IBV_WR_SEND;
 	c->attack_done = false;
 	if (ibv_post_send(c->qp, &wr, &bad))
@@ -709,19 +723,82 @@ static enum ibv_wc_status answer_inv(struct conn *c, uint32_t rkey)
 		die("SEND with invalidate: no completion in %u ms", STEP_MS);
 	printf("rdma_hostile: answer-inv-%s: RESPONSE %s invalidating 0x%x (first key 0x%x):"
 	       " %s\n", o.answer_inv, engram_wire_status_name(resp.status),
-	       bad_index ? 0 : rkey, c->req.ranges[0].rkey,
+	       bad_index || kept ? 0 : rkey, c->req.ranges[0].rkey,
 	       c->attack_status == IBV_WC_SUCCESS ? "delivered" : status_name(c->attack_status));
 	return c->attack_status;
+}
+
+/* --answer-inv: the owner's control write at the start of range 0. */
+static bool control_write(struct conn *a, struct engram_wire_dest r0)
+{
+	if (r0.length < 2 * CONTROL_BYTES)
+		die("range 0 has %" PRIu64 " bytes, need %u", (uint64_t)r0.length,
+		    2 * CONTROL_BYTES);
+	if (attempt("control-write-link-a", a, IBV_WR_RDMA_WRITE, r0.addr, r0.rkey,
+		    CONTROL_BYTES, 0x11) == 1)
+		return true;
+	printf("rdma_hostile: the control write did not go through\n");
+	return false;
+}
+
+/* --answer-inv: stay connected, so that a close is the client's own doing. */
+static int await_close(struct conn *a, const char *what)
+{
+	if (pump(o.linger_ms, a_closed, a))
+		printf("rdma_hostile: %s: the client closed the connection\n", what);
+	else
+		printf("rdma_hostile: %s: still connected after %u ms\n", what, o.linger_ms);
+	printf("rdma_hostile: done\n");
+	return 0;
+}
+
+/* --answer-inv: @ms after the answer, a write with the first key. */
+static int late_write(struct conn *a, struct engram_wire_dest r0, unsigned int ms)
+{
+	int ret;
+
+	pump(ms, NULL, NULL);
+	ret = attempt("late-write", a, IBV_WR_RDMA_WRITE, r0.addr + CONTROL_BYTES, r0.rkey,
+		      CONTROL_BYTES, 0x5e);
+	printf("rdma_hostile: done (%s)\n", ret == 0 ? "all refused" :
+	       ret == 1 ? "an attack got through" : "inconclusive");
+	return ret;
+}
+
+/*
+ * --answer-inv kept: a version 5 server.  The REQUEST must keep its keys;
+ * the control write, the answer (a plain SEND, as the flag asks), then,
+ * LINGER-MS / 6 later, when the client has unregistered the buffer or
+ * closed its fd, a write with the first key, which must be refused: the
+ * key was kept across fetches, not past the buffer.  kept-inv answers
+ * with a SEND that invalidates that key instead.
+ */
+static int answer_kept(struct conn *a, struct engram_wire_dest r0)
+{
+	if (a->neg.version_max < ENGRAM_WIRE_VERSION_KEPT)
+		die("link A negotiated version %u, not %u", a->neg.version_max,
+		    ENGRAM_WIRE_VERSION_KEPT);
+	printf("rdma_hostile: answer-kept: the request %s its keys\n",
+	       a->req.flags & ENGRAM_WIRE_REQ_KEPT_KEYS ? "keeps" : "does not keep");
+	if (!control_write(a, r0))
+		return 2;
+	if (!strcmp(o.answer_inv, "kept-inv")) {
+		/* The key the client keeps: it must break the connection. */
+		answer_inv(a, r0.rkey);
+		return await_close(a, "answer-kept-inv");
+	}
+	if (answer_inv(a, 0) != IBV_WC_SUCCESS)
+		return 2;
+	return late_write(a, r0, o.linger_ms / 6);
 }
 
 /* --answer-inv: the control write, the wrong answer, then a late write. */
 static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 {
-	enum ibv_wc_status st;
-	int ret;
-
 	if (a->neg.version_max < ENGRAM_WIRE_VERSION_REMOTE_INV)
 		die("link A negotiated version %u, not 2", a->neg.version_max);
+	if (!strncmp(o.answer_inv, "kept", 4))
+		return answer_kept(a, r0);
 	if (!strcmp(o.answer_inv, "bad-index")) {
 		/* No control write: a refused fetch's buffer must stay untouched. */
 		answer_inv(a, 0);
@@ -729,39 +806,19 @@ static int answer_wrong_key(struct conn *a, struct engram_wire_dest r0)
 		printf("rdma_hostile: done\n");
 		return 0;
 	}
-	if (r0.length < 2 * CONTROL_BYTES)
-		die("range 0 has %" PRIu64 " bytes, need %u", (uint64_t)r0.length,
-		    2 * CONTROL_BYTES);
-	ret = attempt("control-write-link-a", a, IBV_WR_RDMA_WRITE, r0.addr, r0.rkey,
-		      CONTROL_BYTES, 0x11);
-	if (ret != 1) {
-		printf("rdma_hostile: the control write did not go through\n");
+	if (!control_write(a, r0))
 		return 2;
-	}
 	if (!strcmp(o.answer_inv, "forged")) {
 		/* rxe keeps the MR's index in the key's upper 24 bits: same MR, new key. */
 		answer_inv(a, r0.rkey ^ 0x80);
-		/* Staying connected: a close must be the client's own doing. */
-		if (pump(o.linger_ms, a_closed, a))
-			printf("rdma_hostile: answer-inv-forged: the client closed the connection\n");
-		else
-			printf("rdma_hostile: answer-inv-forged: still connected after %u ms\n",
-			       o.linger_ms);
-		printf("rdma_hostile: done\n");
-		return 0;
+		return await_close(a, "answer-inv-forged");
 	}
 	if (a->req.nr_ranges < 2)
 		die("the fetch has %u range, need 2", a->req.nr_ranges);
-	st = answer_inv(a, a->req.ranges[1].rkey);
-	if (st != IBV_WC_SUCCESS)
+	if (answer_inv(a, a->req.ranges[1].rkey) != IBV_WC_SUCCESS)
 		return 2;
 	/* Long after the client read the answer: it must be over by now. */
-	pump(o.linger_ms / 30, NULL, NULL);
-	ret = attempt("late-write", a, IBV_WR_RDMA_WRITE, r0.addr + CONTROL_BYTES, r0.rkey,
-		      CONTROL_BYTES, 0x5e);
-	printf("rdma_hostile: done (%s)\n", ret == 0 ? "all refused" :
-	       ret == 1 ? "an attack got through" : "inconclusive");
-	return ret;
+	return late_write(a, r0, o.linger_ms / 30);
 }
 
 /* --shard: one RDMA WRITE of @len bytes at @off of our data buffer, waited for. */
@@ -885,7 +942,7 @@ static void shard_parse(void)
 static void usage(void)
 {
 	fprintf(stderr, "usage: rdma_hostile --addr IP --port-a P --port-b P --host-port P"
-		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged|bad-index]\n"
+		" [--table NAME] [--rows N] [--linger-ms N] [--answer-inv second|forged|bad-index|kept|kept-inv]\n"
 		"       rdma_hostile --addr IP --port-a P --shard FILE,WOFF,SOFF,FIRST,COUNT"
 		" --sha256 HEX [--table NAME] [--rows N] [--linger-ms N]\n");
 	exit(2);
@@ -933,7 +990,8 @@ int main(int argc, char **argv)
 		usage();
 	}
 	if (o.answer_inv && strcmp(o.answer_inv, "second") && strcmp(o.answer_inv, "forged") &&
-	    strcmp(o.answer_inv, "bad-index"))
+	    strcmp(o.answer_inv, "bad-index") && strcmp(o.answer_inv, "kept") &&
+	    strcmp(o.answer_inv, "kept-inv"))
 		usage();
 	setvbuf(stdout, NULL, _IOLBF, 0);
 

@@ -87,8 +87,9 @@ check "only the control's 16 bytes landed in the buffer" \
 # runs the peer in --answer-inv MODE on PORT (and PORT+1, unused), links
 # to it, and runs one fetch_check with FETCH-ARGS; sets frc, hrc, link.
 hostile_v2() {
-	local mode=$1 port=$2 hpid
+	local mode=$1 port=$2 hpid proto=2 keep=
 	shift 2
+	case $mode in kept*) proto=5 keep=1 ;; esac
 	timeout 120 "$HOSTILE" --addr "$IP" --port-a "$port" --port-b $((port + 1)) \
 		--host-port $HOST_PORT --table evil --rows 1000 --linger-ms 30000 \
 		--answer-inv "$mode" >"$TMPD/inv-$mode.out" 2>&1 &
@@ -96,9 +97,10 @@ hostile_v2() {
 	wait_for 20 grep -q "rdma_hostile: ready" "$TMPD/inv-$mode.out" ||
 		{ sed 's/^/# /' "$TMPD/inv-$mode.out"; bail "the $mode peer listens"; }
 	link=$("$ENGRAMCTL" link add "rdma://$IP:$port@$IP" 2>&1)
-	check "$mode: a link to the version 2 peer comes up ($link)" wait_for 30 link_up "$link"
-	check "$mode: ... speaking protocol 2" test "$(link_field "$link" protocol)" = 2
-	"$CHECK" --link "$link" --table evil --timeout-ms 20000 "$@" >"$TMPD/fetch-$mode.out" 2>&1
+	check "$mode: a link to the version $proto peer comes up ($link)" wait_for 30 link_up "$link"
+	check "$mode: ... speaking protocol $proto" test "$(link_field "$link" protocol)" = $proto
+	ENGRAM_RDMA_KEEP_KEYS=$keep "$CHECK" --link "$link" --table evil --timeout-ms 20000 "$@" \
+		>"$TMPD/fetch-$mode.out" 2>&1
 	frc=$?
 	wait "$hpid"
 	hrc=$?
@@ -143,6 +145,35 @@ check "bad-index: the peer's RESPONSE was delivered" \
 check "bad-index: the caller is never given the position" \
 	grep -q "expected EPROTO, got EPROTO (wire_status malformed, bad_index 0)" \
 	"$TMPD/fetch-bad-index.out"
+"$ENGRAMCTL" link del "$link" >/dev/null 2>&1
+
+# A version 5 server to a buffer whose keys are kept (ENGRAM_REG_F_KEEP_KEYS):
+# its RESPONSE invalidates nothing, and the key works until the buffer
+# goes.  The peer writes with it 5 s after answering, after fetch_check
+# has closed its fd: that write must be refused.
+hostile_v2 kept 18670 --rows-list 1,2,3,4 --expect-errno OK --settle-ms 1000
+check "kept: the fetch returns ok (exit $frc)" test $frc -eq 0
+check "kept: its REQUEST said the keys are kept" \
+	grep -q "^rdma_hostile: answer-kept: the request keeps its keys" "$TMPD/inv-kept.out"
+check "kept: only the control's 16 bytes landed, nothing after the return" \
+	grep -q "settle 1000 ms: 16 bytes written before the return, 0 changed after it" \
+	"$TMPD/fetch-kept.out"
+check "kept: a write with the kept key once the fd closed is refused" \
+	grep -Eq "^rdma_hostile: late-write: $refused" "$TMPD/inv-kept.out"
+check "kept: the peer saw it refused (exit $hrc)" test $hrc -eq 0
+check "kept: the link registered a window and was sent no invalidation" \
+	test "$(link_stat "$link" kept_registrations)" -ge 1 -a \
+	"$(link_stat "$link" remote_invalidations)" = 0
+"$ENGRAMCTL" link del "$link" >/dev/null 2>&1
+# A RESPONSE that invalidates the kept key: a protocol error, the link breaks.
+hostile_v2 kept-inv 18672 --rows-list 1,2,3,4 --expect-errno EPROTO --settle-ms 1000
+check "kept-inv: the fetch fails with EPROTO (exit $frc)" test $frc -eq 0
+check "kept-inv: the client closed the connection" \
+	grep -q "^rdma_hostile: answer-kept-inv: the client closed the connection" \
+	"$TMPD/inv-kept-inv.out"
+check "kept-inv: only the control's 16 bytes landed, nothing after the return" \
+	grep -q "settle 1000 ms: 16 bytes written before the return, 0 changed after it" \
+	"$TMPD/fetch-kept-inv.out"
 "$ENGRAMCTL" link del "$link" >/dev/null 2>&1
 
 # The host still serves its own clients, with a PD per connection.
