@@ -40,6 +40,11 @@
 #define ENGRAM_LINK_EXTRA_RECVS		4
 /* Pages one MR maps at most, whatever the device allows. */
 #define ENGRAM_LINK_MR_PAGES		512
+/*
+ * A kept-keys fetch's SEND is unsignaled but for one in this many on a
+ * queue, whose completion frees the send-queue slots of those before it.
+ */
+#define ENGRAM_LINK_SIGNAL_EVERY	16
 /* Further queues are begun for this long after queue 0 connected. */
 #define ENGRAM_LINK_MORE_MS		(2 * ENGRAM_LINK_CM_TIMEOUT_MS)
 /*
@@ -95,6 +100,8 @@ struct engram_link_rdma_q {
 	struct engram_link *link;
 	unsigned int idx;
 	struct ib_cqe reg_cqe;		/* failures of REG_MR WRs */
+	struct ib_cqe send_cqe;		/* kept-keys fetches' SENDs: every 16th, and failures */
+	atomic_t sends;			/* kept-keys SENDs posted, for the 16th */
 	struct ib_cqe slot_reg_cqe;	/* the request slots' registration */
 	struct completion slot_reg_done;
 	enum ib_wc_status slot_reg_status;
@@ -213,6 +220,24 @@ static void engram_link_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fail_wc(q->link, wc, "memory registration");
+}
+
+/*
+ * A kept-keys fetch's SEND: the fetch ends on its RESPONSE alone (the
+ * server had the request, so the device is done with the slot's bytes,
+ * and there is no key of the fetch's own to let go), so the SEND is not
+ * the fetch's: only every ENGRAM_LINK_SIGNAL_EVERY-th completes here to
+ * free the send queue, and a failure breaks the connection, whose
+ * teardown ends the fetch that got no answer.
+ */
+static void engram_link_rdma_kept_send_done(struct ib_cq *cq, struct ib_wc *wc)
+{
+	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q,
+						    send_cqe);
+
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	if (wc->status != IB_WC_SUCCESS)
+		engram_link_rdma_fail_wc(q->link, wc, "request send");
 }
 
 /*
@@ -365,9 +390,9 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 		return -EPROTO;
 	if (f->kept) {
 		/*
-		 * Nothing to invalidate: the RESPONSE ends the fetch with its
-		 * SEND.  A server that invalidated a key anyway broke the
-		 * protocol, and may have killed a window others use.
+		 * Nothing to invalidate: the RESPONSE ends the fetch.  A
+		 * server that invalidated a key anyway broke the protocol, and
+		 * may have killed a window others use.
 		 */
 		if (r->inv) {
 			pr_warn_ratelimited("link %u: response invalidated a kept key\n", l->id);
@@ -1259,6 +1284,11 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 	send.opcode = IB_WR_SEND;
 	send.send_flags = IB_SEND_SIGNALED;
 	send.wr_cqe = &f->send_cqe;
+	if (f->kept) {
+		send.wr_cqe = &q->send_cqe;
+		if (atomic_inc_return(&q->sends) % ENGRAM_LINK_SIGNAL_EVERY)
+			send.send_flags = 0;
+	}
 	send.sg_list = &sge;
 	send.num_sge = 1;
 	/* Written through the vmalloc alias: out of a virtually indexed cache first. */
@@ -1390,9 +1420,10 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 	f->inv_cqe.done = engram_link_rdma_inv_done;
 	/*
 	 * The SEND, and each MR's invalidation (a LOCAL_INV, or the RESPONSE);
-	 * kept keys are not invalidated: the SEND and the RESPONSE.
+	 * kept keys are not invalidated, and the SEND is not the fetch's: the
+	 * RESPONSE alone.
 	 */
-	atomic_set(&f->wire_refs, 1 + (f->kept ? 1 : f->nr_pieces));
+	atomic_set(&f->wire_refs, f->kept ? 1 : 1 + f->nr_pieces);
 	ret = engram_link_track(l, f);
 	if (ret)
 		goto err_pieces;
@@ -1538,6 +1569,7 @@ static struct engram_link *engram_link_rdma_alloc(void)
 		q->idx = i;
 		init_completion(&q->cm_done);
 		q->reg_cqe.done = engram_link_rdma_reg_done;
+		q->send_cqe.done = engram_link_rdma_kept_send_done;
 		q->slot_reg_cqe.done = engram_link_rdma_slot_reg_done;
 		init_completion(&q->slot_reg_done);
 		q->hb_cqe.done = engram_link_rdma_hb_send_done;

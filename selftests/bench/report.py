@@ -567,6 +567,11 @@ def check_cost(cases):
                     if own is None or abs(own - 2) > 1e-6:
                         problems.append(f"{name}: {fmt(own, 2)} GPU WRs per fetch besides "
                                         "the windows' registrations, not 2")
+                    # The RESPONSE's, and one SEND in 16 signaled.
+                    cqes = p.get("client_cqes")
+                    if cqes is None or cqes > 1.2:
+                        problems.append(f"{name}: {fmt(cqes, 2)} GPU completions per fetch, "
+                                        "not about 1")
     return problems
 
 

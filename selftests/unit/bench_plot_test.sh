@@ -111,7 +111,7 @@ done
 # and --check names a named-link case with other than one request a fetch.
 cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS]]]
 	local hr=${4:-1} hw=${5:-0} wrs=${6:-2.5}
-	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_wrs": %s, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
+	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_wrs": %s, "client_cqes": 1.0, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0}}\n' \
 		"$1" "$2" "$3" "$wrs" "$hr" "$hw" "$(( (5000 + 2 * $3) ))"
 }
 {
