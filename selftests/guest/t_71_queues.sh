@@ -19,7 +19,7 @@
 # - with four queues, heartbeat_ms=500 and the host's rdma_idle_timeout_ms
 #   1500, no queue is closed idle: heartbeats go on every queue;
 # - link del and rmmod with both queues live are clean.
-# timeout: 300
+# timeout: 420
 # kernels: 6.12 debug
 . "$(dirname "$0")/lib.sh"
 
