@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause
 /*
- * Wire protocol codec, versions 1 to 4.
+ * Wire protocol codec, versions 1 to 5.
  *
  * Every message is read and written byte by byte at the offsets of the
  * uapi structs, so neither the host's byte order nor its alignment rules
