@@ -978,8 +978,15 @@ static void reg_cases(void)
 	    pin, pin0);
 
 	a = mk_reg(sb.p, pg);
-	a.flags = 1;
-	expect(xio(dev_fd, ENGRAM_IOC_REG_BUF, &a), EINVAL, "REG_BUF: flags 1 is EINVAL");
+	a.flags = ENGRAM_REG_F_KEEP_KEYS << 1;
+	expect(xio(dev_fd, ENGRAM_IOC_REG_BUF, &a), EINVAL,
+	       "REG_BUF: flags 2, the first unknown, is EINVAL");
+	a = mk_reg(sb.p, pg);
+	a.flags = ENGRAM_REG_F_KEEP_KEYS;
+	e = xio(dev_fd, ENGRAM_IOC_REG_BUF, &a);
+	tap(!e && !unreg_fd(dev_fd, a.buf_id) && vm_pin() == pin0,
+	    "REG_BUF: ENGRAM_REG_F_KEEP_KEYS registers, and UNREG_BUF gives its charge back (%s)",
+	    strerror(e));
 	a = mk_reg(sb.p, pg);
 	a.flags = 1U << 31;
 	expect(xio(dev_fd, ENGRAM_IOC_REG_BUF, &a), EINVAL, "REG_BUF: flags bit 31 is EINVAL");
