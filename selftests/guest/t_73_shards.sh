@@ -55,6 +55,8 @@ SOFF=$(table_field sa scale_offset)
 FC=("$CHECK" --sha256 "$SHA" --file "$F" --weight-offset "$WOFF" --scale-offset "$SOFF"
 	--rows-total $ROWS)
 run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^/# /'; return $rc; }
+run_kept() { local out rc; out=$(ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" "$@" 2>&1); rc=$?
+	echo "$out" | sed 's/^/# /'; return $rc; }
 # refused RC OUT: fetch_check passed (RC 0) and its output says the row at
 # position 1 was not held.
 refused() { test "$1" -eq 0 && grep -q 'row_not_held, bad_index 1' <<<"$2"; }
@@ -96,6 +98,18 @@ check "rows of both shards into three destination ranges: exact" \
 	run --count 20000 --batch 4096 --ranges 3 --timeout-ms 60000 --seed 2
 check "at a stride of 320 bytes: exact" \
 	run --count 20000 --batch 4096 --stride 320 --timeout-ms 60000 --seed 3
+# Kept keys: parts into the caller's buffer land through its kept windows
+# (rows of one shard: runs, no bounce), gathered ones through a bounce
+# buffer's per-fetch keys; also on the debug kernel, where KASAN and
+# lockdep watch kept.c.
+k0=$(stat_global kept_registrations)
+check "kept keys: both shards, 3 ranges at a stride of 320 bytes, exact" \
+	run_kept --count 8192 --batch 4096 --ranges 3 --stride 320 --timeout-ms 60000 --seed 13
+check "kept keys: shard sa's rows, split over two links, two processes, exact" \
+	run_kept --count 20000 --batch 4096,288 --ranges 3 --stride 320 --rows-below $HALF \
+	--procs 2 --timeout-ms 60000 --seed 14
+check "kept keys: windows were registered ($(($(stat_global kept_registrations) - k0)))" \
+	test "$(stat_global kept_registrations)" -gt "$k0"
 echo 0 >$P/replica_split_rows
 check "not split (replica_split_rows=0): still one part per shard, exact" \
 	run --count 98304 --batch 49152 --timeout-ms 60000 --seed 4
