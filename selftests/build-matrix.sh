@@ -64,9 +64,13 @@ for t in $MATRIX; do
 	out=$root/build/matrix/$t
 	log=$logs/matrix-$t.log
 	mkdir -p "$out"
+	# Nothing of an in-tree build: its modules.order names the in-tree .ko.
 	rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' \
 		--exclude='*.mod.c' --exclude='.*.cmd' --exclude='compat_probed.h' \
+		--exclude='modules.order' --exclude='Module.symvers' \
 		Kbuild kmod uapi "$out/"
+	# One copied by an older run is not deleted by --delete: excluded.
+	rm -f "$out/modules.order" "$out/kmod/modules.order"
 	t0=$SECONDS
 	# C=2 checks every file, built or not; CF as style.sh has it.
 	# shellcheck disable=SC2086
@@ -123,7 +127,9 @@ out=$root/build/matrix/too-old
 mkdir -p "$out"
 # Sources only: an in-tree build (make module) leaves objects beside them.
 rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
-	--exclude='.*.cmd' --exclude='compat_probed.h' Kbuild kmod uapi "$out/"
+	--exclude='.*.cmd' --exclude='compat_probed.h' --exclude='modules.order' \
+	--exclude='Module.symvers' Kbuild kmod uapi "$out/"
+rm -f "$out/modules.order" "$out/kmod/modules.order"
 msg=$(timeout 300 make -C "${kdir:-/nonexistent}" M="$out" VERSION=5 PATCHLEVEL=4 modules 2>&1)
 rc=$?
 if [ $rc -ne 0 ] && grep -q 'engram-rdma builds for Linux 5.10 and newer; this kernel is 5.4' <<<"$msg" &&
