@@ -51,6 +51,8 @@ void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src
 void engram_ubuf_get(struct engram_ubuf *b);
 void engram_ubuf_put(struct engram_ubuf *b);
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
+int engram_ubuf_sg(struct engram_ubuf *b, struct ib_device *dev, u64 start, u64 end,
+		   struct scatterlist *sgl, unsigned int max);
 void engram_ubuf_sync(struct engram_ubuf *b, struct ib_device *dev, u64 off, u64 len,
 		      bool to_device);
 

@@ -55,8 +55,7 @@ static DEFINE_IDA(engram_kept_ida);
  */
 struct engram_kept {
 	struct list_head node;
-	struct engram_kept_conn *kc;
-	struct engram_link *link;	/* held */
+	struct engram_kept_conn *kc;	/* its link held */
 	struct ib_mr *mr;
 };
 
@@ -192,24 +191,11 @@ bool engram_kept_fits(const struct engram_kept_conn *kc, const struct engram_ubu
 static int engram_kept_reg(struct engram_kept_conn *kc, struct engram_ubuf *b, u64 start,
 			   u64 end, struct scatterlist *sgl, struct ib_mr *mr)
 {
-	const dma_addr_t *dma = engram_ubuf_dma(b, kc->ibdev);
-	unsigned long first = start >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;
-	unsigned int i, n = last - first + 1;
-	int mapped;
+	int n, mapped;
 
-	if (!dma)
-		return -ENOMEM;
-	if (WARN_ON_ONCE(n > kc->mr_pages))
-		return -EINVAL;
-	sg_init_table(sgl, n);
-	for (i = 0; i < n; i++) {
-		sg_dma_address(&sgl[i]) = dma[first + i];
-		sg_dma_len(&sgl[i]) = PAGE_SIZE;
-	}
-	sg_dma_len(&sgl[n - 1]) = end - ((u64)last << PAGE_SHIFT);
-	/* From the first byte, with no sg_offset: as engram_link_rdma_map_piece() says why. */
-	sg_dma_address(&sgl[0]) += offset_in_page(start);
-	sg_dma_len(&sgl[0]) = n == 1 ? end - start : PAGE_SIZE - offset_in_page(start);
+	n = engram_ubuf_sg(b, kc->ibdev, start, end, sgl, kc->mr_pages);
+	if (n < 0)
+		return n;
 	mapped = engram_map_mr_sg(mr, sgl, n, NULL, PAGE_SIZE);
 	if (mapped < 0)
 		return mapped;
@@ -229,13 +215,12 @@ static struct engram_kept *engram_kept_entry(struct engram_kept_conn *kc, struct
 		return ERR_PTR(-ENOMEM);
 	INIT_LIST_HEAD(&e->node);
 	e->kc = kc;
-	e->link = kc->link;
-	engram_link_get(e->link);
+	engram_link_get(kc->link);
 	old = xa_cmpxchg(&b->kept, key, NULL, e, GFP_KERNEL);
 	if (!old)
 		return e;
 	/* Another fetch made it meanwhile, or there was no memory for the index. */
-	engram_link_put(e->link);
+	engram_link_put(kc->link);
 	kfree(e);
 	return xa_is_err(old) ? ERR_PTR(xa_err(old)) : old;
 }
@@ -337,7 +322,7 @@ void engram_kept_buf_drop(struct engram_ubuf *b)
 	xa_for_each(&b->kept, key, e) {
 		xa_erase(&b->kept, key);
 		/* A teardown is not halfway through this entry's connection. */
-		down_read(&e->link->conn_sem);
+		down_read(&e->kc->link->conn_sem);
 		spin_lock(&e->kc->lock);
 		mr = e->mr;
 		e->mr = NULL;
@@ -345,8 +330,8 @@ void engram_kept_buf_drop(struct engram_ubuf *b)
 		spin_unlock(&e->kc->lock);
 		if (mr)
 			ib_dereg_mr(mr);
-		up_read(&e->link->conn_sem);
-		engram_link_put(e->link);
+		up_read(&e->kc->link->conn_sem);
+		engram_link_put(e->kc->link);
 		kfree(e);
 	}
 }

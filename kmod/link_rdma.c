@@ -1307,41 +1307,12 @@ static int engram_link_rdma_post_fetch(struct engram_link *l, struct engram_fetc
 static int engram_link_rdma_map_piece(struct engram_link *l, struct engram_link_rdma_q *q,
 				      struct engram_piece *p, struct scatterlist *sgl)
 {
-	const dma_addr_t *dma = engram_ubuf_dma(p->buf, q->dev->ibdev);
 	u64 start = (p->buf->addr & ~PAGE_MASK) + p->off;
-	unsigned long first = start >> PAGE_SHIFT;
-	unsigned long last = (start + p->len - 1) >> PAGE_SHIFT;
-	unsigned int i, n = last - first + 1;
-	unsigned int sg_off = offset_in_page(start);
-	int mapped;
+	int n, mapped;
 
-	if (!dma)
-		return -ENOMEM;
-	if (n > l->mr_pages)
-		return -E2BIG;
-	sg_init_table(sgl, n);
-	for (i = 0; i < n; i++) {
-		/*
-		 * A soft device (rxe, siw) writes through these addresses
-		 * with the CPU: a stale one would land rows in whatever
-		 * memory it now points to.  Its address is the page's own.
-		 */
-		if (ib_uses_virt_dma(q->dev->ibdev) &&
-		    WARN_ON_ONCE(dma[first + i] !=
-				 (uintptr_t)page_address(p->buf->pages[first + i])))
-			return -EIO;
-		sg_dma_address(&sgl[i]) = dma[first + i];
-		sg_dma_len(&sgl[i]) = PAGE_SIZE;
-	}
-	sg_dma_len(&sgl[n - 1]) = start + p->len - ((u64)last << PAGE_SHIFT);
-	/*
-	 * The list starts at the piece's first byte, not at its page with an
-	 * sg_offset: siw ignores ib_map_mr_sg()'s sg_offset when it builds
-	 * its page list, and wrote every page of such an MR after the first
-	 * sg_offset bytes too low, rows that looked right to the fetch.
-	 */
-	sg_dma_address(&sgl[0]) += sg_off;
-	sg_dma_len(&sgl[0]) = n == 1 ? p->len : PAGE_SIZE - sg_off;
+	n = engram_ubuf_sg(p->buf, q->dev->ibdev, start, start + p->len, sgl, l->mr_pages);
+	if (n < 0)
+		return n;
 	p->mr = ib_mr_pool_get(q->qp, &q->mrs);
 	if (!p->mr)
 		return -EBUSY;

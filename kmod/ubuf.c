@@ -12,6 +12,7 @@
 
 #include <linux/highmem.h>
 #include <linux/mm.h>
+#include <linux/scatterlist.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
@@ -259,6 +260,58 @@ const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev)
 	/* Bidirectional: a fetch writes rows next to bytes the CPU keeps. */
 	return engram_dma_map(&b->maps, dev, b->pages, b->nr_pages, DMA_BIDIRECTIONAL,
 			      NULL);
+}
+
+/**
+ * engram_ubuf_sg() - a byte range of a buffer as a device's scatterlist
+ * @b: the buffer
+ * @dev: the device that will write into it
+ * @start: the range's first byte, counted from the buffer's first page's start
+ * @end: one past its last byte
+ * @sgl: room for @max entries
+ * @max: pages one registration maps
+ *
+ * One entry per page, for ib_map_mr_sg() with no sg_offset.  Process
+ * context (the first use on @dev maps the buffer).
+ *
+ * Return: the entries; -ENOMEM when the buffer cannot be mapped, -E2BIG
+ * when the range spans more than @max pages, -EIO when a soft device's
+ * address is not its page's.
+ */
+int engram_ubuf_sg(struct engram_ubuf *b, struct ib_device *dev, u64 start, u64 end,
+		   struct scatterlist *sgl, unsigned int max)
+{
+	const dma_addr_t *dma = engram_ubuf_dma(b, dev);
+	unsigned long first = start >> PAGE_SHIFT, last = (end - 1) >> PAGE_SHIFT;
+	unsigned int i, n = last - first + 1;
+
+	if (!dma)
+		return -ENOMEM;
+	if (n > max)
+		return -E2BIG;
+	sg_init_table(sgl, n);
+	for (i = 0; i < n; i++) {
+		/*
+		 * A soft device (rxe, siw) writes through these addresses
+		 * with the CPU: a stale one would land rows in whatever
+		 * memory it now points to.  Its address is the page's own.
+		 */
+		if (ib_uses_virt_dma(dev) &&
+		    WARN_ON_ONCE(dma[first + i] != (uintptr_t)page_address(b->pages[first + i])))
+			return -EIO;
+		sg_dma_address(&sgl[i]) = dma[first + i];
+		sg_dma_len(&sgl[i]) = PAGE_SIZE;
+	}
+	sg_dma_len(&sgl[n - 1]) = end - ((u64)last << PAGE_SHIFT);
+	/*
+	 * The list starts at the range's first byte, not at its page with an
+	 * sg_offset: siw ignores ib_map_mr_sg()'s sg_offset when it builds
+	 * its page list, and wrote every page of such an MR after the first
+	 * sg_offset bytes too low, rows that looked right to the fetch.
+	 */
+	sg_dma_address(&sgl[0]) += offset_in_page(start);
+	sg_dma_len(&sgl[0]) = n == 1 ? end - start : PAGE_SIZE - offset_in_page(start);
+	return n;
 }
 
 /**
