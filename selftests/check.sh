@@ -133,6 +133,19 @@ tail_log() {
 	# Last lines of a log as TAP diagnostics.
 	tail -n "${2:-15}" "$1" | sed 's/^/#   /'
 }
+# oops_log CONSOLE NAME: a guest that died has only its console; its first
+# oops or panic (40 lines from there) as TAP diagnostics, for a CI run
+# whose logs are gone once it ends.
+oops_log() {
+	local at
+
+	[ -s "$1" ] || return 0
+	at=$(grep -n -m1 -E 'Oops|BUG:|Kernel panic|double fault|general protection|WARNING:' "$1" |
+		cut -d: -f1)
+	[ -n "$at" ] || return 0
+	echo "#   $2's console from its first splat:"
+	sed -n "${at},$((at + 39))p" "$1" | tr -d '\r' | sed 's/^/#   /'
+}
 
 # run_build NAME DESCRIPTION CMD...: one TAP line for the whole step.
 run_build() {
@@ -298,6 +311,9 @@ two_guests() {
 	echo "# [$k] $what run: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
 	if [ $STEP_COMPLETE -ne 1 ]; then
 		tap not-ok "[$k $what] every guest ran to completion"
+		for g in "$@"; do
+			oops_log "$logs/$what-$k/$g/console.log" "$g"
+		done
 	fi
 	for g in "$@"; do
 		dlog=$logs/$what-$k/$g/dmesg.log
@@ -346,6 +362,7 @@ suite_report() {
 	if [ $STEP_COMPLETE -ne 1 ]; then
 		tap not-ok "[$k] guest selftests ran to completion (no ENGRAM-SELFTESTS-COMPLETE)"
 		tail_log "$logs/vm-$k.log" 25
+		oops_log "$logs/vm-$k/console.log" "the guest"
 	fi
 	dlog=$logs/vm-$k/dmesg.log
 	src="kernel log"
