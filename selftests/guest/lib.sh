@@ -25,6 +25,11 @@ case "$(uname -r)" in
 esac
 # slow MS: a bound of MS on Debian's kernels, scaled for this one.
 slow() { echo $(($1 * SLOW)); }
+# rows N: a fetch loop's row count on Debian's kernels, divided by SLOW
+# here.  For loops that repeat the same batch sizes to reach their lines
+# and statistics many times over; never for a count that is a fetch's own
+# size or a limit under test.
+rows() { echo $(($1 / SLOW)); }
 
 ok() { T_NO=$((T_NO + 1)); echo "ok $T_NO - $*"; }
 nok() { T_NO=$((T_NO + 1)); T_FAIL=$((T_FAIL + 1)); echo "not ok $T_NO - $*"; }

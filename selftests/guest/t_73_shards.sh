@@ -95,9 +95,9 @@ check "the TCP link took parts with row places ($(($(link_stat 2 fetches) - t0))
 	test "$(link_stat 2 fetches)" -gt "$t0"
 check "... and fetches of 49,152 rows were split" test "$(stat_global splits)" -gt 0
 check "rows of both shards into three destination ranges: exact" \
-	run --count 20000 --batch 4096 --ranges 3 --timeout-ms 60000 --seed 2
+	run --count "$(rows 20000)" --batch 4096 --ranges 3 --timeout-ms 60000 --seed 2
 check "at a stride of 320 bytes: exact" \
-	run --count 20000 --batch 4096 --stride 320 --timeout-ms 60000 --seed 3
+	run --count "$(rows 20000)" --batch 4096 --stride 320 --timeout-ms 60000 --seed 3
 # Kept keys: parts into the caller's buffer land through its kept windows
 # (rows of one shard: runs, no bounce), gathered ones through a bounce
 # buffer's per-fetch keys; also on the debug kernel, where KASAN and
@@ -117,7 +117,7 @@ check "not split (replica_split_rows=0): still one part per shard, exact" \
 # --- rows of one shard: runs of rows, as to any host
 b0=$(($(lt_stat 1 sb fetches) + $(lt_stat 2 sb fetches)))
 check "rows of shard sa only: exact" \
-	run --rows-below $HALF --count 20000 --batch 288,4096 --timeout-ms 60000 --seed 5
+	run --rows-below $HALF --count "$(rows 20000)" --batch 288,4096 --timeout-ms 60000 --seed 5
 check "... and shard sb took none of them" \
 	test $(($(lt_stat 1 sb fetches) + $(lt_stat 2 sb fetches))) = "$b0"
 
@@ -196,8 +196,8 @@ check "the table by its SHA-256 is not found on any link (ENOENT)" \
 	run --count 1 --timeout-ms 5000 --expect-errno ENOENT
 check "a whole copy loads" "$ENGRAMCTL" load "$F" --tensor $PREFIX --name w --no-progress
 check "the links see it" wait_fetchable 30 --timeout-ms 10000
-check "20,000 rows over the whole table at version 2: exact" \
-	run --count 20000 --batch 288,4096 --timeout-ms 60000 --seed 6
+check "$(rows 20000) rows over the whole table at version 2: exact" \
+	run --count "$(rows 20000)" --batch 288,4096 --timeout-ms 60000 --seed 6
 echo "$PV" >$P/protocol_version
 
 check "unload and rmmod are clean" \

@@ -70,21 +70,21 @@ check "link tables: layer1 and layer14 are two tables, each served by both links
 # --- link 0, by name: each table's own rows, over RDMA first to a host
 # that both links reach, then over both transports
 r1=$(link_stat 1 fetches) r2=$(link_stat 2 fetches)
-check "layer1 on link 0 by name: 100,000 rows exact" \
-	run "${fc1[@]}" --table layer1 --count 100000 --batch 288,4096 --timeout-ms 30000 --seed 1
+check "layer1 on link 0 by name: $(rows 100000) rows exact" \
+	run "${fc1[@]}" --table layer1 --count "$(rows 100000)" --batch 288,4096 --timeout-ms 30000 --seed 1
 check "the RDMA link answered them, the TCP link to the same host none ($(($(link_stat 1 fetches) - r1)) and $(($(link_stat 2 fetches) - r2)): replica_prefer_rdma)" \
 	test "$(link_stat 1 fetches)" -gt "$r1" -a "$(link_stat 2 fetches)" = "$r2"
 echo 0 >$P/replica_prefer_rdma
 r1=$(link_stat 1 fetches) r2=$(link_stat 2 fetches)
-check "layer14 on link 0 by name, replica_prefer_rdma=0: 100,000 rows exact" \
-	run "${fc14[@]}" --table layer14 --count 100000 --batch 4096,288 --timeout-ms 30000 --seed 2
+check "layer14 on link 0 by name, replica_prefer_rdma=0: $(rows 100000) rows exact" \
+	run "${fc14[@]}" --table layer14 --count "$(rows 100000)" --batch 4096,288 --timeout-ms 30000 --seed 2
 check "both transports answered ($(($(link_stat 1 fetches) - r1)) by RDMA, $(($(link_stat 2 fetches) - r2)) by TCP)" \
 	test "$(link_stat 1 fetches)" -gt "$r1" -a "$(link_stat 2 fetches)" -gt "$r2"
 echo 1 >$P/replica_prefer_rdma
 check "layer14 on the RDMA link by name: exact" \
-	run "${fc14[@]}" --table layer14 --link 1 --count 20000 --batch 4096 --seed 3
+	run "${fc14[@]}" --table layer14 --link 1 --count "$(rows 20000)" --batch 4096 --seed 3
 check "layer14 on the TCP link by name: exact" \
-	run "${fc14[@]}" --table layer14 --link 2 --count 20000 --batch 4096 --seed 4
+	run "${fc14[@]}" --table layer14 --link 2 --count "$(rows 20000)" --batch 4096 --seed 4
 
 # --- by digest alone the file names two tables
 dmesg_mark
@@ -109,7 +109,7 @@ check "alias1 (layer 1 again) loads" test "$(table_state alias1)" = ready
 grouped() { test "$("$ENGRAMCTL" link tables | grep '^layer1 ' | grep -o 'as alias1' | wc -l)" = 2; }
 check "link tables shows alias1 as layer1 on both links: one table" wait_for 10 grouped
 check "alias1 on link 0: layer 1's rows, exact" \
-	run "${fc1[@]}" --table alias1 --count 50000 --batch 288,4096 --seed 6
+	run "${fc1[@]}" --table alias1 --count "$(rows 50000)" --batch 288,4096 --seed 6
 
 # --- a verify that finds the pinned bytes changed: that table stops serving
 "${fc1[@]}" --table layer1 --count 2000000 --batch 288,4096 --timeout-ms 5000 \
