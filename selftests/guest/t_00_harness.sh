@@ -98,25 +98,30 @@ check "rping over rxe0 to $ENGRAM_IP (5 round trips)" rping_loop
 # ib_send_lat's server is listening on its rdma_cm id.
 send_lat_listening() { rdma resource show cm_id 2>/dev/null | grep -q 'LISTEN.*comm ib_send_lat'; }
 send_lat() {
-	local srv rc=1
-	timeout 40 ib_send_lat -R -d rxe0 -n 200 >/tmp/.t00.sls 2>&1 &
-	srv=$!
-	# A client that comes before the server listens is rejected, and
-	# perftest's client then crashes in librdmacm (a general protection
-	# fault in the kernel log, seen on a loaded machine): wait for the
-	# listener first.
-	for _ in $(seq 1 200); do
-		send_lat_listening && break
-		sleep 0.1
-	done
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
+	local srv try rc=1
+
+	# A server of its own for each try: a client that comes before the
+	# server listens is rejected, and perftest's client then crashes in
+	# librdmacm (a general protection fault in user space, seen on a
+	# loaded machine even after the listener showed), leaving a one-shot
+	# server waiting for nobody.  Three tries, each bounded.
+	for try in 1 2 3; do
+		timeout 30 ib_send_lat -R -d rxe0 -n 200 >/tmp/.t00.sls 2>&1 &
+		srv=$!
+		for _ in $(seq 1 100); do
+			send_lat_listening && break
+			sleep 0.1
+		done
 		sleep 0.5
-		if timeout 30 ib_send_lat -R -d rxe0 -n 200 "$ENGRAM_IP" >/tmp/.t00.slc 2>&1; then
+		if timeout 20 ib_send_lat -R -d rxe0 -n 200 "$ENGRAM_IP" >/tmp/.t00.slc 2>&1 &&
+		   wait $srv; then
 			rc=0
 			break
 		fi
+		kill $srv 2>/dev/null
+		wait $srv 2>/dev/null
+		echo "# ib_send_lat: try $try failed: $(tail -n 1 /tmp/.t00.slc)"
 	done
-	wait $srv || rc=1
 	tail -n 3 /tmp/.t00.slc
 	[ $rc -eq 0 ]
 }
