@@ -341,14 +341,17 @@ static void engram_link_release_never(struct kref *ref)
 {
 }
 
-/*
- * Hand a finished fetch back to its fd.  The fd holds its own reference
- * until it has seen done, so dropping the link's first is never the last
- * put (which must not run here: freeing a fetch may sleep).  done is set
- * and the waiters woken under the wait queue's lock, so a closing fd that
- * takes that lock before freeing cannot free it under us.
+/**
+ * engram_link_publish() - hand a finished fetch back to its fd
+ * @f: a fetch engram_link_complete_locked() (or teardown) finished
+ *
+ * The fd holds its own reference until it has seen done, so dropping the
+ * link's first is never the last put (which must not run here: freeing a
+ * fetch may sleep).  done is set and the waiters woken under the wait
+ * queue's lock, so a closing fd that takes that lock before freeing cannot
+ * free it under us.  Any context, but never under l->lock.
  */
-static void engram_link_publish(struct engram_fetch *f)
+void engram_link_publish(struct engram_fetch *f)
 {
 	/* Read first: a fetch of the fd's own may be freed once it is done. */
 	void (*part_done)(struct engram_fetch *f) = f->part_done;
@@ -399,10 +402,26 @@ void engram_link_complete(struct engram_link *l, struct engram_fetch *f)
 	bool fin;
 
 	spin_lock_irqsave(&l->lock, flags);
-	fin = !f->wire_broken && engram_link_finish_locked(l, f);
+	fin = engram_link_complete_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (fin)
 		engram_link_publish(f);
+}
+
+/**
+ * engram_link_complete_locked() - engram_link_complete(), l->lock held
+ * @l: the link
+ * @f: a fetch whose last WR has completed
+ *
+ * For a completion handler that holds l->lock for more than this.
+ *
+ * Return: true if @f is finished now: the caller then publishes it with
+ * engram_link_publish() once it has dropped l->lock.
+ */
+bool engram_link_complete_locked(struct engram_link *l, struct engram_fetch *f)
+{
+	lockdep_assert_held(&l->lock);
+	return !f->wire_broken && engram_link_finish_locked(l, f);
 }
 
 /**
@@ -493,16 +512,93 @@ void engram_link_end_all(struct engram_link *l, int error)
 }
 
 /**
- * engram_link_claim() - match a RESPONSE to the fetch it answers
+ * engram_link_claim_locked() - match a RESPONSE to the fetch it answers
+ * @l: the link, its lock held
+ * @resp: the decoded response
+ * @queue: the queue it came on
+ * @bad_pos: set when the response named a row position past the fetch's
+ *
+ * Records the status on the fetch.  A fetch is claimed once; the caller
+ * then places its rows (TCP) or invalidates its registrations (RDMA) and
+ * completes it, and after dropping l->lock reports the claim with
+ * engram_link_claim_report().  Only the queue the fetch went out on may
+ * answer it: over RDMA its RESPONSE is known to follow its rows only on
+ * the same queue pair.
+ *
+ * Return: the fetch, or NULL for a ticket that is not one of this
+ * connection's fetches on the wire of that queue (a protocol error).
+ */
+struct engram_fetch *engram_link_claim_locked(struct engram_link *l,
+					      const struct engram_wire_resp *resp,
+					      unsigned int queue, bool *bad_pos)
+{
+	struct engram_fetch *f = NULL;
+	unsigned int i;
+
+	lockdep_assert_held(&l->lock);
+	*bad_pos = false;
+	for (i = queue * l->q_slots; l->q_slots && i < (queue + 1) * l->q_slots &&
+	     i < ENGRAM_LINK_MAX_SLOTS; i++) {
+		if (l->slot_fetch[i] && l->slot_fetch[i]->ticket == resp->ticket) {
+			f = l->slot_fetch[i];
+			break;
+		}
+	}
+	if (!f || f->responded || f->conn_gen != l->conn_gen || f->slot < 0 || !l->q_slots ||
+	    f->slot / l->q_slots != queue)
+		return NULL;
+	f->responded = true;
+	f->wire_status = resp->status;
+	f->bad_index = resp->bad_index;
+	*bad_pos = (resp->status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
+		    resp->status == ENGRAM_WIRE_ROW_NOT_HELD) && resp->bad_index >= f->nr_rows;
+	if (*bad_pos) {
+		/* Callers index their rows with it: a position past them is a lie. */
+		f->wire_status = ENGRAM_WIRE_MALFORMED;
+		f->bad_index = 0;
+	}
+	/* A fetch already timed out stays timed out: its caller was told so. */
+	if (f->error)
+		;
+	else if (*bad_pos)
+		f->error = -EPROTO;
+	else if (resp->status == ENGRAM_WIRE_OK &&
+		 resp->bytes != (u64)f->nr_rows * ENGRAM_ROW_BYTES)
+		f->error = -EPROTO;
+	else
+		f->error = engram_link_status_errno(resp->status);
+	return f;
+}
+
+/**
+ * engram_link_claim_report() - log and count a claim, l->lock dropped
+ * @l: the link
+ * @resp: the decoded response
+ * @found: whether engram_link_claim_locked() returned a fetch
+ * @nr_rows: that fetch's rows, read under the lock: it may be gone now
+ * @bad_pos: what engram_link_claim_locked() set
+ */
+void engram_link_claim_report(struct engram_link *l, const struct engram_wire_resp *resp,
+			      bool found, u32 nr_rows, bool bad_pos)
+{
+	if (!found) {
+		pr_warn_ratelimited("link %u: response to unknown ticket %llu\n",
+				    l->id, resp->ticket);
+		return;
+	}
+	if (bad_pos)
+		pr_warn_ratelimited("link %u: %s for ticket %llu names row %u of %u: a protocol error\n",
+				    l->id, engram_wire_status_name(resp->status), resp->ticket,
+				    resp->bad_index, nr_rows);
+	if (resp->status != ENGRAM_WIRE_OK)
+		engram_stats_count_refusal(&l->stats, resp->status);
+}
+
+/**
+ * engram_link_claim() - engram_link_claim_locked() and its report
  * @l: the link
  * @resp: the decoded response
  * @queue: the queue it came on
- *
- * Records the status on the fetch and counts a refusal.  A fetch is
- * claimed once; the caller then places its rows (TCP) or invalidates its
- * registrations (RDMA) and completes it.  Only the queue the fetch went
- * out on may answer it: over RDMA its RESPONSE is known to follow its rows
- * only on the same queue pair.
  *
  * Return: the fetch, or NULL for a ticket that is not one of this
  * connection's fetches on the wire of that queue (a protocol error).
@@ -512,52 +608,13 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 {
 	struct engram_fetch *f;
 	unsigned long flags;
-	unsigned int i;
 	bool bad_pos;
 
 	spin_lock_irqsave(&l->lock, flags);
-	f = NULL;
-	for (i = queue * l->q_slots; l->q_slots && i < (queue + 1) * l->q_slots &&
-	     i < ENGRAM_LINK_MAX_SLOTS; i++) {
-		if (l->slot_fetch[i] && l->slot_fetch[i]->ticket == resp->ticket) {
-			f = l->slot_fetch[i];
-			break;
-		}
-	}
-	if (!f || f->responded || f->conn_gen != l->conn_gen || f->slot < 0 || !l->q_slots ||
-	    f->slot / l->q_slots != queue) {
-		spin_unlock_irqrestore(&l->lock, flags);
-		pr_warn_ratelimited("link %u: response to unknown ticket %llu\n",
-				    l->id, resp->ticket);
-		return NULL;
-	}
-	f->responded = true;
-	f->wire_status = resp->status;
-	f->bad_index = resp->bad_index;
-	bad_pos = (resp->status == ENGRAM_WIRE_ROW_OUT_OF_RANGE ||
-		   resp->status == ENGRAM_WIRE_ROW_NOT_HELD) && resp->bad_index >= f->nr_rows;
-	if (bad_pos) {
-		/* Callers index their rows with it: a position past them is a lie. */
-		f->wire_status = ENGRAM_WIRE_MALFORMED;
-		f->bad_index = 0;
-	}
-	/* A fetch already timed out stays timed out: its caller was told so. */
-	if (f->error)
-		;
-	else if (bad_pos)
-		f->error = -EPROTO;
-	else if (resp->status == ENGRAM_WIRE_OK &&
-		 resp->bytes != (u64)f->nr_rows * ENGRAM_ROW_BYTES)
-		f->error = -EPROTO;
-	else
-		f->error = engram_link_status_errno(resp->status);
+	f = engram_link_claim_locked(l, resp, queue, &bad_pos);
 	spin_unlock_irqrestore(&l->lock, flags);
-	if (bad_pos)
-		pr_warn_ratelimited("link %u: %s for ticket %llu names row %u of %u: a protocol error\n",
-				    l->id, engram_wire_status_name(resp->status), resp->ticket,
-				    resp->bad_index, f->nr_rows);
-	if (resp->status != ENGRAM_WIRE_OK)
-		engram_stats_count_refusal(&l->stats, resp->status);
+	/* The caller's hold on the wire keeps @f until it completes it. */
+	engram_link_claim_report(l, resp, !!f, f ? f->nr_rows : 0, bad_pos);
 	return f;
 }
 

@@ -186,9 +186,16 @@ int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_parse(struct engram_link *l, const void *buf, u32 len, u64 *ticket);
 bool engram_link_hb_answered(struct engram_link *l, u64 ticket);
+struct engram_fetch *engram_link_claim_locked(struct engram_link *l,
+					      const struct engram_wire_resp *resp,
+					      unsigned int queue, bool *bad_pos);
+void engram_link_claim_report(struct engram_link *l, const struct engram_wire_resp *resp,
+			      bool found, u32 nr_rows, bool bad_pos);
 struct engram_fetch *engram_link_claim(struct engram_link *l,
 				       const struct engram_wire_resp *resp, unsigned int queue);
 void engram_link_complete(struct engram_link *l, struct engram_fetch *f);
+bool engram_link_complete_locked(struct engram_link *l, struct engram_fetch *f);
+void engram_link_publish(struct engram_fetch *f);
 int engram_link_track(struct engram_link *l, struct engram_fetch *f);
 void engram_link_wire_broken_locked(struct engram_link *l, struct engram_fetch *f,
 				    int error);

@@ -363,68 +363,89 @@ static void engram_link_rdma_fault_qp_error(struct engram_link *l, struct engram
 			    l->id, ret);
 }
 
+static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r);
+
 /*
  * The RESPONSE to @f came.  If its SEND invalidated the fetch's first key
  * (version 2), the device did so before it completed the receive: that
  * MR needs no LOCAL_INV, and a fetch of one piece is over once its
  * request SEND has completed too.  Any other key, or none, and every MR
  * is invalidated here, as in version 1: a server cannot make a fetch end
- * early by invalidating the wrong key.
+ * early by invalidating the wrong key.  A kept-keys fetch has nothing to
+ * invalidate: the RESPONSE ends it.
+ *
+ * One hold of l->lock does all the RESPONSE asks of the link: claim the
+ * fetch, post its invalidations, give the receive back (the frame is
+ * decoded, its buffer free) and finish the fetch when this was its last
+ * WR.  Teardown takes the same lock to stop the queues, so neither an
+ * invalidation nor the receive is posted after the drain has begun.
+ *
+ * Return: 0, or an error after which the caller breaks the connection.
  */
 static int engram_link_rdma_response(struct engram_link *l, struct engram_link_rdma_recv *r,
 				     u32 len)
 {
+	bool bad_pos = false, put = false, fin = false, kept_inv = false;
+	struct engram_fetch *f = NULL;
 	struct engram_wire_resp resp;
-	struct engram_fetch *f;
+	unsigned int first = 0;
+	int inv = 0, ret = 0;
 	unsigned long flags;
-	unsigned int first;
+	u32 nr_rows = 0;
 	char err[96];
-	int ret = 0;
 
 	if (engram_wire_resp_decode(r->buf, len, &l->neg, false, &resp, err, sizeof(err))) {
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
 		return -EPROTO;
 	}
-	f = engram_link_claim(l, &resp, r->q->idx);
+	spin_lock_irqsave(&l->lock, flags);
+	f = engram_link_claim_locked(l, &resp, r->q->idx, &bad_pos);
+	if (f && f->kept) {
+		/* A server that invalidated a kept key may have killed a window others use. */
+		kept_inv = r->inv;
+		if (kept_inv)
+			engram_link_wire_broken_locked(l, f, -EPROTO);
+		put = !kept_inv;
+	} else if (f) {
+		first = r->inv && r->inv_rkey == f->rkey0 ? 1 : 0;
+		if (first < f->nr_pieces && engram_fault_client_inv_flush()) {
+			/* Fault injection only: the QP's state changes outside l->lock. */
+			spin_unlock_irqrestore(&l->lock, flags);
+			engram_link_rdma_fault_qp_error(l, engram_link_rdma_fq(l, f));
+			spin_lock_irqsave(&l->lock, flags);
+		}
+		/* Not live: teardown is draining and will end the fetch itself. */
+		if (l->live && first < f->nr_pieces)
+			inv = engram_link_rdma_invalidate(l, f, first);
+		/* The first MR's wire_ref: its key died with the RESPONSE. */
+		put = !inv && first;
+	}
+	if (f && !kept_inv && !inv && l->live && !r->q->dropping)
+		ret = engram_link_rdma_post_recv(r);
+	if (f)
+		nr_rows = f->nr_rows;
+	if (put && atomic_dec_and_test(&f->wire_refs))
+		fin = engram_link_complete_locked(l, f);
+	spin_unlock_irqrestore(&l->lock, flags);
+
+	engram_link_claim_report(l, &resp, !!f, nr_rows, bad_pos);
+	if (fin)
+		engram_link_publish(f);
 	if (!f)
 		return -EPROTO;
-	if (f->kept) {
-		/*
-		 * Nothing to invalidate: the RESPONSE ends the fetch.  A
-		 * server that invalidated a key anyway broke the protocol, and
-		 * may have killed a window others use.
-		 */
-		if (r->inv) {
-			pr_warn_ratelimited("link %u: response invalidated a kept key\n", l->id);
-			spin_lock_irqsave(&l->lock, flags);
-			engram_link_wire_broken_locked(l, f, -EPROTO);
-			spin_unlock_irqrestore(&l->lock, flags);
-			return -EPROTO;
-		}
-		engram_link_rdma_wire_put(l, f);
-		return 0;
+	if (kept_inv) {
+		pr_warn_ratelimited("link %u: response invalidated a kept key\n", l->id);
+		return -EPROTO;
 	}
-	first = r->inv && r->inv_rkey == f->rkey0 ? 1 : 0;
 	if (first) {
 		engram_count(&l->stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
 		engram_count(&engram_global_stats, ENGRAM_STAT_REMOTE_INVALIDATIONS);
 	}
-	if (first < f->nr_pieces && engram_fault_client_inv_flush())
-		engram_link_rdma_fault_qp_error(l, engram_link_rdma_fq(l, f));
-	spin_lock_irqsave(&l->lock, flags);
-	/* Not live: teardown is draining and will end the fetch itself. */
-	if (l->live && first < f->nr_pieces)
-		ret = engram_link_rdma_invalidate(l, f, first);
-	spin_unlock_irqrestore(&l->lock, flags);
-	/* Only now: engram_link_rdma_break() takes l->lock. */
-	if (ret) {
-		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, ret);
-		engram_link_rdma_break(l);
-	} else if (first) {
-		/* The first MR's wire_ref: its key died with the RESPONSE. */
-		engram_link_rdma_wire_put(l, f);
+	if (inv) {
+		pr_warn_ratelimited("link %u: posting invalidations failed (%d)\n", l->id, inv);
+		return inv;
 	}
-	return 0;
+	return ret;
 }
 
 /*
@@ -507,7 +528,6 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	}
 	r->inv = wc->wc_flags & IB_WC_WITH_INVALIDATE;
 	r->inv_rkey = wc->ex.invalidate_rkey;
-	engram_link_heard(l);
 	r->synced = min_t(u32, wc->byte_len, ENGRAM_WIRE_MAX_CATALOG_BYTES);
 	engram_link_rdma_recv_sync(r, r->synced, true);
 	/*
@@ -518,6 +538,8 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	 * be overwritten by an older one the worker reads afterwards.
 	 */
 	spin_lock_irqsave(&l->lock, flags);
+	/* engram_link_heard(), under the lock this takes anyway. */
+	l->last_rx = ktime_get();
 	if (r->q->idx && !l->live) {
 		/*
 		 * Before the link is live a further queue can only hear the
@@ -579,8 +601,10 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 	}
 	switch (hdr.type) {
 	case ENGRAM_WIRE_RESPONSE:
-		ret = engram_link_rdma_response(l, r, len);
-		break;
+		/* It gives the receive back itself, under the lock it claims with. */
+		if (engram_link_rdma_response(l, r, len))
+			engram_link_rdma_break(l);
+		return;
 	case ENGRAM_WIRE_CATALOG:
 		/* Every queue's connection sends it: one copy, in order. */
 		ret = r->q->idx ? 0 : engram_link_frame_catalog(l, r->buf, len);
