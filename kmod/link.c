@@ -247,8 +247,20 @@ void engram_link_heard(struct engram_link *l)
 	unsigned long flags;
 
 	spin_lock_irqsave(&l->lock, flags);
-	l->last_rx = ktime_get();
+	engram_link_heard_locked(l);
 	spin_unlock_irqrestore(&l->lock, flags);
+}
+
+/**
+ * engram_link_heard_locked() - engram_link_heard(), l->lock held
+ * @l: the link
+ *
+ * For a completion handler that holds l->lock for more than this.
+ */
+void engram_link_heard_locked(struct engram_link *l)
+{
+	lockdep_assert_held(&l->lock);
+	l->last_rx = ktime_get();
 }
 
 static void engram_link_live_locked(struct engram_link *l)

@@ -182,6 +182,7 @@ bool engram_link_exiting(void);
 void engram_link_went_live(struct engram_link *l);
 void engram_link_fail(struct engram_link *l, int error);
 void engram_link_heard(struct engram_link *l);
+void engram_link_heard_locked(struct engram_link *l);
 int engram_link_frame_catalog(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_echo(struct engram_link *l, const void *buf, u32 len);
 int engram_link_hb_parse(struct engram_link *l, const void *buf, u32 len, u64 *ticket);

@@ -538,8 +538,8 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	 * be overwritten by an older one the worker reads afterwards.
 	 */
 	spin_lock_irqsave(&l->lock, flags);
-	/* engram_link_heard(), under the lock this takes anyway. */
-	l->last_rx = ktime_get();
+	/* Heard under the lock this takes anyway, not a lock of its own. */
+	engram_link_heard_locked(l);
 	if (r->q->idx && !l->live) {
 		/*
 		 * Before the link is live a further queue can only hear the
