@@ -11,8 +11,8 @@ DEFINE_PER_CPU(struct engram_cost, engram_cost);
 
 /**
  * engram_cost_snapshot() - sum the cost counters over every CPU
- * @vals: array of __ENGRAM_STAT_MAX values; ENGRAM_COST_FIRST to
- *	ENGRAM_COST_LAST are set
+ * @vals: array of __ENGRAM_STAT_MAX values; those of the cost counters
+ *	(ENGRAM_COST_FIRST to ENGRAM_COST_LAST, and CLIENT_LINK_LOCKS) are set
  *
  * A CPU's counters are read without stopping it, so a sum taken while
  * fetches run is as of no single instant, which is fine for counts taken
@@ -23,11 +23,11 @@ void engram_cost_snapshot(u64 *vals)
 	unsigned int i, cpu;
 
 	for (i = 0; i < ENGRAM_COST_NR; i++)
-		vals[ENGRAM_COST_FIRST + i] = 0;
+		vals[engram_cost_stat(i)] = 0;
 	for_each_possible_cpu(cpu) {
 		const struct engram_cost *c = per_cpu_ptr(&engram_cost, cpu);
 
 		for (i = 0; i < ENGRAM_COST_NR; i++)
-			vals[ENGRAM_COST_FIRST + i] += READ_ONCE(c->c[i]);
+			vals[engram_cost_stat(i)] += READ_ONCE(c->c[i]);
 	}
 }

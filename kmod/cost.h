@@ -12,9 +12,14 @@
 
 #include "engram.h"
 
+/*
+ * The counters: ENGRAM_COST_FIRST to ENGRAM_COST_LAST, then those the uapi
+ * enum gained later, past stats of other kinds (engram_cost_idx()).
+ */
 #define ENGRAM_COST_FIRST	ENGRAM_STAT_CLIENT_POSTS
 #define ENGRAM_COST_LAST	ENGRAM_STAT_HOST_REQUEST_NS
-#define ENGRAM_COST_NR		(ENGRAM_COST_LAST - ENGRAM_COST_FIRST + 1)
+#define ENGRAM_COST_RANGE	(ENGRAM_COST_LAST - ENGRAM_COST_FIRST + 1)
+#define ENGRAM_COST_NR		(ENGRAM_COST_RANGE + 1)
 
 struct engram_cost {
 	u64 c[ENGRAM_COST_NR];
@@ -22,10 +27,19 @@ struct engram_cost {
 
 DECLARE_PER_CPU(struct engram_cost, engram_cost);
 
-/* Add @v to cost counter @id (ENGRAM_COST_FIRST to ENGRAM_COST_LAST); any context. */
+/* The stat counted at index @i of struct engram_cost. */
+static inline enum engram_stat engram_cost_stat(unsigned int i)
+{
+	return i < ENGRAM_COST_RANGE ? ENGRAM_COST_FIRST + i : ENGRAM_STAT_CLIENT_LINK_LOCKS;
+}
+
+/* Add @v to cost counter @id (one engram_cost_stat() names); any context. */
 static inline void engram_cost_add(enum engram_stat id, u64 v)
 {
-	this_cpu_add(engram_cost.c[id - ENGRAM_COST_FIRST], v);
+	unsigned int i = id == ENGRAM_STAT_CLIENT_LINK_LOCKS ? ENGRAM_COST_RANGE :
+			 id - ENGRAM_COST_FIRST;
+
+	this_cpu_add(engram_cost.c[i], v);
 }
 
 static inline void engram_cost_inc(enum engram_stat id)

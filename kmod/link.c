@@ -413,7 +413,7 @@ void engram_link_complete(struct engram_link *l, struct engram_fetch *f)
 	unsigned long flags;
 	bool fin;
 
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	fin = engram_link_complete_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (fin)
@@ -452,7 +452,7 @@ int engram_link_track(struct engram_link *l, struct engram_fetch *f)
 	unsigned long flags;
 	int ret;
 
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	/* Submitted in a slot of its own (engram_link_submit()), kept until finished. */
 	ret = f->slot < 0 || f->slot >= ENGRAM_LINK_MAX_SLOTS || l->slot_fetch[f->slot] ?
 	      -EINVAL : 0;
@@ -622,7 +622,7 @@ struct engram_fetch *engram_link_claim(struct engram_link *l,
 	unsigned long flags;
 	bool bad_pos;
 
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	f = engram_link_claim_locked(l, resp, queue, &bad_pos);
 	spin_unlock_irqrestore(&l->lock, flags);
 	/* The caller's hold on the wire keeps @f until it completes it. */
@@ -1146,7 +1146,7 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	int ret;
 
 	down_read(&l->conn_sem);
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	if (!l->live || l->state != ENGRAM_LINK_UP) {
 		ret = -ENOTCONN;
 	} else if (f->nr_rows > l->neg.max_rows || f->nr_pieces > l->neg.max_ranges) {
@@ -1174,7 +1174,7 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		f->slot = slot;
 		ret = l->ops->submit(l, f);
 		if (ret) {
-			spin_lock_irqsave(&l->lock, flags);
+			engram_link_lock_fetch(l, flags);
 			__clear_bit(slot, l->slots_busy);
 			f->slot = -1;
 			spin_unlock_irqrestore(&l->lock, flags);
@@ -1203,7 +1203,7 @@ void engram_link_break_fetch(struct engram_fetch *f)
 	unsigned long flags;
 	bool late;
 
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	late = engram_link_expire_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
 	if (!late)

@@ -15,6 +15,7 @@
 #include <linux/workqueue.h>
 
 #include "client.h"
+#include "cost.h"
 
 /* Connect steps (address, route, connect, TCP hello) each get this long. */
 #define ENGRAM_LINK_CM_TIMEOUT_MS	3000
@@ -160,6 +161,17 @@ struct engram_link {
 	ktime_t deadline_next;		/* when deadline_work runs; under lock */
 	bool deadline_armed;
 };
+
+/*
+ * l->lock taken for a fetch, from its submit to the completion that ends
+ * it: counted (ENGRAM_STAT_CLIENT_LINK_LOCKS), so that make bench shows
+ * how often a fetch takes the lock every fetch of the link shares.
+ */
+#define engram_link_lock_fetch(l, flags)				\
+	do {								\
+		engram_cost_inc(ENGRAM_STAT_CLIENT_LINK_LOCKS);		\
+		spin_lock_irqsave(&(l)->lock, flags);			\
+	} while (0)
 
 /* link.c, for link_admin.c */
 struct engram_link *engram_link_alloc(const struct engram_url *u,

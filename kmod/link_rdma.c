@@ -253,7 +253,7 @@ static void engram_link_rdma_fetch_wc_failed(struct engram_link *l, struct engra
 {
 	unsigned long flags;
 
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	engram_link_wire_broken_locked(l, f, -ECONNRESET);
 	spin_unlock_irqrestore(&l->lock, flags);
 	engram_link_rdma_fail_wc(l, wc, what);
@@ -374,31 +374,35 @@ static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r);
  * early by invalidating the wrong key.  A kept-keys fetch has nothing to
  * invalidate: the RESPONSE ends it.
  *
- * One hold of l->lock does all the RESPONSE asks of the link: claim the
- * fetch, post its invalidations, give the receive back (the frame is
- * decoded, its buffer free) and finish the fetch when this was its last
- * WR.  Teardown takes the same lock to stop the queues, so neither an
- * invalidation nor the receive is posted after the drain has begun.
+ * Entered with l->lock held (taken with @flags), the link live: the hold
+ * in which the receive completion noted the link was heard does all the
+ * RESPONSE asks of the link: decode it (the negotiated parameters hold
+ * while the link is live), claim the fetch, post its invalidations, give
+ * the receive back (the frame is decoded, its buffer free) and finish the
+ * fetch when this was its last WR.  Teardown takes the same lock to stop
+ * the queues, so neither an invalidation nor the receive is posted after
+ * the drain has begun.  Returns with the lock released.
  *
  * Return: 0, or an error after which the caller breaks the connection.
  */
 static int engram_link_rdma_response(struct engram_link *l, struct engram_link_rdma_recv *r,
-				     u32 len)
+				     u32 len, unsigned long flags)
+	__releases(&l->lock)
 {
 	bool bad_pos = false, put = false, fin = false, kept_inv = false;
 	struct engram_fetch *f = NULL;
 	struct engram_wire_resp resp;
 	unsigned int first = 0;
 	int inv = 0, ret = 0;
-	unsigned long flags;
 	u32 nr_rows = 0;
 	char err[96];
 
+	lockdep_assert_held(&l->lock);
 	if (engram_wire_resp_decode(r->buf, len, &l->neg, false, &resp, err, sizeof(err))) {
+		spin_unlock_irqrestore(&l->lock, flags);
 		pr_warn_ratelimited("link %u: bad response: %s\n", l->id, err);
 		return -EPROTO;
 	}
-	spin_lock_irqsave(&l->lock, flags);
 	f = engram_link_claim_locked(l, &resp, r->q->idx, &bad_pos);
 	if (f && f->kept) {
 		/* A server that invalidated a kept key may have killed a window others use. */
@@ -519,6 +523,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_link *l = r->link;
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
 	unsigned long flags;
+	bool resp;
 	int ret;
 
 	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
@@ -530,6 +535,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	r->inv_rkey = wc->ex.invalidate_rkey;
 	r->synced = min_t(u32, wc->byte_len, ENGRAM_WIRE_MAX_CATALOG_BYTES);
 	engram_link_rdma_recv_sync(r, r->synced, true);
+	resp = engram_wire_frame_type(r->buf, r->synced) == ENGRAM_WIRE_RESPONSE;
 	/*
 	 * The server may send its catalog as soon as it sees our RTU, which
 	 * can be before the connect worker has read its hello: keep the
@@ -537,7 +543,10 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	 * later ones queue behind them, or a newer catalog read here could
 	 * be overwritten by an older one the worker reads afterwards.
 	 */
-	spin_lock_irqsave(&l->lock, flags);
+	if (resp)
+		engram_link_lock_fetch(l, flags);
+	else
+		spin_lock_irqsave(&l->lock, flags);
 	/* Heard under the lock this takes anyway, not a lock of its own. */
 	engram_link_heard_locked(l);
 	if (r->q->idx && !l->live) {
@@ -557,6 +566,12 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 		r->early_len = wc->byte_len;
 		list_add_tail(&r->early, &rl->early);
 		spin_unlock_irqrestore(&l->lock, flags);
+		return;
+	}
+	if (resp) {
+		/* A fetch's answer: one hold of the lock from here to its end. */
+		if (engram_link_rdma_response(l, r, wc->byte_len, flags))
+			engram_link_rdma_break(l);
 		return;
 	}
 	spin_unlock_irqrestore(&l->lock, flags);
@@ -590,6 +605,7 @@ static int engram_link_rdma_hb_echo(struct engram_link *l, struct engram_link_rd
 static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdma_recv *r, u32 len)
 {
 	struct engram_wire_hdr_info hdr;
+	unsigned long flags;
 	char err[96];
 	int ret;
 
@@ -601,8 +617,13 @@ static void engram_link_rdma_frame(struct engram_link *l, struct engram_link_rdm
 	}
 	switch (hdr.type) {
 	case ENGRAM_WIRE_RESPONSE:
-		/* It gives the receive back itself, under the lock it claims with. */
-		if (engram_link_rdma_response(l, r, len))
+		/*
+		 * Only from the frames kept while the link came up (a live
+		 * link's go straight to it from the receive completion).  It
+		 * gives the receive back itself, under the lock it claims with.
+		 */
+		spin_lock_irqsave(&l->lock, flags);
+		if (engram_link_rdma_response(l, r, len, flags))
 			engram_link_rdma_break(l);
 		return;
 	case ENGRAM_WIRE_CATALOG:
@@ -1428,7 +1449,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 		 * Part of the chain may be on the wire: leave the fetch to
 		 * teardown, which ends it once the QP and its keys are gone.
 		 */
-		spin_lock_irqsave(&l->lock, flags);
+		engram_link_lock_fetch(l, flags);
 		engram_link_wire_broken_locked(l, f, -EIO);
 		spin_unlock_irqrestore(&l->lock, flags);
 		engram_link_rdma_break(l);
@@ -1437,7 +1458,7 @@ static int engram_link_rdma_submit(struct engram_link *l, struct engram_fetch *f
 	return ret;
 
 err_pieces:
-	spin_lock_irqsave(&l->lock, flags);
+	engram_link_lock_fetch(l, flags);
 	for (i = 0; i < f->nr_pieces; i++) {
 		if (f->pieces[i].mr && !f->kept)
 			ib_mr_pool_put(q->qp, &q->mrs, f->pieces[i].mr);

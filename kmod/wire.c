@@ -393,6 +393,23 @@ static void hdr_get(const u8 *b, struct engram_wire_hdr_info *h)
 }
 
 /**
+ * engram_wire_frame_type() - the type a frame says it is, unchecked
+ * @buf: the frame
+ * @len: its bytes
+ *
+ * A hint for choosing a path before the parameters a check needs can be
+ * read (a receive handler takes the link's lock once, and only under it
+ * are they fixed); whatever path it picks checks the whole frame.
+ *
+ * Return: the header's type byte, or 0 (no type) for a frame shorter than
+ * a header.
+ */
+u8 engram_wire_frame_type(const void *buf, size_t len)
+{
+	return len < ENGRAM_WIRE_HDR_BYTES ? 0 : ((const u8 *)buf)[HDR(type)];
+}
+
+/**
  * engram_wire_hello_frame_encode() - write the HELLO frame that opens TCP
  * @buf: destination
  * @size: its size, at least ENGRAM_WIRE_HELLO_FRAME_BYTES

@@ -186,6 +186,7 @@ struct engram_wire_catalog_view {
 
 const char *engram_wire_status_name(unsigned int status);
 const char *engram_wire_type_name(unsigned int type);
+u8 engram_wire_frame_type(const void *buf, size_t len);
 
 /*
  * Hello and negotiation.  What this implementation offers, in either role

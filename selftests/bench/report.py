@@ -398,7 +398,7 @@ COST_MODES = ("sleep", "busy")
 COST_COLS = [
     ("client_allocs", "GPU allocs"), ("client_work_items", "GPU work items"),
     ("client_posts", "GPU posts"), ("client_wrs", "GPU WRs"), ("client_cqes", "GPU CQEs"),
-    ("vol_switches", "fetcher switches"),
+    ("vol_switches", "fetcher switches"), ("client_link_locks", "GPU link-lock holds"),
     ("host_requests", "host requests"), ("host_work_items", "host work items"),
     ("host_posts", "host posts"), ("host_wrs", "host WRs"), ("host_cqes", "host CQEs"),
     ("irq_poll", "CQ events (both sides)"),
@@ -553,6 +553,13 @@ def check_cost(cases):
                 if p.get("host_requests") != 1:
                     problems.append(f"{name}: {p.get('host_requests')} host requests per "
                                     "fetch, not 1")
+                # A fetch holds its link's lock to take a slot, to track it and
+                # for its RESPONSE (once: the receive completion's hold); a
+                # fourth time only when its SEND completes after the RESPONSE.
+                locks = p.get("client_link_locks")
+                if rows <= 4096 and (locks is None or locks > 3.5):
+                    problems.append(f"{name}: {fmt(locks, 2)} holds of the link's lock "
+                                    "per fetch, not 3")
                 # Up to rdma_softirq_rows (4,096) the host answers in the receive
                 # completion: a work item for most requests means it does not.
                 hw, hr = p.get("host_work_items"), p.get("host_requests")

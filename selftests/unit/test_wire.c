@@ -847,6 +847,11 @@ static void test_response(void)
 	engram_wire_resp_encode(b, sizeof(b), &neg, false, &r);
 	tap_ok(b[1] == ENGRAM_WIRE_RESPONSE && b[4] == 32 && b[16] == 0 && b[24] == (2 * RB & 0xff) &&
 	       b[25] == (2 * RB) >> 8, "response bytes at the documented offsets");
+	tap_ok(engram_wire_frame_type(b, 32) == ENGRAM_WIRE_RESPONSE &&
+	       engram_wire_frame_type(b, ENGRAM_WIRE_HDR_BYTES) == ENGRAM_WIRE_RESPONSE &&
+	       engram_wire_frame_type(b, ENGRAM_WIRE_HDR_BYTES - 1) == 0 &&
+	       engram_wire_frame_type(b, 0) == 0,
+	       "frame type peeked from a whole header only");
 	tap_ok(resp_dec(b, 32 + 2 * RB, &neg, false, &d) == -EPROTO,
 	       "RDMA response of another size refused");
 	tap_ok(resp_dec(b, 32, &neg, true, &d) == -EPROTO,

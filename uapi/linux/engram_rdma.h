@@ -444,6 +444,11 @@ enum engram_stat {
 	 * and kept, each once per connection.
 	 */
 	ENGRAM_STAT_KEPT_REGISTRATIONS,
+	/*
+	 * Module-wide, a cost as CLIENT_POSTS: holds of a link's lock by
+	 * the fetches on it, from submit to the completion that ends each.
+	 */
+	ENGRAM_STAT_CLIENT_LINK_LOCKS,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
