@@ -38,6 +38,15 @@
 
 /* Receives: one per ticket, plus room for unsolicited catalogs and heartbeat echoes. */
 #define ENGRAM_LINK_EXTRA_RECVS		4
+/*
+ * The receives of RESPONSEs go back to the device this many in one post:
+ * a post per fetch for the REQUEST alone, and one in eight for them.  As
+ * many receives as a batch may hold back (one fewer) are added to the
+ * queue's, so that as many as before are always posted.
+ */
+#define ENGRAM_LINK_RECV_BATCH		8
+#define ENGRAM_LINK_NR_RECVS		(ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + \
+					 ENGRAM_LINK_RECV_BATCH - 1)
 /* Pages one MR maps at most, whatever the device allows. */
 #define ENGRAM_LINK_MR_PAGES		512
 /*
@@ -50,7 +59,7 @@
 /*
  * A receive takes any frame a server may send, up to a whole catalog
  * (ENGRAM_WIRE_MAX_CATALOG_BYTES).  Not one kmalloc: that is an order-4
- * allocation (64 KiB) per receive, 20 per queue, which a fragmented node
+ * allocation (64 KiB) per receive, 27 per queue, which a fragmented node
  * may not give a reconnect.  Chunks of pages instead, of order 0 where the
  * device has a receive SGE for each, each mapped for the device, and all
  * vmap()ed into the one buffer the codec reads.
@@ -61,6 +70,9 @@ struct engram_link_rdma_q;
 
 struct engram_link_rdma_recv {
 	struct ib_cqe cqe;
+	/* Its WR and SGEs, set once its chunks are mapped: a repost only chains it. */
+	struct ib_recv_wr wr;
+	struct ib_sge sge[ENGRAM_LINK_RECV_PAGES];
 	struct list_head early;		/* on engram_link_rdma.early */
 	u32 early_len;
 	bool inv;			/* the SEND that filled it invalidated inv_rkey */
@@ -121,6 +133,9 @@ struct engram_link_rdma_q {
 	struct list_head mrs;
 	struct engram_link_rdma_recv *recvs;
 	unsigned int nr_recvs;
+	/* RESPONSEs' receives held back for the next batch (link.lock) */
+	struct engram_link_rdma_recv *held[ENGRAM_LINK_RECV_BATCH];
+	unsigned int nr_held;
 	unsigned int recv_order;	/* of each chunk of a receive */
 	unsigned int recv_chunks;	/* chunks (SGEs) of a receive */
 	/*
@@ -364,6 +379,7 @@ static void engram_link_rdma_fault_qp_error(struct engram_link *l, struct engram
 }
 
 static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r);
+static int engram_link_rdma_recv_back_locked(struct engram_link_rdma_recv *r);
 
 /*
  * The RESPONSE to @f came.  If its SEND invalidated the fetch's first key
@@ -425,7 +441,7 @@ static int engram_link_rdma_response(struct engram_link *l, struct engram_link_r
 		put = !inv && first;
 	}
 	if (f && !kept_inv && !inv && l->live && !r->q->dropping)
-		ret = engram_link_rdma_post_recv(r);
+		ret = engram_link_rdma_recv_back_locked(r);
 	if (f)
 		nr_rows = f->nr_rows;
 	if (put && atomic_dec_and_test(&f->wire_refs))
@@ -472,29 +488,64 @@ static void engram_link_rdma_recv_sync(struct engram_link_rdma_recv *r, u32 len,
 	}
 }
 
-static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r)
+/* The receive's WR, once its chunks are mapped: the same for every post. */
+static void engram_link_rdma_recv_wr(struct engram_link_rdma_recv *r)
 {
 	struct engram_link_rdma_q *q = r->q;
-	struct ib_sge sge[ENGRAM_LINK_RECV_PAGES];
 	u32 left = ENGRAM_WIRE_MAX_CATALOG_BYTES;
 	u32 cb = PAGE_SIZE << q->recv_order;
-	struct ib_recv_wr wr = {};
 	unsigned int c;
 
+	for (c = 0; c < q->recv_chunks; c++) {
+		r->sge[c].addr = r->dma[c];
+		r->sge[c].length = min(left, cb);
+		r->sge[c].lkey = q->dev->pd->local_dma_lkey;
+		left -= r->sge[c].length;
+	}
+	r->wr.wr_cqe = &r->cqe;
+	r->wr.sg_list = r->sge;
+	r->wr.num_sge = q->recv_chunks;
+}
+
+/* Hand a receive back to the device, to be chained after it (no post yet). */
+static void engram_link_rdma_recv_ready(struct engram_link_rdma_recv *r)
+{
 	/* The CPU read no more than the last frame: nothing else is in its caches. */
 	engram_link_rdma_recv_sync(r, r->synced, false);
 	r->synced = 0;
-	for (c = 0; c < q->recv_chunks; c++) {
-		sge[c].addr = r->dma[c];
-		sge[c].length = min(left, cb);
-		sge[c].lkey = q->dev->pd->local_dma_lkey;
-		left -= sge[c].length;
-	}
-	wr.wr_cqe = &r->cqe;
-	wr.sg_list = sge;
-	wr.num_sge = q->recv_chunks;
+	r->wr.next = NULL;
+}
+
+static int engram_link_rdma_post_recv(struct engram_link_rdma_recv *r)
+{
+	engram_link_rdma_recv_ready(r);
 	engram_cost_post_recv(false);
-	return engram_post_recv(q->qp, &wr, NULL);
+	return engram_post_recv(r->q->qp, &r->wr, NULL);
+}
+
+/*
+ * Give back the receive of a RESPONSE: held until ENGRAM_LINK_RECV_BATCH
+ * are, then all posted in one chain.  Under l->lock, the link live and
+ * the queue kept (the drain's marker must be the last receive posted);
+ * a held receive is never posted once that ends, and goes with the queue.
+ */
+static int engram_link_rdma_recv_back_locked(struct engram_link_rdma_recv *r)
+{
+	struct engram_link_rdma_q *q = r->q;
+	unsigned int i;
+
+	lockdep_assert_held(&q->link->lock);
+	engram_link_rdma_recv_ready(r);
+	/* Its WR counts for the fetch it answered, the batch's post for the last. */
+	engram_cost_inc(ENGRAM_STAT_CLIENT_WRS);
+	q->held[q->nr_held++] = r;
+	if (q->nr_held < ENGRAM_LINK_RECV_BATCH)
+		return 0;
+	for (i = 0; i + 1 < q->nr_held; i++)
+		q->held[i]->wr.next = &q->held[i + 1]->wr;
+	engram_cost_inc(ENGRAM_STAT_CLIENT_POSTS);
+	q->nr_held = 0;
+	return engram_post_recv(q->qp, &q->held[0]->wr, NULL);
 }
 
 /*
@@ -865,7 +916,8 @@ static int engram_link_rdma_alloc_recvs(struct engram_link_rdma_q *q)
 	unsigned int i;
 	int ret;
 
-	q->nr_recvs = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS;
+	q->nr_recvs = ENGRAM_LINK_NR_RECVS;
+	q->nr_held = 0;
 	q->recvs = kcalloc(q->nr_recvs, sizeof(*q->recvs), GFP_KERNEL);
 	if (!q->recvs)
 		return -ENOMEM;
@@ -878,6 +930,7 @@ static int engram_link_rdma_alloc_recvs(struct engram_link_rdma_q *q)
 		ret = engram_link_rdma_alloc_recv(q, r);
 		if (ret)
 			return ret;
+		engram_link_rdma_recv_wr(r);
 	}
 	return 0;
 }
@@ -1031,8 +1084,7 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 	sq = ENGRAM_WIRE_OFFER_INFLIGHT * (2 * ENGRAM_WIRE_MAX_RANGES + 1) + 2;
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
 	/* Each queue's completions on a vector of their own, when there are several. */
-	q->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_WIRE_OFFER_INFLIGHT +
-				ENGRAM_LINK_EXTRA_RECVS + 2,
+	q->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_LINK_NR_RECVS + 2,
 				q->idx % max(ibdev->num_comp_vectors, 1), IB_POLL_SOFTIRQ);
 	if (IS_ERR(q->cq)) {
 		ret = PTR_ERR(q->cq);
@@ -1044,7 +1096,7 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 	init.send_cq = q->cq;
 	init.recv_cq = q->cq;
 	init.cap.max_send_wr = sq;
-	init.cap.max_recv_wr = ENGRAM_WIRE_OFFER_INFLIGHT + ENGRAM_LINK_EXTRA_RECVS + 1;
+	init.cap.max_recv_wr = ENGRAM_LINK_NR_RECVS + 1;
 	init.cap.max_send_sge = 1;
 	/* Chunks of a receive: as small as the device's receive SGEs allow. */
 	q->recv_order = 0;

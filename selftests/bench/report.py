@@ -406,8 +406,9 @@ COST_COLS = [
 # What the verbs need for one fetch of one range: a side posts once (the
 # REQUEST SEND, and the WRITEs with the RESPONSE SEND) and reaps one
 # completion; no allocation and no work item on the way; a sleeping
-# fetcher wakes once.  Receives are reposted too (a post each, unless
-# batched), and a 49,152-row answer is several WRs of WRITEs.
+# fetcher wakes once.  Receives are reposted too (the GPU node's eight
+# to a post, the host's one each), and a 49,152-row answer is several WRs
+# of WRITEs.
 COST_FLOOR = {"client_allocs": 0, "client_work_items": 0, "client_posts": 1,
               "client_cqes": 1, "vol_switches": 1, "host_work_items": 0, "host_posts": 1,
               "host_cqes": 1, "host_requests": 1}
@@ -553,6 +554,13 @@ def check_cost(cases):
                 if p.get("host_requests") != 1:
                     problems.append(f"{name}: {p.get('host_requests')} host requests per "
                                     "fetch, not 1")
+                # A fetch of up to 4,096 rows posts its REQUEST (REG_MR and SEND
+                # in one chain), and an eighth of a post for the receives given
+                # back eight at a time.
+                posts = p.get("client_posts")
+                if lk != "kept" and rows <= 4096 and (posts is None or posts > 1.3):
+                    problems.append(f"{name}: {fmt(posts, 2)} GPU-node posts per fetch, "
+                                    "not 1 and an eighth")
                 # A fetch holds its link's lock to take a slot, to track it and
                 # for its RESPONSE (once: the receive completion's hold); a
                 # fourth time only when its SEND completes after the RESPONSE.

@@ -109,10 +109,10 @@ done
 # What a fetch costs: the host's time per request fitted over the row counts
 # (made up as 5,000 ns + 2 ns per row: the fit gives both back), the table,
 # and --check names a named-link case with other than one request a fetch.
-cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS [LINK_LOCKS]]]]
-	local hr=${4:-1} hw=${5:-0} wrs=${6:-2.5} locks=${7:-3.0}
-	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": 2.0, "client_wrs": %s, "client_cqes": 1.0, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0, "client_link_locks": %s}}\n' \
-		"$1" "$2" "$3" "$wrs" "$hr" "$hw" "$(( (5000 + 2 * $3) ))" "$locks"
+cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS [LINK_LOCKS [POSTS]]]]]
+	local hr=${4:-1} hw=${5:-0} wrs=${6:-2.5} locks=${7:-3.0} posts=${8:-1.1}
+	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": %s, "client_wrs": %s, "client_cqes": 1.0, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0, "client_link_locks": %s}}\n' \
+		"$1" "$2" "$3" "$posts" "$wrs" "$hr" "$hw" "$(( (5000 + 2 * $3) ))" "$locks"
 }
 {
 	results
@@ -123,7 +123,9 @@ cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS [LINK
 		"link0 sleep 4096") cost "$lk" "$m" "$r" 1 0.6 ;;
 		"link0 sleep 49152") cost "$lk" "$m" "$r" 1 1 ;;
 		"rdma sleep 1") cost "$lk" "$m" "$r" 1 0 2.5 4.0 ;;
-		"rdma sleep 49152") cost "$lk" "$m" "$r" 1 1 2.5 9.0 ;;
+		"rdma sleep 49152") cost "$lk" "$m" "$r" 1 1 2.5 9.0 2.1 ;;
+		"link0 busy 288") cost "$lk" "$m" "$r" 1 0 2.5 3.0 2.0 ;;
+		"kept busy 1") cost "$lk" "$m" "$r" 1 0 2.5 3.0 2.1 ;;
 		*) cost "$lk" "$m" "$r" ;;
 		esac
 	done; done; done
@@ -157,6 +159,13 @@ if grep -q 'cost_link0_sleep_4096: 0.6 host work items per fetch for 1 requests'
 	ok "cost: --check names a case up to 4,096 rows whose requests took work items, not 49,152's"
 else
 	nok "cost: --check names a case up to 4,096 rows whose requests took work items"
+	sed 's/^/#   /' "$tmp/cost.err"
+fi
+if grep -q 'cost_link0_busy_288: 2.00 GPU-node posts per fetch, not 1 and an eighth' "$tmp/cost.err" &&
+   [ "$(grep -c 'GPU-node posts per fetch' "$tmp/cost.err")" = 1 ]; then
+	ok "cost: --check names a case up to 4,096 rows that posts its receive apart, and only it"
+else
+	nok "cost: --check names a case up to 4,096 rows that posts its receive apart"
 	sed 's/^/#   /' "$tmp/cost.err"
 fi
 if grep -q 'cost_rdma_sleep_1: 4.00 holds of the link.s lock per fetch, not 3' "$tmp/cost.err" &&
