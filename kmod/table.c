@@ -189,7 +189,8 @@ static u64 engram_table_set_result(struct engram_table *t, u8 state, int error,
 	u64 ns;
 
 	spin_lock_bh(&t->lock);
-	t->state = state;
+	/* Released: a request that reads READY without the lock sees the digest. */
+	smp_store_release(&t->state, state);
 	t->error = error;
 	strscpy(t->errmsg, msg ? msg : "", sizeof(t->errmsg));
 	ns = max_t(u64, 1, ktime_to_ns(ktime_sub(ktime_get(), t->job_start)));
@@ -417,6 +418,14 @@ static void engram_table_work(struct work_struct *work)
 		engram_table_do_load(t);
 }
 
+/* The last request holding a destroyed table let go of it. */
+static void engram_table_holds_gone(struct percpu_ref *ref)
+{
+	struct engram_table *t = container_of(ref, struct engram_table, holds);
+
+	complete(&t->holds_done);
+}
+
 /*
  * Stop any job, wait until no server request reads the pages any more,
  * release everything, free.  The table is off the list, so once the
@@ -427,7 +436,8 @@ static void engram_table_destroy(struct engram_table *t)
 	WRITE_ONCE(t->cancel, true);
 	cancel_work_sync(&t->work);
 	synchronize_rcu();
-	wait_var_event(&t->holds, !atomic_read(&t->holds));
+	percpu_ref_kill(&t->holds);
+	wait_for_completion(&t->holds_done);
 	/* Only a request (holding the table) or a device add queue it. */
 	cancel_work_sync(&t->map_work);
 	engram_dma_unmap_all(&t->maps);
@@ -436,6 +446,7 @@ static void engram_table_destroy(struct engram_table *t)
 		engram_count(&engram_global_stats, ENGRAM_STAT_LOADS_CANCELLED);
 	kvfree(t->pages);
 	kfree(t->path);
+	percpu_ref_exit(&t->holds);
 	kfree(t);
 }
 
@@ -642,12 +653,16 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	t = kzalloc(sizeof(*t), GFP_KERNEL);
 	if (!t)
 		return -ENOMEM;
+	init_completion(&t->holds_done);
+	if (percpu_ref_init(&t->holds, engram_table_holds_gone, 0, GFP_KERNEL)) {
+		kfree(t);
+		return -ENOMEM;
+	}
 	strscpy(t->name, a->name, sizeof(t->name));
 	spin_lock_init(&t->lock);
 	INIT_WORK(&t->work, engram_table_work);
 	INIT_WORK(&t->map_work, engram_table_map_work);
 	engram_dma_owner_init(&t->maps);
-	atomic_set(&t->holds, 0);
 	atomic64_set(&t->done_bytes, 0);
 	t->rows = a->rows;
 	t->held_first = a->held_rows ? a->held_first : 0;
@@ -705,6 +720,7 @@ err_file:
 err_free:
 	kvfree(t->pages);
 	kfree(t->path);
+	percpu_ref_exit(&t->holds);
 	kfree(t);
 	return ret;
 }
@@ -864,14 +880,6 @@ void engram_table_totals(u64 *count, u64 *pinned_bytes)
 	mutex_unlock(&engram_tables_mutex);
 }
 
-/* A table serves while READY or VERIFYING: both keep every page pinned. */
-static bool engram_table_serving(struct engram_table *t)
-{
-	u8 state = READ_ONCE(t->state);
-
-	return state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING;
-}
-
 /**
  * engram_table_serve_get() - find the table a request names and hold it
  * @digest: the request's ENGRAM_WIRE_DIGEST_PREFIX bytes of SHA-256
@@ -879,9 +887,12 @@ static bool engram_table_serving(struct engram_table *t)
  * @tp: set to the held table on ENGRAM_WIRE_OK
  *
  * The hold keeps the table's pages and DMA maps alive (unload waits for it)
- * until engram_table_serve_put().  Takes no module-wide lock: the list is
- * walked under RCU, and unload waits for a grace period before it waits
- * for the holds.  Any context that may take a spinlock.
+ * until engram_table_serve_put().  A table serves while READY or
+ * VERIFYING: both keep every page pinned.  Takes no module-wide lock, and
+ * for a table served no lock or counter that requests on other CPUs
+ * share: the list is walked under RCU, the hold is per CPU, and unload
+ * waits for a grace period before it kills the holds and waits for them.
+ * Any context that may take a spinlock.
  *
  * Return: ENGRAM_WIRE_OK, ENGRAM_WIRE_UNKNOWN_TABLE or
  * ENGRAM_WIRE_TABLE_NOT_READY.
@@ -890,21 +901,31 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
 {
 	int status = ENGRAM_WIRE_UNKNOWN_TABLE;
 	struct engram_table *t;
+	u8 state;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(t, &engram_tables, node) {
 		if (t->generation != generation)
 			continue;
-		/* Generations are unique, so the digest only guards against a stale client. */
+		/*
+		 * Generations are unique, so the digest only guards against a
+		 * stale client.  A table served has its digest for good, set
+		 * before READY was published: read without the table's lock,
+		 * which every request on every connection would share.
+		 */
+		state = smp_load_acquire(&t->state);
+		if (state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING) {
+			if (!memcmp(t->sha, digest, ENGRAM_WIRE_DIGEST_PREFIX) &&
+			    percpu_ref_tryget_live(&t->holds)) {
+				*tp = t;
+				status = ENGRAM_WIRE_OK;
+			}
+			break;
+		}
 		spin_lock_bh(&t->lock);
 		if (t->have_sha && !memcmp(t->sha, digest, ENGRAM_WIRE_DIGEST_PREFIX))
 			status = ENGRAM_WIRE_TABLE_NOT_READY;
 		spin_unlock_bh(&t->lock);
-		if (status == ENGRAM_WIRE_TABLE_NOT_READY && engram_table_serving(t)) {
-			atomic_inc(&t->holds);
-			*tp = t;
-			status = ENGRAM_WIRE_OK;
-		}
 		break;
 	}
 	rcu_read_unlock();
@@ -919,8 +940,7 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
  */
 void engram_table_serve_put(struct engram_table *t)
 {
-	if (atomic_dec_and_test(&t->holds))
-		wake_up_var(&t->holds);
+	percpu_ref_put(&t->holds);
 }
 
 /**

@@ -9,7 +9,9 @@
 
 #include <linux/atomic.h>
 #include <linux/fs.h>
+#include <linux/completion.h>
 #include <linux/list.h>
+#include <linux/percpu-refcount.h>
 #include <linux/spinlock.h>
 #include <linux/workqueue.h>
 
@@ -57,8 +59,13 @@ struct engram_table {
 	struct engram_counters stats;
 	struct engram_hist lat;		/* server-side service time */
 
-	/* Server requests building a response from this table right now. */
-	atomic_t holds;
+	/*
+	 * Server requests building a response from this table right now:
+	 * per CPU, so that requests on many connections share no counter;
+	 * holds_done completes once destroy killed it and the last went.
+	 */
+	struct percpu_ref holds;
+	struct completion holds_done;
 	/* Per-device DMA addresses of pages[] (dma.c). */
 	struct engram_dma_owner maps;
 	/* Every page is pinned for good: the map worker may map them. */
