@@ -14,7 +14,7 @@
 
 /*
  * The counters: ENGRAM_COST_FIRST to ENGRAM_COST_LAST, then those the uapi
- * enum gained later, past stats of other kinds (engram_cost_idx()).
+ * enum gained later, past stats of other kinds (engram_cost_stat()).
  */
 #define ENGRAM_COST_FIRST	ENGRAM_STAT_CLIENT_POSTS
 #define ENGRAM_COST_LAST	ENGRAM_STAT_HOST_REQUEST_NS
