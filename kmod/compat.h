@@ -23,6 +23,7 @@
 #include <linux/scatterlist.h>
 #include <linux/socket.h>
 #include <linux/swap.h>
+#include <linux/uio.h>
 #include <net/genetlink.h>
 #include <net/netlink.h>
 #include <rdma/ib_verbs.h>
@@ -57,6 +58,17 @@ static inline u32 get_random_u32_below(u32 ceil)
 #define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n), .flags = GENL_MCAST_CAP_NET_ADMIN }
 #else
 #define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n) }
+#endif
+
+/*
+ * 6.2 named an iov_iter's direction by what the iterator is to the caller;
+ * stable took the names late (Debian's 5.10.0-46 has them, 5.10.0-32 and
+ * the 5.10.0-30 of bullseye's installers do not).  They are macros with
+ * the values of the READ and WRITE they replaced.
+ */
+#ifndef ITER_SOURCE
+#define ITER_SOURCE	WRITE
+#define ITER_DEST	READ
 #endif
 
 /* Before 6.0 an extack cannot name a missing attribute; the message stays. */

@@ -184,8 +184,12 @@ void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src
 	doff += dst->addr & ~PAGE_MASK;
 	soff += src->addr & ~PAGE_MASK;
 	while (len) {
-		u64 n = min3(len, PAGE_SIZE - offset_in_page(doff),
-			     PAGE_SIZE - offset_in_page(soff));
+		/*
+		 * min_t: before their minmax rework, 5.10 kernels (Debian's
+		 * 5.10.0-30) refuse to compare a u64 with an unsigned long.
+		 */
+		u64 n = min_t(u64, len, min(PAGE_SIZE - offset_in_page(doff),
+					    PAGE_SIZE - offset_in_page(soff)));
 		void *d = kmap_local_page(dst->pages[doff >> PAGE_SHIFT]);
 		void *s = kmap_local_page(src->pages[soff >> PAGE_SHIFT]);
 

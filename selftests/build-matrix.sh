@@ -5,10 +5,13 @@
 # every kernel and architecture it supports, as TAP, one line per tree:
 #
 #   6.1, 6.12         the guests' kernels (deps.sh: kheaders.sh --only)
-#   x86-5.10          bullseye's 5.10            (selftests/vm/kheaders.sh:
-#   x86-6.12-rt       bookworm-backports' RT      Debian's header packages
-#   x86-7.2           sid's 7.2                   unpacked into the cache,
-#   x86-7.3-rc        experimental's 7.3-rc       nothing installed)
+#   x86-5.10          bullseye's newest 5.10     (selftests/vm/kheaders.sh:
+#   x86-5.10-oldest   bullseye main's oldest      Debian's header packages
+#   x86-6.1-oldest    bookworm main's oldest 6.1  unpacked into the cache,
+#   x86-6.12-trixie   trixie's 6.12               nothing installed)
+#   x86-6.12-rt       bookworm-backports' RT
+#   x86-7.2           sid's 7.2
+#   x86-7.3-rc        experimental's 7.3-rc
 #   arm64-6.12        arm64, 4 KiB pages, with aarch64-linux-gnu-gcc
 #   arm64-6.12-16k    arm64, 16 KiB pages
 #
@@ -31,7 +34,8 @@ cd "$root" || exit 1
 KH=$root/selftests/vm/kheaders.sh
 logs=$root/build/logs
 mkdir -p "$logs"
-ALL="6.1 6.12 x86-5.10 x86-6.12-rt x86-7.2 x86-7.3-rc arm64-6.12 arm64-6.12-16k"
+ALL="6.1 6.12 x86-5.10 x86-5.10-oldest x86-6.1-oldest x86-6.12-trixie x86-6.12-rt x86-7.2
+	x86-7.3-rc arm64-6.12 arm64-6.12-16k"
 MATRIX=${MATRIX:-$ALL}
 jobs=${MATRIX_JOBS:-$(nproc)}
 

@@ -265,8 +265,12 @@ done
 run_build style "style: checkpatch --strict and sparse (C=2) clean" selftests/style.sh
 
 # --- build matrix: every supported kernel and architecture ------------------------
-# 6.1 only repeats what the W=1 build above and style.sh's sparse did.
-MATRIX=${MATRIX:-6.12 x86-5.10 x86-6.12-rt x86-7.2 x86-7.3-rc arm64-6.12 arm64-6.12-16k} \
+# 6.1 only repeats what the W=1 build above and style.sh's sparse did, and
+# 6.12 what the W=1 build above and trixie's newer 6.12 under sparse do.
+# The oldest ABI of bullseye's and bookworm's main archives are there
+# because a stable backport that an old ABI lacks breaks users' DKMS builds.
+MATRIX=${MATRIX:-x86-5.10-oldest x86-5.10 x86-6.1-oldest x86-6.12-trixie x86-6.12-rt x86-7.2 x86-7.3-rc \
+	arm64-6.12 arm64-6.12-16k} \
 	run_tap matrix "[matrix]" selftests/build-matrix.sh
 run_tap cross-arm64 "[matrix]" selftests/cross-arm64.sh
 

@@ -18,6 +18,7 @@
 # runner's kmemleak scan at the end sees what a failure path leaked.
 # timeout: 2400
 # kernels: debug
+# needs: the debug kernel (fault injection, KCOV)
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

@@ -23,6 +23,7 @@
 # its page allocations.
 # timeout: 900
 # kernels: debug
+# needs: the debug kernel (fault injection, KCOV)
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

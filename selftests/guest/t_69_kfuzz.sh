@@ -14,6 +14,7 @@
 # PCs map to (addr2line on the module's text sections).
 # timeout: 3000
 # kernels: debug
+# needs: the debug kernel (fault injection, KCOV)
 . "$(dirname "$0")/lib.sh"
 
 IP=${ENGRAM_IP:-192.0.2.1}

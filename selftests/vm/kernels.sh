@@ -15,7 +15,8 @@
 #   kernels.sh arch KVER      x86_64, or arm64 for "arm64-16k"
 #
 # KVER "6.1" and "6.12" are Debian's bookworm and bookworm-backports
-# kernels, "5.10" and "7.2" bullseye's and sid's: headers and image
+# kernels, "5.10" and "7.2" bullseye's (the oldest ABI in its main
+# archive, 5.10.0-30: what the oldest installs run) and sid's: headers and image
 # unpacked into the cache by kheaders.sh (deps.sh asks it for 6.1 and 6.12).
 # KVER "debug" is the kernel selftests/vm/debug-kernel.sh built, recorded in
 # $CACHE/debug-kernel.env.
@@ -31,7 +32,8 @@ KH=$(dirname "$0")/kheaders.sh
 # cached KVER: the kheaders.sh tree of a kernel kept in the cache.
 cached() {
 	case "${1:-}" in
-	6.1 | 6.12 | 5.10 | 7.2) echo "x86-$1" ;;
+	6.1 | 6.12 | 7.2) echo "x86-$1" ;;
+	5.10) echo x86-5.10-oldest ;;
 	arm64-16k) echo arm64-6.12-16k ;;
 	*) return 1 ;;
 	esac

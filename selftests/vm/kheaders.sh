@@ -15,13 +15,20 @@
 #   x86-6.1         amd64  bookworm, bookworm-security     6.1.0-N-amd64
 #   x86-6.12        amd64  bookworm-backports              6.12.*-amd64
 #   x86-5.10        amd64  bullseye, bullseye-security     5.10.0-N-amd64
+#   x86-5.10-oldest amd64  bullseye (main only)            the OLDEST 5.10.0-N
+#   x86-6.1-oldest  amd64  bookworm (main only)            the OLDEST 6.1.0-N
+#   x86-6.12-trixie amd64  trixie, trixie-security         6.12.*-amd64
 #   x86-6.12-rt     amd64  bookworm-backports              6.12.*-rt-amd64
 #   x86-7.2         amd64  sid                             7.2.*-amd64
 #   x86-7.3-rc      amd64  experimental                    7.3*-amd64
 #   arm64-6.12      arm64  bookworm-backports              6.12.*-arm64
 #   arm64-6.12-16k  arm64  bookworm-backports              6.12.*-arm64-16k
 #
-# The newest matching version in the suite(s) is taken.  Fix-ups made after
+# The newest matching version in the suite(s) is taken, or for an "oldest"
+# tree the oldest: a point release's main archive keeps the kernel ABI it
+# shipped with beside the later one (bullseye main has 5.10.0-30 and -32),
+# and a stable backport an older ABI lacks is what breaks users' DKMS
+# builds (ITER_SOURCE, for one, which 5.10.0-32 does not have).  Fix-ups made after
 # unpacking, so the tree works from the cache:
 #   - absolute symlinks (lib/modules/<rel>/build -> /usr/src/...) are made
 #     relative, pointing into the tree;
@@ -67,11 +74,14 @@ CACHE=${CACHE:-/var/cache/engram-rdma}
 APTDIR=$CACHE/apt-matrix
 KHDIR=$CACHE/kheaders
 
-# name|deb arch|suites (comma separated)|headers package regex
+# name|deb arch|suites (comma separated)|headers package regex[|oldest]
 TREES=(
 	"x86-6.1|amd64|bookworm,bookworm-security|^linux-headers-6\.1\.0-[0-9]+-amd64$"
 	"x86-6.12|amd64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-amd64$"
 	"x86-5.10|amd64|bullseye,bullseye-security|^linux-headers-5\.10\.0-[0-9]+-amd64$"
+	"x86-5.10-oldest|amd64|bullseye|^linux-headers-5\.10\.0-[0-9]+-amd64$|oldest"
+	"x86-6.1-oldest|amd64|bookworm|^linux-headers-6\.1\.0-[0-9]+-amd64$|oldest"
+	"x86-6.12-trixie|amd64|trixie,trixie-security|^linux-headers-6\.12\.[0-9]+[^-]*-amd64$"
 	"x86-6.12-rt|amd64|bookworm-backports|^linux-headers-6\.12\.[0-9]+[^-]*-rt-amd64$"
 	"x86-7.2|amd64|sid|^linux-headers-7\.2\.[0-9]+[^-]*-amd64$"
 	"x86-7.3-rc|amd64|experimental|^linux-headers-7\.3[^-]*-amd64$"
@@ -95,7 +105,7 @@ ROOT_PKGS=(bash dash coreutils libc-bin debianutils gzip hostname busybox-static
 	findutils python3 e2fsprogs libnl-genl-3-200 libjansson4 libssl3 libibverbs1
 	librdmacm1 base-passwd)
 # Trees whose kernel image is unpacked too: the guests boot them.
-IMAGES=(x86-6.1 x86-6.12 x86-5.10 x86-7.2 arm64-6.12-16k)
+IMAGES=(x86-6.1 x86-6.12 x86-5.10-oldest x86-7.2 arm64-6.12-16k)
 # The ones deps.sh asks for (--only): make check's and make demo's guests.
 DEPS_TREES="x86-6.1 x86-6.12"
 # Where the newer libc6 for host tools built against one comes from.
@@ -274,7 +284,8 @@ mkdir -p "$APTDIR/lists/partial" "$APTDIR/archives/partial" "$APTDIR/cache" \
 if id _apt >/dev/null 2>&1; then
 	chown _apt:root "$APTDIR/archives" "$APTDIR/archives/partial" 2>/dev/null || true
 fi
-SUITES=(bookworm bookworm-security bullseye bullseye-security bookworm-backports sid experimental)
+SUITES=(bookworm bookworm-security bullseye bullseye-security bookworm-backports trixie
+	trixie-security sid experimental)
 ARCHS=(amd64 arm64)
 if [ -n "$ONLY" ]; then
 	# The suites and architectures of the trees asked for, nothing more.
@@ -369,6 +380,17 @@ newest() {
 	local best="" bestv="" v rest
 	while read -r v rest; do
 		if [ -z "$bestv" ] || dpkg --compare-versions "$v" gt "$bestv"; then
+			bestv=$v best="$v $rest"
+		fi
+	done
+	[ -n "$best" ] && echo "$best"
+}
+
+oldest() {
+	# stdin: lines "version rest..."; prints the line of the oldest version.
+	local best="" bestv="" v rest
+	while read -r v rest; do
+		if [ -z "$bestv" ] || dpkg --compare-versions "$v" lt "$bestv"; then
 			bestv=$v best="$v $rest"
 		fi
 	done
@@ -517,12 +539,13 @@ wrap_host_tools() {
 
 # ---- per tree ---------------------------------------------------------------------
 build_tree() {
-	local name=$1 arch=$2 suites_csv=$3 re=$4
+	local name=$1 arch=$2 suites_csv=$3 re=$4 pick=${5:-newest}
 	local suites=() hdr ver deps rel root kdir x p v a c
 	IFS=, read -r -a suites <<<"$suites_csv"
 
+	[ "$pick" = oldest ] || pick=newest
 	x=$(awk -v re="$re" -v a="$arch" -v ss=",$suites_csv," \
-		'$2 == a && $3 ~ re && index(ss, "," $1 ",") { print $4, $3, $5 }' "$INDEX" | sort -u | newest) ||
+		'$2 == a && $3 ~ re && index(ss, "," $1 ",") { print $4, $3, $5 }' "$INDEX" | sort -u | $pick) ||
 		{ log "$name: no package matching $re in ${suites[*]} ($arch)"; return 1; }
 	read -r ver hdr deps <<<"$x"
 	rel=${hdr#linux-headers-}
@@ -804,9 +827,9 @@ owned() {
 		tree_ok "$1" && image_ok "$1"
 }
 for t in "${TREES[@]}"; do
-	IFS='|' read -r n a s r <<<"$t"
+	IFS='|' read -r n a s r o <<<"$t"
 	owned "$n" && continue
-	build_tree "$n" "$a" "$s" "$r" || rc=1
+	build_tree "$n" "$a" "$s" "$r" "$o" || rc=1
 done
 for t in "${IMAGES[@]}"; do
 	owned "$t" && continue
