@@ -9,8 +9,8 @@
 #    left alone;
 #  - selftests/layers.py: every function named for its file, and no circle
 #    among the calls between kmod/ files (Documentation/design.rst);
-#  - licences: what engines link or include offers BSD-2-Clause (LICENSE),
-#    and every tracked file has an SPDX line.
+#  - licences (selftests/licences.sh): what engines link or include offers
+#    BSD-2-Clause (LICENSE), and every tracked file has an SPDX line.
 # Fails when any of them reports anything.  Logs: build/logs/style-*.log
 set -uo pipefail
 export LC_ALL=C
@@ -49,35 +49,7 @@ else
 fi
 
 # --- licences --------------------------------------------------------------------
-# What engines link or include must stay usable from an Apache-2.0 engine
-# (LICENSE): every source libengram.so is built from, the Python binding
-# and the uapi header offer BSD-2-Clause.  libengram's sources are the ones
-# its compiler's dependency files list, so a new file it pulls in is
-# checked too.  And every tracked file but generated ones names a licence.
-make -s -C tools/libengram >/dev/null 2>&1 || { echo "style: libengram does not build"; rc=1; }
-lic_bad=""
-lic_n=0
-for f in $( (cd tools/libengram && cat ./*.d 2>/dev/null | tr ' \\' '\n\n' |
-	grep -v -e '^$' -e ':$' -e '^/' | sort -u | sed 's|^|tools/libengram/|');
-	ls tools/python/*.py tools/python/engram_rdma/* tools/python/pyproject.toml uapi/linux/*.h); do
-	f=$(realpath -m --relative-to=. "$f")
-	lic_n=$((lic_n + 1))
-	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: .*OR BSD-2-Clause' || lic_bad="$lic_bad $f"
-done
-for f in $(git ls-files 2>/dev/null); do
-	# Formats without comments: Debian's changelog, copyright and source format.
-	case "$f" in
-	Documentation/bench-latest.inc | *.png | README.md) continue ;;
-	debian/changelog | debian/copyright | debian/source/format) continue ;;
-	esac
-	head -n 3 "$f" | grep -q 'SPDX-License-Identifier: ' || lic_bad="$lic_bad $f(no SPDX line)"
-done
-if [ "$lic_n" -lt 15 ] || [ -n "$lic_bad" ]; then
-	echo "style: licences: $lic_n linkable files; not dual-licensed or without SPDX:${lic_bad:- none}"
-	rc=1
-else
-	echo "style: licences: $lic_n files engines link or include offer BSD-2-Clause"
-fi
+selftests/licences.sh || rc=1
 
 # --- layers: names by file, no circles ---------------------------------------------
 if python3 selftests/layers.py -v >"$logs/style-layers.log" 2>&1; then
@@ -94,7 +66,7 @@ mkdir -p "$out"
 rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
 	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
 	Kbuild kmod uapi "$out/"
-timeout 900 make -C "$KDIR" M="$out" C=2 CF="-D__CHECK_ENDIAN__" W=1 modules \
+timeout 900 make -C "$KDIR" M="$out" C=2 CF="-D__CHECK_ENDIAN__" W=1 -j"$(nproc)" modules \
 	>"$logs/style-sparse.log" 2>&1
 mk_rc=$?
 # Everything sparse (or the compiler under W=1) says carries the file:line: prefix.
