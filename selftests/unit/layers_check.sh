@@ -4,8 +4,9 @@
 # selftests/layers.py, the checker of kmod/'s shape (make style), on small
 # trees of its own: it must pass a clean one and catch a circle between
 # files, a function not named for its file, one that reads as a longer
-# sibling's, and must not be fooled by "//" inside a string.  Then the
-# real tree.  Prints TAP.
+# sibling's, and must not be fooled by "//" inside a string, and catch a
+# circle between a user-space program's files.  Then the real tree.
+# Prints TAP.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 LAYERS=$here/../layers.py
@@ -56,7 +57,19 @@ use='int engram_up_use(void)\n{\n\treturn engram_lo_put();\n}'
 d=$(tree string "lo.c=$str" "up.c=$use")
 expect "\"//\" in a string hides no definition" 0 "2 files, 1 arrows" "$d"
 
+# A user-space program: no naming rule, but no circle either.
+mkdir -p "$d/tools/engramctl"
+printf 'int sync_run(void)\n{\n\treturn table_load();\n}\n' >"$d/tools/engramctl/sync.c"
+printf 'static int helper(void)\n{\n\treturn 0;\n}\n\nint table_load(void)\n{\n\treturn helper();\n}\n' \
+	>"$d/tools/engramctl/table.c"
+expect "engramctl's files calling one way pass" 0 "engramctl: 2 files, 1 arrows, 0 circles" "$d"
+printf 'static int helper(void)\n{\n\treturn sync_run();\n}\n\nint table_load(void)\n{\n\treturn helper();\n}\n' \
+	>"$d/tools/engramctl/table.c"
+expect "a circle between engramctl's files is caught" 1 \
+	"circle in engramctl: tools/engramctl/sync.c, tools/engramctl/table.c" "$d"
+
 expect "kmod/ itself: no circle, every function named for its file" 0 " 0 circles, 0 misnamed" "$here/../.."
+expect "engramctl and libengram: no circle" 0 "engramctl: [0-9]* files, [0-9]* arrows, 0 circles; libengram: [0-9]* files, [0-9]* arrows, 0 circles" "$here/../.."
 
 echo "1..$n"
 [ "$failed" -eq 0 ]

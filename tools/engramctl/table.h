@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Table operations that more than one command file uses (table.c). */
+/* Table operations that more than one command file uses (tableops.c). */
 #ifndef ENGRAMCTL_TABLE_H
 #define ENGRAMCTL_TABLE_H
 
@@ -24,6 +24,7 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 		    int show_progress, int report, struct table_info *out);
 int table_geometry(const char *file, const char *prefix, struct st_engram *eg);
 int table_interrupted(void);
+void table_signals_catch(void);
 void table_signals_arm(void);
 void table_signals_disarm(void);
 /* "engramctl: NAME: WHAT: error: message" from a table's error attributes. */
