@@ -10,7 +10,7 @@
 # connection is left.  Then the listener's lifetimes: waiting for its
 # address, listen del and rmmod with live connections, an unload that
 # waits for a response holding the table.
-# kernels: 6.1
+# kernels: 6.12
 # timeout: 900
 . "$(dirname "$0")/lib.sh"
 
