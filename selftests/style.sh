@@ -64,7 +64,7 @@ fi
 out=$root/build/style
 mkdir -p "$out"
 rsync -a --delete --exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
-	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
+	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' --exclude='compat_probed.h' \
 	Kbuild kmod uapi "$out/"
 timeout 900 make -C "$KDIR" M="$out" C=2 CF="-D__CHECK_ENDIAN__" W=1 -j"$(nproc)" modules \
 	>"$logs/style-sparse.log" 2>&1

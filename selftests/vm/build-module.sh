@@ -34,9 +34,12 @@ for p in Kbuild kmod uapi; do
 	[ -e "$SRC/$p" ] || { echo "build-module: $SRC/$p missing" >&2; exit 1; }
 done
 # Mirror the sources, keeping object files of earlier builds (incremental),
-# never importing in-tree build products.
+# never importing in-tree build products: compat_probed.h among them, the
+# probes' answers for the in-tree build's kernel (make module's KDIR), not
+# this one's.
 rsync -a --delete \
 	--exclude='*.o' --exclude='*.ko' --exclude='*.mod' --exclude='*.mod.c' \
+	--exclude='compat_probed.h' --exclude='.compat_probed.h.cmd' \
 	--exclude='.*.cmd' --exclude='modules.order' --exclude='Module.symvers' \
 	--exclude='*.a' --exclude='.*.d' --exclude='*.tmp' --exclude='*.gcno' \
 	--filter='P *.o' --filter='P *.ko' --filter='P *.mod' --filter='P *.mod.c' \
