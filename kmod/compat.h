@@ -56,8 +56,11 @@ static inline u32 get_random_u32_below(u32 ceil)
  */
 #ifdef ENGRAM_HAVE_GENL_MCAST_CAP
 #define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n), .flags = GENL_MCAST_CAP_NET_ADMIN }
+#define ENGRAM_COMPAT_MCGRP_ADMIN_ONLY	true
 #else
 #define ENGRAM_COMPAT_MCGRP_ADMIN(n)	{ .name = (n) }
+/* So its messages must say only what every local user may read. */
+#define ENGRAM_COMPAT_MCGRP_ADMIN_ONLY	false
 #endif
 
 /*

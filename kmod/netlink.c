@@ -1037,7 +1037,13 @@ static const struct genl_ops engram_ops[] = {
 	},
 };
 
-/* Events name peers and files: for administrators (where the kernel can tell). */
+/*
+ * Events name tables, listeners and links: for administrators where the
+ * kernel can tell (6.7, and stable kernels with the fix: Debian's 6.1.0-57
+ * has it, its 6.1.0-47 and every 5.10 do not); elsewhere any local user
+ * may join, and a link's event leaves out its URL
+ * (engram_netlink_put_event()).
+ */
 static const struct genl_multicast_group engram_mcgrps[] = {
 	ENGRAM_COMPAT_MCGRP_ADMIN(ENGRAM_MCGRP_EVENTS),
 };

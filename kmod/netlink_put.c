@@ -7,6 +7,7 @@
  */
 #include <net/netlink.h>
 
+#include "compat.h"
 #include "engram.h"
 #include "event.h"
 #include "link_table.h"
@@ -289,8 +290,13 @@ int engram_netlink_put_event(struct sk_buff *skb, const struct engram_event_rec 
 	case ENGRAM_EVENT_LINK_ADDED:
 	case ENGRAM_EVENT_LINK_STATE:
 	case ENGRAM_EVENT_LINK_DELETED:
+		/*
+		 * Which servers this node fetches from is for administrators
+		 * (LINK_GET): where any user may join the group, the id only.
+		 */
 		ret = nla_put_u32(skb, ENGRAM_A_LINK_ID, ev->id) ||
-		      nla_put_string(skb, ENGRAM_A_URL, ev->name) ||
+		      (ENGRAM_COMPAT_MCGRP_ADMIN_ONLY &&
+		       nla_put_string(skb, ENGRAM_A_URL, ev->name)) ||
 		      nla_put_u8(skb, ENGRAM_A_LINK_STATE, ev->state) ||
 		      (ev->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, ev->error));
 		break;
