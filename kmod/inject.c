@@ -213,4 +213,18 @@ noinline int engram_inject_pin_pages(void)
 }
 
 ALLOW_ERROR_INJECTION(engram_inject_pin_pages, ERRNO);
+
+/**
+ * engram_inject_event_msg() - fails building an event's netlink message
+ *
+ * As genlmsg_new() failing for want of memory: the event is counted lost.
+ *
+ * Return: 0, or the errno injected.
+ */
+noinline int engram_inject_event_msg(void)
+{
+	return 0;
+}
+
+ALLOW_ERROR_INJECTION(engram_inject_event_msg, ERRNO);
 #endif

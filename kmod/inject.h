@@ -2,7 +2,8 @@
 /*
  * Error injection into the module's calls to the RDMA core, the DMA API,
  * the socket layer and the page pinner: what a real NIC, IOMMU or network
- * can fail and Soft-RoCE and the tests' loopback never do.
+ * can fail and Soft-RoCE and the tests' loopback never do; and into the
+ * allocation of an event's message, which only memory pressure fails.
  *
  * Each kind of call has a hook, engram_inject_<kind>(), that returns 0 and
  * is marked ALLOW_ERROR_INJECTION, so that the kernel's fail_function can
@@ -47,6 +48,7 @@ int engram_inject_sock_listen(void);
 int engram_inject_sock_accept(void);
 int engram_inject_sock_connect(void);
 int engram_inject_pin_pages(void);
+int engram_inject_event_msg(void);
 #else
 static inline int engram_inject_dma_map(void)
 {
@@ -129,6 +131,11 @@ static inline int engram_inject_sock_connect(void)
 }
 
 static inline int engram_inject_pin_pages(void)
+{
+	return 0;
+}
+
+static inline int engram_inject_event_msg(void)
 {
 	return 0;
 }

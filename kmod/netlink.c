@@ -16,6 +16,7 @@
 #include "cost.h"
 #include "engram.h"
 #include "event.h"
+#include "inject.h"
 #include "prefix.h"
 #include "link_table.h"
 #include "netlink.h"
@@ -1065,22 +1066,32 @@ static bool engram_netlink_event_wanted(void)
 	return genl_has_listeners(&engram_family, &init_net, 0) > 0;
 }
 
-static void engram_netlink_event_send(const struct engram_event_rec *ev)
+/*
+ * 0 once the message went to the group; a negative errno when it could not
+ * be built, and event.c counts the event as lost.  A member whose socket
+ * was full is told by its own ENOBUFS, and the last member having left
+ * (ESRCH) loses nobody anything.
+ */
+static int engram_netlink_event_send(const struct engram_event_rec *ev)
 {
 	struct sk_buff *msg;
 	void *hdr;
+	int ret;
 
+	ret = engram_inject_event_msg();
+	if (ret)
+		return ret;
 	msg = genlmsg_new(NLMSG_DEFAULT_SIZE, GFP_KERNEL);
 	if (!msg)
-		return;
+		return -ENOMEM;
 	hdr = genlmsg_put(msg, 0, 0, &engram_family, 0, ENGRAM_CMD_EVENT);
 	if (!hdr || engram_netlink_put_event(msg, ev)) {
 		nlmsg_free(msg);
-		return;
+		return -EMSGSIZE;
 	}
 	genlmsg_end(msg, hdr);
-	/* ESRCH: the last monitor left meanwhile. */
 	genlmsg_multicast(&engram_family, msg, 0, 0, GFP_KERNEL);
+	return 0;
 }
 
 /**

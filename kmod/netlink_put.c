@@ -300,6 +300,9 @@ int engram_netlink_put_event(struct sk_buff *skb, const struct engram_event_rec 
 		      nla_put_u8(skb, ENGRAM_A_LINK_STATE, ev->state) ||
 		      (ev->error && nla_put_u32(skb, ENGRAM_A_LINK_ERROR, ev->error));
 		break;
+	case ENGRAM_EVENT_LOST:
+		/* EVENTS_LOST, put above, is all it says. */
+		break;
 	default:
 		ret = nla_put_string(skb, ENGRAM_A_URL, ev->name) ||
 		      nla_put_u8(skb, ENGRAM_A_LISTEN_STATE, ev->state) ||

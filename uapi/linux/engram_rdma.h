@@ -132,8 +132,11 @@
  *	waits for a reason.  Events are queued in a ring of 256 and sent in
  *	the order of the changes; when they come faster than they are sent,
  *	new ones are dropped and the next one sent carries EVENTS_LOST, the
- *	number dropped.  A member that reads too slowly gets ENOBUFS, as with
- *	any multicast.  Nothing is queued while nobody has joined the group.
+ *	number dropped; so does an EVENT_LOST of its own once the ring is
+ *	empty, for events dropped or not sent (no memory for the message)
+ *	that no later event has reported.  A member that reads too slowly
+ *	gets ENOBUFS, as with any multicast.  Nothing is queued, and no loss
+ *	owed, while nobody has joined the group.
  *
  * TABLE_GET and STATS_GET dumps take an optional TABLE_NAME as a filter;
  * LINK_GET and STATS_GET dumps an optional LINK_ID.
@@ -299,7 +302,8 @@ enum engram_event {
 	ENGRAM_EVENT_LINK_DELETED,
 	ENGRAM_EVENT_LISTEN_ADDED,
 	ENGRAM_EVENT_LISTEN_STATE,	/* active or waiting */
-	ENGRAM_EVENT_LISTEN_DELETED
+	ENGRAM_EVENT_LISTEN_DELETED,
+	ENGRAM_EVENT_LOST		/* only EVENTS_LOST: no other event came to carry it */
 };
 
 /* Whom the listeners accept (the allow-list is host-wide). */
