@@ -70,11 +70,12 @@ check "engram-rdma-dkms: the module's sources and dkms.conf in /usr/src/engram-r
 dkms_list=$(dpkg-deb -c "$(deb engram-rdma-dkms all)" 2>/dev/null)
 check "engram-rdma-dkms: no build product in the sources" \
 	test -n "$dkms_list" -a -z "$(grep -E '\.(o|ko|mod|cmd)$|compat_probed\.h' <<<"$dkms_list")"
-check "engramctl: the tool, its pages, the unit, the udev rule, the memlock and modprobe.d files" \
+check "engramctl: the tool, its pages, the unit, the udev rule, the memlock, modprobe.d and modules-load.d files" \
 	has engramctl "$arch" /usr/sbin/engramctl /usr/share/man/man8/engramctl.8.gz \
 	/usr/share/man/man4/engram_rdma.4.gz /lib/systemd/system/engram-rdma-tables.service \
 	/usr/lib/udev/rules.d/60-engram-rdma.rules /etc/security/limits.d/engram-rdma.conf \
-	/etc/modprobe.d/engram_rdma.conf /etc/engram-rdma/tables.conf.example \
+	/etc/modprobe.d/engram_rdma.conf /etc/modules-load.d/engram_rdma.conf \
+	/etc/engram-rdma/tables.conf.example \
 	/usr/share/bash-completion/completions/engramctl
 check "libengram0: libengram.so.$ver and its soname link in /usr/lib/$ma" \
 	has libengram0 "$arch" /usr/lib/"$ma"/libengram.so.$ver /usr/lib/"$ma"/libengram.so.0
@@ -85,6 +86,15 @@ check "and no other package's sources hold dkms.conf" \
 		grep dkms.conf)"
 check "engramctl: its postinst enables the tables unit (deb-systemd-helper)" \
 	sh -c "dpkg-deb --ctrl-tarfile '$(deb engramctl "$arch")' | tar -xO ./postinst | grep -q 'deb-systemd-helper.*engram-rdma-tables.service'"
+# An upgrade must leave the tables loaded: the unit's stop unloads them.
+ctl_script() { dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" | tar -xO "./$1" 2>/dev/null; }
+postinst=$(ctl_script postinst)
+check "engramctl: an upgrade does not restart the tables unit (postinst only starts it)" \
+	test -n "$(grep 'deb-systemd-invoke' <<<"$postinst")" -a \
+	-z "$(grep -E '_dh_action=restart|deb-systemd-invoke (try-)?restart' <<<"$postinst")"
+check "engramctl: nor stop it (prerm stops it on remove only)" \
+	awk '/deb-systemd-invoke stop/ { n++; if (prev !~ /"\$1" = remove/) bad = 1 }
+		{ prev = $0 } END { exit !(n >= 1 && !bad) }' <<<"$(ctl_script prerm)"
 check "libengram0: a symbols file" \
 	sh -c "dpkg-deb --ctrl-tarfile '$(deb libengram0 "$arch")' | tar -t | grep -qx './symbols'"
 check "libengram-dev: header, libengram.so, libengram.a, libengram.pc, libengram(3)" \

@@ -43,6 +43,9 @@ check "with no active line: the module loads with no listener or link until the 
 	test -z "$(grep -v '^[[:space:]]*\(#\|$\)' "$dest/etc/modprobe.d/engram_rdma.conf")"
 check "the udev rule installed where packages put them (PREFIX=/usr)" \
 	grep -q 'GROUP="engram", MODE="0660"' "$dest/usr/lib/udev/rules.d/60-engram-rdma.rules"
+check "the modules-load.d entry installed, disabled (a GPU node enables it)" \
+	test -n "$(grep -x '#engram_rdma' "$dest/etc/modules-load.d/engram_rdma.conf")" -a \
+	-z "$(grep -v '^[[:space:]]*\(#\|$\)' "$dest/etc/modules-load.d/engram_rdma.conf")"
 check "the memlock snippet installed in limits.d" \
 	grep -q '^@engram.*memlock' "$dest/etc/security/limits.d/engram-rdma.conf"
 rm -f "$dest/etc/modprobe.d/engram_rdma.conf"
