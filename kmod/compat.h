@@ -65,9 +65,9 @@ static inline u32 get_random_u32_below(u32 ceil)
 
 /*
  * 6.2 named an iov_iter's direction by what the iterator is to the caller;
- * stable took the names late (Debian's 5.10.0-46 has them, 5.10.0-32 and
- * the 5.10.0-30 of bullseye's installers do not).  They are macros with
- * the values of the READ and WRITE they replaced.
+ * stable took the names late (Debian's 5.10.0-46 has them; 5.10.0-30 and
+ * -32, the kernels of bullseye's main archive, do not).  They are macros
+ * with the values of the READ and WRITE they replaced.
  */
 #ifndef ITER_SOURCE
 #define ITER_SOURCE	WRITE
