@@ -117,15 +117,19 @@ for f in files:
                     plain.startswith('engram_' + other + '_')):
                 bad.append('%s.c: %s() reads as %s.c\'s' % (stem, name, other))
 
-# Arrows: X -> Y when X names a non-static function that Y defines.
+def arrows_of(srcs, public, word):
+    """X -> Y when X's source names a function Y defines (@public)."""
+    arrows = {s: set() for s in srcs}
+    for stem, src in srcs.items():
+        for n in set(word.findall(src)):
+            to = public.get(n)
+            if to and to != stem:
+                arrows[stem].add(to)
+    return arrows
+
+
 public = {n: s for n, (s, st) in defs.items() if not st}
-word = re.compile(r'\b_*engram_[a-z0-9_]+\b')
-arrows = {s: set() for s in srcs}
-for stem, src in srcs.items():
-    for n in set(word.findall(src)):
-        to = public.get(n)
-        if to and to != stem:
-            arrows[stem].add(to)
+arrows = arrows_of(srcs, public, re.compile(r'\b_*engram_[a-z0-9_]+\b'))
 sccs = circles(arrows)
 for comp in sccs:
     bad.append('circle: ' + ', '.join(c + '.c' for c in comp))
@@ -148,12 +152,7 @@ for prog, dirs in sorted(PROGRAMS.items()):
         for name, static in definitions(usrcs[rel], DEF_ANY):
             if not static:
                 udefs[name] = rel
-    uarrows = {r: set() for r in usrcs}
-    for rel, src in usrcs.items():
-        for n in set(WORD_ANY.findall(src)):
-            to = udefs.get(n)
-            if to and to != rel:
-                uarrows[rel].add(to)
+    uarrows = arrows_of(usrcs, udefs, WORD_ANY)
     ucomps = circles(uarrows)
     user[prog] = (len(usrcs), sum(len(a) for a in uarrows.values()), len(ucomps))
     for comp in ucomps:

@@ -375,27 +375,19 @@ for s in "${SUITES[@]}"; do
 	done
 done > "$INDEX"
 
-newest() {
-	# stdin: lines "version rest..."; prints the line of the newest version.
+pick_version() {
+	# $1 = gt or lt; stdin: lines "version rest...": prints the line of
+	# the newest (gt) or oldest (lt) version.
 	local best="" bestv="" v rest
 	while read -r v rest; do
-		if [ -z "$bestv" ] || dpkg --compare-versions "$v" gt "$bestv"; then
+		if [ -z "$bestv" ] || dpkg --compare-versions "$v" "$1" "$bestv"; then
 			bestv=$v best="$v $rest"
 		fi
 	done
 	[ -n "$best" ] && echo "$best"
 }
-
-oldest() {
-	# stdin: lines "version rest..."; prints the line of the oldest version.
-	local best="" bestv="" v rest
-	while read -r v rest; do
-		if [ -z "$bestv" ] || dpkg --compare-versions "$v" lt "$bestv"; then
-			bestv=$v best="$v $rest"
-		fi
-	done
-	[ -n "$best" ] && echo "$best"
-}
+newest() { pick_version gt; }
+oldest() { pick_version lt; }
 
 lookup() {
 	# $1 = package, $2 = arch (amd64, arm64 or all), $3.. = suites:
