@@ -399,6 +399,25 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		fi
 		suite_report "$k"
 	done
+	# A guest of a multi-guest run whose peer died stops soon after it
+	# (run.sh --peer), rather than at its timeout: here the peer is a
+	# process that ends after 2 s, the grace 3 s, the guest's command a
+	# sleep of 600 s.
+	k=${KVERS%% *}
+	if [ -n "${built[$k]:-}" ]; then
+		t0=$SECONDS
+		sleep 2 &
+		ENGRAM_VM_PEER_GRACE=3 selftests/vm/run.sh --kver "$k" --no-module --timeout 700 \
+			--peer $! -- sleep 600 >"$logs/vm-peer.out" 2>&1
+		rc=$?
+		if [ $rc -eq 125 ] && [ $((SECONDS - t0)) -lt 300 ] &&
+		   grep -q 'ended 3 s ago; stopping this guest' "$logs/vm-peer.out"; then
+			tap ok "[$k] harness: a guest whose peer ended is stopped ($((SECONDS - t0)) s, exit 125)"
+		else
+			tap not-ok "[$k] harness: a guest whose peer ended is stopped ($((SECONDS - t0)) s, exit $rc)"
+			tail_log "$logs/vm-peer.out"
+		fi
+	fi
 	# Two guests at a time from here on, one kernel after the other.
 	for k in $KVERS; do
 		[ -n "${built[$k]:-}" ] || continue

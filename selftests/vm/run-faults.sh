@@ -19,6 +19,7 @@ set -u
 
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/pair-lib.sh"
+. "$here/peer-lib.sh"
 KVER=6.1 TMO=1200 LOGS=""
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -39,14 +40,14 @@ port=$(free_port) || { echo "not ok - run-faults: no free port on 127.0.0.1"; ex
 LINKP="heartbeat_ms=500 heartbeat_timeout_ms=4000 reconnect_max_ms=1000"
 
 mapfile -t sl < <(logs_opt spark)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${sl[@]}" --net "listen:$port" \
+"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${sl[@]}" --net "listen:$port" \
 	--ip 192.0.2.2 --params "remote=rdma://192.0.2.1:18515@192.0.2.2 $LINKP" \
 	-- selftests/guest/fault_spark.sh >"$work/spark.out" 2>&1 &
 spid=$!
 wait_listening "$port" $spid
 
 mapfile -t h1 < <(logs_opt host1)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${h1[@]}" --net "connect:$port" \
+"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${h1[@]}" --net "connect:$port" --peer $spid \
 	--ip 192.0.2.1 --params "listen=rdma://192.0.2.1:18515" \
 	-- selftests/guest/fault_host.sh 1 >"$work/host1.out" 2>&1
 h1rc=$?
@@ -55,10 +56,15 @@ killed=0
 grep -q '^ENGRAM-FAULT-KILL-HOST$' "$work/host1.out" && killed=1
 
 mapfile -t h2 < <(logs_opt host2)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${h2[@]}" --net "connect:$port" \
-	--ip 192.0.2.1 --params "listen=rdma://192.0.2.1:18515" \
-	-- selftests/guest/fault_host.sh 2 >"$work/host2.out" 2>&1
-h2rc=$?
+if peer_alive $spid; then
+	"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${h2[@]}" --net "connect:$port" --peer $spid \
+		--ip 192.0.2.1 --params "listen=rdma://192.0.2.1:18515" \
+		-- selftests/guest/fault_host.sh 2 >"$work/host2.out" 2>&1
+	h2rc=$?
+else
+	echo "# the Spark guest is gone: no second host boot" >"$work/host2.out"
+	h2rc=125
+fi
 wait $spid
 src=$?
 spid=""

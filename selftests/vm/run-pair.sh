@@ -48,7 +48,7 @@ trap 'kill $hpid 2>/dev/null; rm -rf "$work"' EXIT
 port=$(free_port) || { echo "not ok - run-pair: no free port on 127.0.0.1"; exit 1; }
 
 mapfile -t hl < <(logs_opt host)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${hl[@]}" --net "listen:$port" \
+"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${hl[@]}" --net "listen:$port" \
 	--ip 192.0.2.1 --params "listen=rdma://192.0.2.1:18515" \
 	-- "$HSCRIPT" >"$work/host.out" 2>&1 &
 hpid=$!
@@ -63,7 +63,7 @@ if [ -n "$SCALE" ]; then
 	sparams+=" timeout_ms=$((1000 * SCALE))"
 	senv=("ENGRAM_TIMEOUT_SCALE=$SCALE")
 fi
-"$here/run.sh" --kver "$SKVER" --timeout "$TMO" "${sl[@]}" --net "connect:$port" \
+"$here/run.sh" --kver "$SKVER" --timeout "$TMO" --tcg-thread single "${sl[@]}" --net "connect:$port" --peer $hpid \
 	--ip 192.0.2.2 ${SMEM:+--mem "$SMEM"} --params "$sparams" \
 	-- "${senv[@]}" "$SSCRIPT" >"$work/spark.out" 2>&1
 src=$?

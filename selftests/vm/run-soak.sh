@@ -54,7 +54,7 @@ t0=$SECONDS
 mapfile -t sl < <(logs_opt spark)
 # The Spark's output is shown as it comes (its progress), and kept.
 (
-	"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${sl[@]}" --net "listen:$port" \
+	"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${sl[@]}" --net "listen:$port" \
 		--ip 192.0.2.2 --params "$LINKP" \
 		-- env ENGRAM_SOAK_ROWS="$ROWS" ENGRAM_SOAK_PROCS="$PROCS" ENGRAM_SOAK_BATCH="$BATCH" \
 		ENGRAM_SOAK_MTU="$MTU" \
@@ -65,7 +65,7 @@ spid=$!
 wait_listening "$port" $spid
 
 mapfile -t hl < <(logs_opt host)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${hl[@]}" --net "connect:$port" \
+"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${hl[@]}" --net "connect:$port" \
 	--ip 192.0.2.1 --params "listen=rdma://192.0.2.1:18515" \
 	-- env ENGRAM_SOAK_FAULT_EVERY="$EVERY" ENGRAM_SOAK_MAX_S="$MAX_S" ENGRAM_SOAK_MTU="$MTU" \
 	selftests/guest/soak_host.sh >"$work/host.out" 2>&1

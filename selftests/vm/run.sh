@@ -7,8 +7,16 @@
 #   run.sh --kver 6.1|6.12|5.10|7.2|debug|arm64-16k [--params "MODPARAMS"] [--no-module] [--mem 3G]
 #          [--smp 2] [--disk-size 4G] [--timeout SECONDS] [--logs DIR]
 #          [--net listen:PORT|connect:PORT --ip ADDR]
-#          [--net2 listen:PORT|connect:PORT --ip2 ADDR] [--append ARGS] -- CMD
+#          [--net2 listen:PORT|connect:PORT --ip2 ADDR] [--append ARGS]
+#          [--peer PID] [--tcg-thread single|multi] -- CMD
 #
+# --tcg-thread single runs all of the guest's vCPUs in one QEMU thread
+# (Documentation/testing.rst, "TCG, not KVM": the guests of a multi-guest
+# run use it).
+# --peer PID stops this guest 90 s (ENGRAM_VM_PEER_GRACE) after process
+# PID (the runner of the guest this one talks to) has ended: a guest whose
+# peer died (a kernel panic there) would otherwise wait out its whole
+# timeout for it.
 # --append (or ENGRAM_VM_APPEND) adds ARGS to the guest kernel's command
 # line, e.g. "movablecore=1G" for a ZONE_MOVABLE.
 # The host's root is shared read-only over virtio-9p, so the project tree is
@@ -34,14 +42,15 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
+. "$here/peer-lib.sh"
 SRC=${ENGRAM_SRC:-$(cd "$here/../.." && pwd)}
 BUILD=${ENGRAM_BUILD:-$SRC/build}
 
 KVER=6.1 PARAMS="" MODULE_ON=1 MEM=3G SMP=2 DISK=4G TMO=600 LOGS="" NET="" IP=192.0.2.1
-NET2="" IP2=
+NET2="" IP2="" PEER="" TCGT=multi
 APPEND=${ENGRAM_VM_APPEND:-}
 usage() {
-	sed -n '4,13p' "$0" | sed 's/^# \{0,1\}//' >&2
+	sed -n '4,21p' "$0" | sed 's/^# \{0,1\}//' >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -59,6 +68,8 @@ while [ $# -gt 0 ]; do
 	--net2) NET2=${2:?}; shift 2 ;;
 	--ip2) IP2=${2:?}; shift 2 ;;
 	--append) APPEND=${2-}; shift 2 ;;
+	--peer) PEER=${2:?}; shift 2 ;;
+	--tcg-thread) TCGT=${2:?}; shift 2 ;;
 	--) shift; break ;;
 	-h|--help) usage ;;
 	*) echo "run.sh: unknown option '$1'" >&2; usage ;;
@@ -67,6 +78,8 @@ done
 CMD="$*"
 [ -n "$CMD" ] || { echo "run.sh: no command given (after --)" >&2; usage; }
 case "$TMO" in ''|*[!0-9]*) echo "run.sh: --timeout takes seconds" >&2; exit 2 ;; esac
+case "$PEER" in *[!0-9]*) echo "run.sh: --peer takes a process id" >&2; exit 2 ;; esac
+case "$TCGT" in single|multi) ;; *) echo "run.sh: --tcg-thread takes single or multi" >&2; exit 2 ;; esac
 case "$NET" in
 '') nic=(-nic none) ;;
 listen:[0-9]*|connect:[0-9]*)
@@ -195,7 +208,7 @@ gcovlog=$run/gcov.b64
 outer=$((TMO + 120))
 qemu=(
 	qemu-system-x86_64
-	-machine q35 -cpu max -smp "$SMP" -m "$MEM"
+	-machine q35 -accel "tcg,thread=$TCGT" -cpu max -smp "$SMP" -m "$MEM"
 	-nographic -no-reboot "${nic[@]}"
 	-kernel "$vmlinuz" -initrd "$initrd"
 	-append "console=ttyS0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD${modroot:+ engram_modroot=$modroot}${APPEND:+ $APPEND}"
@@ -212,7 +225,7 @@ if [ "$arch" = arm64 ]; then
 	# pauth-impdef: TCG's pointer authentication at a fraction of the cost.
 	qemu=(
 		qemu-system-aarch64
-		-machine virt -cpu max,pauth-impdef=on -smp "$SMP" -m "$MEM"
+		-machine virt -accel "tcg,thread=$TCGT" -cpu max,pauth-impdef=on -smp "$SMP" -m "$MEM"
 		-nographic -no-reboot "${nic[@]}"
 		-kernel "$vmlinuz" -initrd "$initrd"
 		-append "console=ttyAMA0 quiet loglevel=3 panic=-1 oops=panic log_buf_len=4M engram_job=$job engram_setup=$here/guest-setup.sh engram_src=$SRC engram_build=$BUILD engram_guestroot=1 engram_logtty=hvc0${modroot:+ engram_modroot=$modroot}${APPEND:+ $APPEND}"
@@ -249,6 +262,20 @@ boot() {
 		}
 	qrc=${PIPESTATUS[0]}
 }
+# With --peer: stop QEMU (matched by this run's own job path on its
+# command line) once the peer has been gone GRACE seconds.
+GRACE=${ENGRAM_VM_PEER_GRACE:-90}
+case "$GRACE" in ''|*[!0-9]*) echo "run.sh: ENGRAM_VM_PEER_GRACE takes seconds" >&2; exit 2 ;; esac
+stop_qemu() {
+	echo "run.sh: the peer guest's runner (pid $PEER) ended ${GRACE} s ago; stopping this guest" >&2
+	# pkill takes a regular expression; the path has '+' (6.12.95+deb12).
+	pkill -f -- "engram_job=$(sed 's/[][\\.*^$+?(){}|]/\\&/g' <<<"$job") " || true
+}
+wpid=""
+if [ -n "$PEER" ]; then
+	peer_watch "$PEER" "$GRACE" stop_qemu &
+	wpid=$!
+fi
 set +e
 boot
 # A Debian kernel that oopses while it boots under TCG, before the setup
@@ -264,6 +291,7 @@ if ! grep -aq "ENGRAM-VM-$nonce-SETUP" "$console" && grep -aq 'Kernel panic' "$c
 	: > "$dmesglog"
 	boot
 fi
+[ -z "$wpid" ] || kill "$wpid" 2>/dev/null
 set -e
 end=$(date +%s.%N)
 
