@@ -10,7 +10,9 @@
 #  - selftests/layers.py: every function named for its file, and no circle
 #    among the calls between kmod/ files (Documentation/design.rst);
 #  - licences (selftests/licences.sh): what engines link or include offers
-#    BSD-2-Clause (LICENSE), and every tracked file has an SPDX line.
+#    BSD-2-Clause (LICENSE), and every tracked file has an SPDX line;
+#  - selftests/docs-files.sh: every tracked file is named in README.md's
+#    layout table or Documentation/design.rst.
 # Fails when any of them reports anything.  Logs: build/logs/style-*.log
 set -uo pipefail
 export LC_ALL=C
@@ -50,6 +52,7 @@ fi
 
 # --- licences --------------------------------------------------------------------
 selftests/licences.sh || rc=1
+selftests/docs-files.sh || rc=1
 
 # --- layers: names by file, no circles ---------------------------------------------
 if python3 selftests/layers.py -v >"$logs/style-layers.log" 2>&1; then

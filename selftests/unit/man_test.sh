@@ -99,6 +99,16 @@ names_in_bold() {
 params=$(sed -n 's/^[[:space:]]*module_param[a-z_]*([[:space:]]*\([A-Za-z0-9_]\+\)[[:space:]]*,.*/\1/p' \
 	"$top"/kmod/*.c | sort -u)
 names_in_bold engram_rdma.4 "module parameters of kmod/*.c" "$params"
+# The admin guide too: as a literal (``name``, ``name=...``) or a heading (name=).
+missing=""
+for p in $params; do
+	grep -qE "(\`\`|^|, )$p(=|\`\`)" "$top/Documentation/admin-guide.rst" || missing="$missing $p"
+done
+if [ -z "$missing" ]; then
+	ok "admin-guide.rst names all $(wc -w <<<"$params") module parameters of kmod/*.c"
+else
+	nok "admin-guide.rst names all module parameters of kmod/*.c; missing:$missing"
+fi
 
 symbols=$(awk '/^[[:space:]]*global:/ { g = 1; next } /^[[:space:]]*local:/ { g = 0 } g' \
 	"$top/tools/libengram/libengram.map" |
