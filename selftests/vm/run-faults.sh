@@ -11,6 +11,9 @@
 #
 #   run-faults.sh --kver 6.1|6.12 [--timeout SECONDS] [--logs DIR]
 #
+# A host boot whose Spark guest died stops 90 s later (run.sh --peer), and
+# no second host boot follows a Spark that is gone.
+#
 # Prints the TAP of the Spark and of both host boots, then
 # ENGRAM-SELFTESTS-COMPLETE when every guest reported what it had to (the
 # first host boot ends with its kill marker, the others with an exit
