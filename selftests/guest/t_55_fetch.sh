@@ -258,7 +258,7 @@ with er.Engram() as e:
     same("keep_keys=True, the second fetch into the same window", kept, idx[288:576])
 PY
 # The same counters in Prometheus' text format, read by prometheus_client.
-check "stats --prometheus parses, and agrees with -j (lookups, fetches, histogram count and sum)" \
+check "stats --prometheus parses, and agrees with -j (lookups, fetches, histogram count and sum; the table's state, generation, digest, rows)" \
 	/usr/bin/python3 - "$ENGRAMCTL" <<'PY'
 import json, subprocess, sys
 from prometheus_client.parser import text_string_to_metric_families
@@ -285,7 +285,16 @@ want = [
     (val("engram_rdma_link_latency_seconds", "engram_rdma_link_latency_seconds_sum",
          link=str(l["id"])) * 1e9, l["latency"]["sum_ns"]),
     (val("engram_rdma_link_up", "engram_rdma_link_up", link=str(l["id"])), 1),
+    (val("engram_rdma_table_state", "engram_rdma_table_state", table="fetch",
+         state="ready"), 1),
 ]
+tj = json.loads(subprocess.run([ctl, "-j", "table", "show", "fetch"], check=True,
+                               capture_output=True, text=True).stdout)[0]
+info = [s.labels for s in fams["engram_rdma_table_info"].samples
+        if s.labels["table"] == "fetch"]
+# The generation is a label: a 64-bit number a float64 sample would round.
+want += [(len(info), 1), (info[0]["generation"] == str(tj["generation"]), 1),
+         (info[0]["sha256"] == tj["sha256"], 1), (int(info[0]["rows"]), tj["rows"])]
 print("# lookups %d, fetches %d, fetch time %.3f s in all" % (t["lookups"], l["fetches"],
                                                              l["latency"]["sum_ns"] / 1e9))
 bad = [(a, b) for a, b in want if abs(a - b) > max(1, abs(b) * 1e-9)]

@@ -485,6 +485,13 @@ static void test_prometheus(void)
 		"assert v('engram_rdma_link_info', 'engram_rdma_link_info', link='2',"
 		" url='tcp://192.0.2.2:18515@192.0.2.9', transport='tcp') == 1\n"
 		"assert fams['engram_rdma_tables'].type == 'gauge'\n"
+		"assert v('engram_rdma_table_info', 'engram_rdma_table_info', table='a',"
+		" generation='1', sha256='5a' * 32, rows='10', weight_offset='0',"
+		" scale_offset='0', held_first='0', held_rows='10') == 1\n"
+		"s = 'engram_rdma_table_state'\n"
+		"assert v(s, s, table='a', state='ready') == 1\n"
+		"assert v(s, s, table='a', state='loading') == 0\n"
+		"assert v(s, s, table='a', state='failed') == 0\n"
 		"print('ok', len(fams))\n";
 	char path[PATH_MAX], cmd[PATH_MAX + 64], got[256] = "";
 	const char *dir = getenv("TMPDIR");
@@ -522,6 +529,11 @@ static void test_prometheus(void)
 	unlink(path);
 	rc = run("-j", "stats", "--prometheus", NULL);
 	tap_ok(rc == 2, "stats -j --prometheus: usage error");
+	rc = run("stats", "a", "--prometheus", NULL);
+	tap_ok(rc == 0 && strstr(out, "engram_rdma_table_state{table=\"a\",state=\"ready\"} 1\n") &&
+	       strstr(out, "engram_rdma_table_info{table=\"a\",generation=\"1\",") &&
+	       !strstr(out, "engram_rdma_link_"),
+	       "stats NAME --prometheus: that table's state and info, no links") || (show_output(), 0);
 }
 
 static void test_stats_links(void)

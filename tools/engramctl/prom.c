@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "fmt.h"
 #include "prom.h"
 
 enum prom_kind { PROM_COUNTER, PROM_GAUGE };
@@ -270,4 +271,49 @@ void prom_print_scope(FILE *f, const char *scope, const struct prom_sample *s, s
 			print_counter(f, scope, id, s, n);
 	print_refusals(f, scope, s, n);
 	print_latency(f, scope, s, n);
+}
+
+/*
+ * The state as a stateset (a sample per state, 1 for the current one), so
+ * that an alert on "not ready" needs no table of the enum's numbers; what
+ * names a table as labels of an info family, so that a dashboard can join
+ * on the digest and see which replica or shard a host holds.  The
+ * generation is a label too: a random 64-bit number, which a sample's
+ * float64 value would round.
+ */
+void prom_print_tables(FILE *f, const struct table_info *v, size_t n)
+{
+	static const uint8_t states[] = {
+		ENGRAM_TABLE_LOADING, ENGRAM_TABLE_READY, ENGRAM_TABLE_VERIFYING,
+		ENGRAM_TABLE_FAILED,
+	};
+	char name[2 * ENGRAM_NAME_MAX + 8], sha[2 * ENGRAM_SHA256_LEN + 1];
+	uint64_t first, held;
+	size_t i, k;
+
+	if (!n)
+		return;
+	fprintf(f, "# HELP engram_rdma_table_info A table: its generation, its file's SHA-256 "
+		"(empty until known), rows, tensor offsets and the rows this host holds.\n"
+		"# TYPE engram_rdma_table_info gauge\n");
+	for (i = 0; i < n; i++) {
+		sha[0] = '\0';
+		if (TI_HAS(&v[i], ENGRAM_A_TABLE_SHA256))
+			fmt_hex(sha, v[i].sha256, ENGRAM_SHA256_LEN);
+		first = table_info_is_shard(&v[i]) ? v[i].held_first : 0;
+		held = table_info_is_shard(&v[i]) ? v[i].held_rows : v[i].rows;
+		fprintf(f, "engram_rdma_table_info{table=\"%s\",generation=\"%" PRIu64
+			"\",sha256=\"%s\",rows=\"%" PRIu64
+			"\",weight_offset=\"%" PRIu64 "\",scale_offset=\"%" PRIu64
+			"\",held_first=\"%" PRIu64 "\",held_rows=\"%" PRIu64 "\"} 1\n",
+			prom_escape(name, sizeof(name), v[i].name), v[i].generation, sha, v[i].rows,
+			v[i].weight_offset, v[i].scale_offset, first, held);
+	}
+	fprintf(f, "# HELP engram_rdma_table_state 1 for the table's state, 0 for the others.\n"
+		"# TYPE engram_rdma_table_state gauge\n");
+	for (i = 0; i < n; i++)
+		for (k = 0; k < sizeof(states); k++)
+			fprintf(f, "engram_rdma_table_state{table=\"%s\",state=\"%s\"} %d\n",
+				prom_escape(name, sizeof(name), v[i].name),
+				table_state_name(states[k]), v[i].state == states[k]);
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 
 #include "statsinfo.h"
+#include "tableinfo.h"
 
 /* One set of counters and its labels: a table, a link, a table on a link. */
 struct prom_sample {
@@ -30,5 +31,13 @@ const char *prom_escape(char *buf, size_t len, const char *s);
  * family's HELP and TYPE once, then its samples.
  */
 void prom_print_scope(FILE *f, const char *scope, const struct prom_sample *s, size_t n);
+
+/*
+ * What each of @n tables is, beside its counters: engram_rdma_table_info
+ * (its generation, its file's SHA-256, rows, tensor offsets and the rows
+ * this host holds, as labels of a sample of 1) and engram_rdma_table_state,
+ * one sample per state, 1 for the table's own.
+ */
+void prom_print_tables(FILE *f, const struct table_info *v, size_t n);
 
 #endif /* ENGRAMCTL_PROM_H */

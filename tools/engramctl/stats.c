@@ -19,6 +19,7 @@
 #include "linkinfo.h"
 #include "prom.h"
 #include "statsinfo.h"
+#include "table.h"
 
 struct table_stats {
 	uint32_t link_id;		/* a table opened through this link; 0: served here */
@@ -275,7 +276,8 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 
 /* The Prometheus families of every scope; NAME keeps one table's (served and per link). */
 static int print_prometheus(const struct stats_info *global, const struct stats_list *l,
-			    const char *only, const struct link_info *st, size_t nst)
+			    const char *only, const struct link_info *st, size_t nst,
+			    const struct table_info *tv, size_t ntv)
 {
 	size_t n = l->n + l->nlinks + 1, i, k, nt = 0, nl = 0, nlt = 0;
 	struct prom_sample *t = calloc(n, sizeof(*t)), *lk = calloc(n, sizeof(*lk));
@@ -311,6 +313,7 @@ static int print_prometheus(const struct stats_info *global, const struct stats_
 	if (!only)
 		prom_print_scope(stdout, "", &g, 1);
 	prom_print_scope(stdout, "table_", t, nt);
+	prom_print_tables(stdout, tv, ntv);
 	/* State and transport come from LINK_GET (@st), counters from STATS_GET. */
 	if (!only && nst) {
 		printf("# HELP engram_rdma_link_info A link: its URL and transport.\n"
@@ -406,16 +409,30 @@ int cmd_stats(int argc, char **argv)
 	}
 	if (prometheus) {
 		struct link_info *st = NULL;
-		size_t nst = 0;
+		struct table_info *tv = NULL;
+		size_t nst = 0, ntv = 0;
 
 		ret = only ? 0 : link_dump(&nl, &st, &nst);
 		if (ret) {
 			enl_perror(&nl, ret, "list links");
 			goto out;
 		}
+		size_t t0 = 0;
+
+		/* table_dump() says what went wrong itself. */
+		if (table_dump(&nl, &tv, &ntv)) {
+			free(st);
+			goto out;
+		}
+		/* NAME: that table's info alone (tv is sorted by name too). */
+		while (only && t0 < ntv && strcmp(tv[t0].name, only))
+			t0++;
+		if (only)
+			ntv = t0 < ntv ? 1 : 0;
 		qsort(st, nst, sizeof(*st), cmp_link);
-		rc = print_prometheus(&global, &l, only, st, nst);
+		rc = print_prometheus(&global, &l, only, st, nst, tv + t0, ntv);
 		free(st);
+		free(tv);
 	} else if (opts.json) {
 		rc = print_json(&global, &l, only);
 	} else {
