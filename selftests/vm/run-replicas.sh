@@ -51,7 +51,7 @@ R1=rdma://192.0.2.1:18515@192.0.2.2
 R2=rdma://192.0.3.3:18515@192.0.3.4
 
 mapfile -t sl < <(logs_opt spark)
-"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${sl[@]}" --mem "$MEM" "${DISK[@]}" \
+"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${sl[@]}" --mem "$MEM" "${DISK[@]}" \
 	--net "listen:$p1" --ip 192.0.2.2 --net2 "listen:$p2" --ip2 192.0.3.4 \
 	--params "remote=$R1,$R2 $LINKP" \
 	-- "$SPARK_CMD" >"$work/spark.out" 2>&1 &
@@ -64,7 +64,7 @@ for h in 1 2; do
 	mapfile -t hl < <(logs_opt host$h)
 	port=$p1 ip=192.0.2.1
 	[ $h = 1 ] || port=$p2 ip=192.0.3.3
-	"$here/run.sh" --kver "$KVER" --timeout "$TMO" --tcg-thread single "${hl[@]}" --mem "$MEM" "${DISK[@]}" \
+	"$here/run.sh" --kver "$KVER" --timeout "$TMO" "${hl[@]}" --mem "$MEM" "${DISK[@]}" \
 		--net "connect:$port" --ip "$ip" --params "listen=rdma://$ip:18515" --peer $spid \
 		-- "$HOST_CMD $h" >"$work/host$h.out" 2>&1 &
 	eval "h${h}pid=\$!"
