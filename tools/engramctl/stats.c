@@ -410,15 +410,13 @@ int cmd_stats(int argc, char **argv)
 	if (prometheus) {
 		struct link_info *st = NULL;
 		struct table_info *tv = NULL;
-		size_t nst = 0, ntv = 0;
+		size_t nst = 0, ntv = 0, t0 = 0;
 
 		ret = only ? 0 : link_dump(&nl, &st, &nst);
 		if (ret) {
 			enl_perror(&nl, ret, "list links");
 			goto out;
 		}
-		size_t t0 = 0;
-
 		/* table_dump() says what went wrong itself. */
 		if (table_dump(&nl, &tv, &ntv)) {
 			free(st);
