@@ -11,8 +11,7 @@
 #          [--peer PID] [--tcg-thread single|multi] -- CMD
 #
 # --tcg-thread single runs all of the guest's vCPUs in one QEMU thread
-# (Documentation/testing.rst, "TCG, not KVM": the guests of a multi-guest
-# run use it).
+# (Documentation/testing.rst, "TCG, not KVM": the two-guest runs use it).
 # --peer PID stops this guest 90 s (ENGRAM_VM_PEER_GRACE) after process
 # PID (the runner of the guest this one talks to) has ended: a guest whose
 # peer died (a kernel panic there) would otherwise wait out its whole
@@ -268,6 +267,7 @@ GRACE=${ENGRAM_VM_PEER_GRACE:-90}
 case "$GRACE" in ''|*[!0-9]*) echo "run.sh: ENGRAM_VM_PEER_GRACE takes seconds" >&2; exit 2 ;; esac
 stop_qemu() {
 	echo "run.sh: the peer guest's runner (pid $PEER) ended ${GRACE} s ago; stopping this guest" >&2
+	: >"$run/peer-gone"
 	# pkill takes a regular expression; the path has '+' (6.12.95+deb12).
 	pkill -f -- "engram_job=$(sed 's/[][\\.*^$+?(){}|]/\\&/g' <<<"$job") " || true
 }
@@ -299,7 +299,9 @@ status=$(tr -d '\r' < "$console" | grep -a -o "ENGRAM-VM-$nonce-EXIT [0-9]*" | t
 if [ -z "$status" ]; then
 	{
 		echo "run.sh: FAILED: the guest never reported the command's exit status."
-		if [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
+		if [ -e "$run/peer-gone" ]; then
+			echo "run.sh: stopped ${GRACE} s after its peer guest's runner (pid $PEER) ended."
+		elif [ "$qrc" -eq 124 ] || [ "$qrc" -eq 137 ]; then
 			echo "run.sh: QEMU killed after ${outer}s (hung guest or command ignoring its timeout)."
 		elif grep -aq 'Kernel panic' "$console"; then
 			echo "run.sh: the guest kernel panicked."
