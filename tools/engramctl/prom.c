@@ -311,9 +311,11 @@ void prom_print_tables(FILE *f, const struct table_info *v, size_t n)
 	}
 	fprintf(f, "# HELP engram_rdma_table_state 1 for the table's state, 0 for the others.\n"
 		"# TYPE engram_rdma_table_state gauge\n");
-	for (i = 0; i < n; i++)
+	for (i = 0; i < n; i++) {
+		const char *esc = prom_escape(name, sizeof(name), v[i].name);
+
 		for (k = 0; k < sizeof(states); k++)
 			fprintf(f, "engram_rdma_table_state{table=\"%s\",state=\"%s\"} %d\n",
-				prom_escape(name, sizeof(name), v[i].name),
-				table_state_name(states[k]), v[i].state == states[k]);
+				esc, table_state_name(states[k]), v[i].state == states[k]);
+	}
 }
