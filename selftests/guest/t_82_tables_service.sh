@@ -13,7 +13,10 @@
 # - a wrong digest fails that table only (exit 1, the others unchanged), a
 #   malformed file changes nothing;
 # - SIGTERM (a stop) during a load cancels it: exit 130, nothing left;
-# - stop unloads every listed table.
+# - stop unloads every listed table;
+# - under $NOTIFY_SOCKET (Type=notify), a start sends the load's progress
+#   as STATUS=, extends its timeout while the load runs, and READY=1 once
+#   the table serves, as systemd would read them (a python3 socket here).
 # timeout: 300
 # kernels: 6.12
 . "$(dirname "$0")/lib.sh"
@@ -59,10 +62,42 @@ print(8 + n + h[sys.argv[2] + ".weight"]["data_offsets"][0])
 PY
 }
 
-check "the unit's ExecStartPre is modprobe engram_rdma" \
-	test "$(sed -n 's/^ExecStartPre=//p' "$UNIT")" = "/sbin/modprobe engram_rdma"
-check "it is a oneshot unit that remains after it started" \
-	sh -c "grep -qx 'Type=oneshot' '$UNIT' && grep -qx 'RemainAfterExit=yes' '$UNIT'"
+check "the unit's ExecStartPre is modprobe engram_rdma, outside the sandbox" \
+	test "$(sed -n 's/^ExecStartPre=//p' "$UNIT")" = "+/sbin/modprobe engram_rdma"
+check "it is a notify unit that remains after it started" \
+	sh -c "grep -qx 'Type=notify' '$UNIT' && grep -qx 'RemainAfterExit=yes' '$UNIT'"
+
+# notify_listen SOCKET LOG: systemd's end of the notification socket, in
+# the background: each datagram appended to LOG with a "--" line after it,
+# the descriptor of a BARRIER=1 closed as systemd does, until END or 60 s.
+notify_listen() {
+	rm -f "$1"
+	python3 - "$1" "$2" <<'PY' &
+import array, os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(60)
+with open(sys.argv[2], "w") as f:
+    for _ in range(10000):
+        try:
+            msg, anc, _, _ = s.recvmsg(4096, socket.CMSG_SPACE(16))
+        except socket.timeout:
+            break
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                for fd in array.array("i", data[:len(data) - len(data) % 4]):
+                    os.close(fd)
+        if msg == b"END":
+            break
+        f.write(msg.decode() + "\n--\n")
+        f.flush()
+PY
+	wait_for 20 test -S "$1"
+}
+notify_end() {
+	python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).sendto(b"END", sys.argv[1])' "$1"
+	wait
+}
 
 printf '# tables of this host\nsvc.one %s %s %s\nsvc.two\t%s\tt.a\t-  # no digest\n' \
 	"$F1" "$PREFIX" "$SHA1" "$F2" >"$CONF"
@@ -127,6 +162,29 @@ rc=$?
 echo 0 >$P/fault_map_delay_ms
 check "SIGTERM during a load: exit 130 ($(tr '\n' ' ' <"$SCRATCH/unit.out"))" test $rc -eq 130
 check "the load was cancelled, nothing left" wait_for 20 sh -c "test \"\$('$ENGRAMCTL' -j list | python3 -c 'import json,sys; print(any(t[\"name\"] == \"svc.slow\" for t in json.load(sys.stdin)))')\" = False"
+
+# Type=notify: a start whose load takes seconds (every DMA mapping of the
+# table is held 1.5 s), as systemd sees it.
+printf 'svc.slow %s %s -\n' "$F1" "$PREFIX" >"$CONF"
+NSOCK=$SCRATCH/notify.sock
+NLOG=$SCRATCH/notify.log
+notify_listen "$NSOCK" "$NLOG" || bail "no notification socket"
+echo 1500 >$P/fault_map_delay_ms
+NOTIFY_SOCKET=$NSOCK unit ExecStart
+rc=$?
+echo 0 >$P/fault_map_delay_ms
+notify_end "$NSOCK"
+heard=$(tr '\n' ' ' <"$NLOG")
+check "notify: start exit 0, the table ready ($OUT)" \
+	test $rc -eq 0 -a "$(table_state svc.slow)" = ready
+check "notify: the load's progress is the unit's status ($heard)" \
+	grep -q '^STATUS=loading svc.slow: ' "$NLOG"
+check "notify: the running load extends the start timeout" \
+	grep -qx 'EXTEND_TIMEOUT_USEC=90000000' "$NLOG"
+check "notify: READY=1 once it serves, the last message but for the barrier" \
+	test "$(grep -v -e '^--$' -e '^BARRIER=1$' "$NLOG" | tail -n 2 | tr '\n' ' ')" = \
+	"READY=1 STATUS=1 tables serving (1 loaded now, 0 unchanged) "
+"$ENGRAMCTL" unload svc.slow >/dev/null 2>&1
 
 printf 'svc.one %s %s %s\nsvc.two %s t.b -\nsvc.gone %s %s -\n' \
 	"$F1" "$PREFIX" "$SHA1" "$F2" "$F1" "$PREFIX" >"$CONF"

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 
 #include <jansson.h>
 
@@ -985,6 +988,145 @@ static void test_usage(void)
 	       strstr(err, "--rows: '0' is not a positive count"), "mktable --rows 0: usage error");
 }
 
+/*
+ * systemd's side of a Type=notify unit, in a child: every datagram on the
+ * socket at @path appended to @log (a "--" line after each), the fd of a
+ * BARRIER=1 closed as systemd closes it, until "END" or 20 s.
+ */
+static pid_t notify_listener(const char *path, const char *log)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv = { .tv_sec = 20 };
+	char buf[4096], cbuf[CMSG_SPACE(sizeof(int) * 4)];
+	struct cmsghdr *cm;
+	struct msghdr mh;
+	struct iovec iov;
+	FILE *f;
+	ssize_t n;
+	pid_t pid;
+	int s, i;
+
+	s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	unlink(path);
+	if (s < 0 || bind(s, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return -1;
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid) {
+		close(s);
+		return pid;
+	}
+	f = fopen(log, "w");
+	for (i = 0; f && i < 1000; i++) {
+		iov = (struct iovec){ buf, sizeof(buf) - 1 };
+		mh = (struct msghdr){ .msg_iov = &iov, .msg_iovlen = 1,
+				      .msg_control = cbuf, .msg_controllen = sizeof(cbuf) };
+		n = recvmsg(s, &mh, MSG_CMSG_CLOEXEC);
+		if (n < 0)
+			break;
+		for (cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
+			if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				int *fds = (int *)CMSG_DATA(cm);
+				size_t k;
+
+				for (k = 0; k < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); k++)
+					close(fds[k]);
+			}
+		}
+		buf[n] = '\0';
+		if (!strcmp(buf, "END"))
+			break;
+		fprintf(f, "%s\n--\n", buf);
+		fflush(f);
+	}
+	if (f)
+		fclose(f);
+	_exit(0);
+}
+
+/* Ends the listener and returns what it heard, in @heard. */
+static void notify_collect(const char *path, const char *log, pid_t pid, char *heard, size_t len)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	FILE *f;
+
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	if (s >= 0) {
+		sendto(s, "END", 3, 0, (struct sockaddr *)&sa, sizeof(sa));
+		close(s);
+	}
+	waitpid(pid, NULL, 0);
+	heard[0] = '\0';
+	f = fopen(log, "r");
+	if (f)
+		slurp(f, heard, len);
+	unlink(path);
+	unlink(log);
+}
+
+/* engram-rdma-tables.service is Type=notify: what sync tells systemd. */
+static void test_sync_notify(void)
+{
+	char conf[PATH_MAX], sock[sizeof(((struct sockaddr_un *)0)->sun_path)], log[PATH_MAX];
+	char text[12288];
+	static char heard[65536];
+	const char *dir = getenv("TMPDIR");
+	char *ready;
+	pid_t pid;
+	int rc;
+
+	snprintf(sock, sizeof(sock), "%s/engram-notify-%d", dir && *dir ? dir : "/tmp", getpid());
+	snprintf(log, sizeof(log), "%s.log", sock);
+	snprintf(text, sizeof(text), "t1 %s a -\nt2 %s b %s\n", real, real, sha_hex);
+	if (!tap_ok(write_conf(conf, text) == 0, "notify: config written"))
+		return;
+
+	mock_reset();
+	pid = notify_listener(sock, log);
+	if (!tap_ok(pid > 0, "notify: a socket stands in for systemd's"))
+		return;
+	setenv("NOTIFY_SOCKET", sock, 1);
+	rc = run("table", "sync", "--config", conf, NULL);
+	unsetenv("NOTIFY_SOCKET");
+	notify_collect(sock, log, pid, heard, sizeof(heard));
+	tap_ok(rc == 0, "notify: sync under NOTIFY_SOCKET loads both, exit 0") || (show_output(), 0);
+	tap_contains(heard, "STATUS=2 tables listed in ", "notify: status names the tables listed");
+	tap_contains(heard, "STATUS=loading t1 from ", "notify: status names each table as it loads");
+	tap_contains(heard, "STATUS=loading t2: ", "notify: a running load's progress is the status");
+	tap_contains(heard, "\nEXTEND_TIMEOUT_USEC=90000000\n",
+		     "notify: a running load extends the start timeout");
+	ready = strstr(heard, "READY=1\nSTATUS=2 tables serving (2 loaded now, 0 unchanged)\n--\n");
+	if (!tap_ok(ready != NULL, "notify: READY=1 once both serve, with a last status line"))
+		tap_diag("heard: %s", heard);
+	tap_ok(ready && !strstr(ready, "STATUS=loading"), "notify: nothing of a load after READY=1");
+	tap_contains(heard, "BARRIER=1", "notify: READY=1 waits until systemd has read it");
+
+	/* Again: nothing to load, ready at once. */
+	pid = notify_listener(sock, log);
+	setenv("NOTIFY_SOCKET", sock, 1);
+	rc = run("table", "sync", "--config", conf, NULL);
+	unsetenv("NOTIFY_SOCKET");
+	notify_collect(sock, log, pid, heard, sizeof(heard));
+	tap_ok(rc == 0 && strstr(heard, "READY=1\nSTATUS=2 tables serving (0 loaded now, 2 unchanged)"),
+	       "notify: a start with both loaded already is ready at once");
+
+	/* A table that fails: no READY=1 (the start fails on the exit status). */
+	mock_reset();
+	mock.fail_load = 1;
+	pid = notify_listener(sock, log);
+	setenv("NOTIFY_SOCKET", sock, 1);
+	rc = run("table", "sync", "--config", conf, NULL);
+	unsetenv("NOTIFY_SOCKET");
+	notify_collect(sock, log, pid, heard, sizeof(heard));
+	tap_ok(rc == 1 && !strstr(heard, "READY=1"), "notify: a failed load sends no READY=1, exit 1");
+	tap_contains(heard, "STATUS=2 of 2 tables failed", "  ...and its status says how many failed");
+	unlink(conf);
+}
+
 int main(void)
 {
 	if (!tap_ok(make_file() == 0, "test file written and hashed"))
@@ -992,6 +1134,7 @@ int main(void)
 	test_load();
 	test_load_errors();
 	test_sync();
+	test_sync_notify();
 	test_list_show();
 	test_verify_unload();
 	test_stats();

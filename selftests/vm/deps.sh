@@ -40,6 +40,7 @@ DOWNLOAD=""
 
 BASE_PKGS=(
 	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev libssl-dev
+	libsystemd-dev systemd
 	rdma-core ibverbs-utils rdmacm-utils perftest python3-pyverbs libibverbs-dev librdmacm-dev
 	qemu-system-x86 qemu-system-arm busybox-static kmod cpio xz-utils rsync dkms sparse
 	clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch

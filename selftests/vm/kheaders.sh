@@ -91,9 +91,12 @@ TREES=(
 # The arm64 sysroot the tools, libengram and the guest programs are
 # cross-built against (bookworm's, as on the machine): development files
 # and the libraries they link, unpacked into $CACHE/kheaders/arm64-sysroot.
+# The list is unpacked as it is, not resolved: libsystemd0's own libraries
+# are named, for the linker follows them.
 SYSROOT_PKGS=(libnl-3-200 libnl-3-dev libnl-genl-3-200 libnl-genl-3-dev libnl-route-3-200
 	libnl-route-3-dev libjansson4 libjansson-dev libssl3 libssl-dev libibverbs1
-	libibverbs-dev librdmacm1 librdmacm-dev)
+	libibverbs-dev librdmacm1 librdmacm-dev
+	libsystemd0 libsystemd-dev libcap2 libgcrypt20 libgpg-error0 liblz4-1 liblzma5 libzstd1)
 # The arm64 guest's root file system (the GPU node of the arm64 pair): these
 # packages from bookworm with everything they depend on, resolved by apt
 # against an empty package database of its own ($CACHE/apt-arm64root) and
@@ -103,7 +106,7 @@ SYSROOT_PKGS=(libnl-3-200 libnl-3-dev libnl-genl-3-200 libnl-genl-3-dev libnl-ro
 ROOT_PKGS=(bash dash coreutils libc-bin debianutils gzip hostname busybox-static iproute2
 	rdma-core ibverbs-providers ibverbs-utils kmod util-linux mount procps grep sed gawk
 	findutils python3 e2fsprogs libnl-genl-3-200 libjansson4 libssl3 libibverbs1
-	librdmacm1 base-passwd)
+	librdmacm1 libsystemd0 base-passwd)
 # Trees whose kernel image is unpacked too: the guests boot them.
 IMAGES=(x86-6.1 x86-6.12 x86-5.10-oldest x86-7.2 arm64-6.12-16k)
 # The ones deps.sh asks for (--only): make check's and make demo's guests.
@@ -366,7 +369,7 @@ for s in "${SUITES[@]}"; do
 			/^Architecture: / { arch = $2 }
 			/^Depends: / { d = substr($0, 10) }
 			/^$/ {
-				if (p ~ /^(linux-(headers|kbuild|base|image|binary|modules)-[0-9]|sparse$|libc6$|libelf1t64$|libnl-(3|genl-3|route-3)-(200|dev)$|libjansson(4|-dev)$|libssl(3|-dev)$|lib(ibverbs|rdmacm)(1|-dev)$|libelf1$|libzstd1$|zlib1g$)/) {
+				if (p ~ /^(linux-(headers|kbuild|base|image|binary|modules)-[0-9]|sparse$|libc6$|libelf1t64$|libnl-(3|genl-3|route-3)-(200|dev)$|libjansson(4|-dev)$|libssl(3|-dev)$|lib(ibverbs|rdmacm)(1|-dev)$|libelf1$|libzstd1$|zlib1g$|libsystemd(0|-dev)$|libcap2$|libgcrypt20$|libgpg-error0$|liblz4-1$|liblzma5$)/) {
 					gsub(/ /, "", d)
 					print s, arch, p, v, d
 				}

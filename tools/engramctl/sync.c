@@ -22,6 +22,7 @@
 #include "engramctl.h"
 #include "fmt.h"
 #include "jsonout.h"
+#include "notify.h"
 #include "table.h"
 #include "tablesconf.h"
 
@@ -31,6 +32,8 @@ struct sync_ctx {
 	int show_progress;
 	json_t *out;		/* -j: one object per table */
 	unsigned int failed;
+	unsigned int loaded;	/* loaded or replaced now */
+	unsigned int unchanged;
 };
 
 void usage_sync(FILE *f)
@@ -72,6 +75,10 @@ static void report(struct sync_ctx *c, const char *name, const char *action, con
 
 	if (!strcmp(action, "failed"))
 		c->failed++;
+	else if (!strcmp(action, "loaded") || !strcmp(action, "replaced"))
+		c->loaded++;
+	else if (!strcmp(action, "unchanged"))
+		c->unchanged++;
 	if (!c->out) {
 		printf("%s: %s%s%s%s\n", name, action, detail ? " (" : "", detail ? detail : "",
 		       detail ? ")" : "");
@@ -185,6 +192,7 @@ static int sync_one(struct sync_ctx *c, const struct tconf_entry *e,
 		report(c, e->name, "failed", "cannot unload the table loaded now");
 		return 0;
 	}
+	svc_status("loading %s from %s", e->name, e->file);
 	rc = table_load_file(&c->nl, e->file, e->tensor, e->name,
 			     e->has_sha256 ? e->sha256 : NULL, e->held_first, e->held_rows,
 			     c->show_progress, 0, &ti);
@@ -286,6 +294,7 @@ int table_sync(int argc, char **argv)
 	}
 	if (table_interrupted())
 		rc = EXIT_INTR;
+	svc_status("%zu tables listed in %s", tc.n, path);
 	for (i = 0; i < tc.n && rc == EXIT_OK; i++) {
 		const struct table_info *loaded = NULL;
 		size_t k;
@@ -297,6 +306,16 @@ int table_sync(int argc, char **argv)
 		if (rc == EXIT_OK && table_interrupted())
 			rc = EXIT_INTR;
 	}
+	/*
+	 * READY=1 only when every listed table serves: the unit's start then
+	 * fails on engramctl's exit status, with this line in its status.
+	 */
+	if (rc == EXIT_OK && !c.failed && !c.dry_run)
+		svc_ready("%zu tables serving (%u loaded now, %u unchanged)", tc.n, c.loaded,
+			  c.unchanged);
+	else if (rc == EXIT_OK && c.failed)
+		svc_status("%u of %zu tables failed (%u loaded now, %u unchanged)", c.failed, tc.n,
+			   c.loaded, c.unchanged);
 out:
 	free(v);
 	tconf_free(&tc);
@@ -318,6 +337,7 @@ int table_unload_config(const char *path)
 	}
 	if (opts.json)
 		c.out = json_array();
+	svc_status("unloading the %zu tables listed in %s", tc.n, path);
 	for (i = 0; i < tc.n; i++) {
 		ret = table_cmd_name(&c.nl, ENGRAM_CMD_TABLE_UNLOAD, tc.v[i].name);
 		if (ret == -ENOENT) {

@@ -28,6 +28,7 @@
 #include "engramctl.h"
 #include "fmt.h"
 #include "jsonout.h"
+#include "notify.h"
 #include "progress.h"
 #include "safetensors.h"
 #include "table.h"
@@ -124,6 +125,7 @@ int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *
 		if (ti->state != busy)
 			return 0;
 		progress_update(pg, ti->done_bytes, ti->file_bytes, ti->elapsed_ns);
+		svc_progress(pg, ti->done_bytes, ti->file_bytes, ti->elapsed_ns);
 		if (interrupted)
 			return -EINTR;
 		sleep_ms(POLL_MS);
