@@ -70,9 +70,10 @@ check "engram-rdma-dkms: the module's sources and dkms.conf in /usr/src/engram-r
 dkms_list=$(dpkg-deb -c "$(deb engram-rdma-dkms all)" 2>/dev/null)
 check "engram-rdma-dkms: no build product in the sources" \
 	test -n "$dkms_list" -a -z "$(grep -E '\.(o|ko|mod|cmd)$|compat_probed\.h' <<<"$dkms_list")"
-check "engramctl: the tool, its pages, the unit, the udev rule, the memlock, modprobe.d and modules-load.d files" \
+check "engramctl: the tool, its pages, the units, the udev rule, the memlock, modprobe.d and modules-load.d files" \
 	has engramctl "$arch" /usr/sbin/engramctl /usr/share/man/man8/engramctl.8.gz \
 	/usr/share/man/man4/engram_rdma.4.gz /lib/systemd/system/engram-rdma-tables.service \
+	/lib/systemd/system/engram-rdma-prom.service /lib/systemd/system/engram-rdma-prom.timer \
 	/usr/lib/udev/rules.d/60-engram-rdma.rules /etc/security/limits.d/engram-rdma.conf \
 	/etc/modprobe.d/engram_rdma.conf /etc/modules-load.d/engram_rdma.conf \
 	/etc/engram-rdma/tables.conf.example \
@@ -86,6 +87,8 @@ check "and no other package's sources hold dkms.conf" \
 		grep dkms.conf)"
 check "engramctl: its postinst enables the tables unit (deb-systemd-helper)" \
 	sh -c "dpkg-deb --ctrl-tarfile '$(deb engramctl "$arch")' | tar -xO ./postinst | grep -q 'deb-systemd-helper.*engram-rdma-tables.service'"
+check "engramctl: the metrics timer is installed disabled (no maintainer script names it)" \
+	test -z "$(dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" | tar -xO 2>/dev/null | grep engram-rdma-prom)"
 # An upgrade must leave the tables loaded: the unit's stop unloads them.
 ctl_script() { dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" | tar -xO "./$1" 2>/dev/null; }
 postinst=$(ctl_script postinst)

@@ -62,18 +62,31 @@ check "bash completion installed where bash-completion loads it" \
 check "its man page and the tables.conf example installed" \
 	test -f "$dest/usr/share/man/man5/engram-rdma-tables.conf.5" -a \
 	-f "$dest/etc/engram-rdma/tables.conf.example"
-# With engramctl where this machine has it (not installed here).
+# With engramctl where this machine has it (not installed here); the
+# metrics timer's units beside (installed, not enabled).
 mkdir -p "$dest/verify"
-sed "s|/usr/sbin/engramctl|$root/tools/engramctl/engramctl|" "$unit" \
-	>"$dest/verify/engram-rdma-tables.service"
-out=$(systemd-analyze verify --man=no "$dest/verify/engram-rdma-tables.service" 2>&1)
-check "systemd-analyze verify finds nothing wrong with the unit${out:+ ($out)}" test -z "$out"
-# The sandbox, as systemd-analyze rates it (0 to 10; 9.6 without it): no
+sysd=$dest/usr/lib/systemd/system
+for u in engram-rdma-tables.service engram-rdma-prom.service engram-rdma-prom.timer; do
+	if [ ! -f "$sysd/$u" ]; then
+		check "$u installed" false
+		continue
+	fi
+	sed "s|/usr/sbin/engramctl|$root/tools/engramctl/engramctl|" "$sysd/$u" >"$dest/verify/$u"
+done
+check "the metrics service writes node_exporter's textfile directory, atomically" \
+	grep -qx 'ExecStart=/usr/sbin/engramctl stats --prometheus --output /var/lib/prometheus/node-exporter/engram_rdma.prom' \
+	"$sysd/engram-rdma-prom.service"
+out=$(cd "$dest/verify" && systemd-analyze verify --man=no engram-rdma-tables.service \
+	engram-rdma-prom.service engram-rdma-prom.timer 2>&1)
+check "systemd-analyze verify finds nothing wrong with the three units${out:+ ($out)}" test -z "$out"
+# The sandboxes, as systemd-analyze rates them (0 to 10; 9.6 without): no
 # running systemd needed.
-sec=$(systemd-analyze security --offline=true "$dest/verify/engram-rdma-tables.service" 2>&1)
-level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' <<<"$sec")
-check "systemd-analyze security rates the unit's sandbox ${level:-?}, at most 2.0" \
-	awk -v l="${level:-99}" 'BEGIN { exit !(l <= 2.0) }'
+for u in engram-rdma-tables.service engram-rdma-prom.service; do
+	sec=$(systemd-analyze security --offline=true "$dest/verify/$u" 2>&1)
+	level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' <<<"$sec")
+	check "systemd-analyze security rates $u's sandbox ${level:-?}, at most 2.0" \
+		awk -v l="${level:-99}" 'BEGIN { exit !(l <= 2.0) }'
+done
 check "the example file parses: engramctl sync --dry-run reads it before anything else" \
 	sh -c 'out=$(tools/engramctl/engramctl table sync --dry-run --config "$1" 2>&1);
 		case "$out" in *"module not loaded"*) exit 0;; esac

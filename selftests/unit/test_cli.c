@@ -5,6 +5,7 @@
  * what it cleans up after a failure or Ctrl-C, what it prints, and its exit
  * status.  main.c is built with main renamed so it can be called repeatedly.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -453,6 +455,57 @@ static void test_stats(void)
 	tap_ok(rc == 1 && strstr(err, "no table named 'zz'"), "stats unknown NAME: exit 1");
 }
 
+/* stats --prometheus --output FILE: what the textfile timer runs. */
+static void test_prometheus_output(void)
+{
+	static char want[sizeof(out)], got[sizeof(out)];
+	const char *tmp = getenv("TMPDIR");
+	char dir[PATH_MAX], file[PATH_MAX + 32];
+	struct stat st;
+	struct dirent *de;
+	int rc, others = 0;
+	DIR *d;
+	FILE *f;
+
+	snprintf(dir, sizeof(dir), "%s/engram-textfile-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!tap_ok(mkdtemp(dir) != NULL, "stats --output: a scratch directory"))
+		return;
+	snprintf(file, sizeof(file), "%s/engram_rdma.prom", dir);
+	run("stats", "--prometheus", NULL);
+	memcpy(want, out, sizeof(want));
+	f = fopen(file, "w");
+	if (f) {
+		fputs("stale\n", f);
+		fclose(f);
+	}
+	rc = run("stats", "--prometheus", "--output", file, NULL);
+	got[0] = '\0';
+	f = fopen(file, "r");
+	if (f)
+		slurp(f, got, sizeof(got));
+	tap_ok(rc == 0 && !out[0] && !strcmp(got, want),
+	       "stats --prometheus --output: the file replaced by what stdout gets, stdout empty") ||
+		(show_output(), 0);
+	tap_ok(!stat(file, &st) && (st.st_mode & 0777) == 0644,
+	       "  ...readable by node_exporter's user (0644)");
+	d = opendir(dir);
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' && strcmp(de->d_name, "engram_rdma.prom"))
+			others++;
+	if (d)
+		closedir(d);
+	tap_ok(d && !others, "  ...and no temporary file left beside it");
+	unlink(file);
+	rmdir(dir);
+
+	rc = run("stats", "--prometheus", "--output", file, NULL);
+	tap_ok(rc == 1 && strstr(err, "cannot create a file beside it: No such file or directory"),
+	       "stats --output into a directory that is gone: exit 1, says why") || (show_output(), 0);
+	rc = run("stats", "--output", file, NULL);
+	tap_ok(rc == 2 && strstr(err, "--output is for --prometheus"),
+	       "stats --output without --prometheus: usage error");
+}
+
 /*
  * stats --prometheus, read back by prometheus_client's own parser (Debian's
  * python3-prometheus-client), which checks the format; then the values.
@@ -537,6 +590,7 @@ static void test_prometheus(void)
 	       strstr(out, "engram_rdma_table_info{table=\"a\",generation=\"1\",") &&
 	       !strstr(out, "engram_rdma_link_"),
 	       "stats NAME --prometheus: that table's state and info, no links") || (show_output(), 0);
+	test_prometheus_output();
 }
 
 static void test_stats_links(void)

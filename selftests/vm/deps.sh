@@ -53,6 +53,12 @@ BASE_PKGS=(
 
 log() { echo "deps: $*" >&2; }
 
+# node_exporter for the guests (t_90_stats scrapes the module's metrics
+# through it): bookworm's prometheus-node-exporter unpacked into the cache,
+# never installed here, where its package would start a daemon.
+NE_DIR=$CACHE/node-exporter
+ne_ok() { [ -x "$NE_DIR/usr/bin/prometheus-node-exporter" ]; }
+
 missing() {
 	# Print the named packages that are not installed (never re-install or
 	# upgrade what is already there).
@@ -89,7 +95,7 @@ if [ ! -d /lib/modules ]; then
 fi
 
 # ---- fast path: nothing to do ---------------------------------------------
-if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && installed "${BASE_PKGS[@]}" && checkpatch_ok &&
+if [ $REFRESH -eq 0 ] && [ -z "$DOWNLOAD" ] && installed "${BASE_PKGS[@]}" && checkpatch_ok && ne_ok &&
    [ -n "$("$KH" release x86-6.1)" ] && [ -n "$("$KH" release x86-6.12)" ] &&
    [ -n "$("$KH" kdir x86-6.1)" ] && [ -n "$("$KH" kdir x86-6.12)" ]; then
 	log "everything present (6.1=$("$KH" release x86-6.1), 6.12=$("$KH" release x86-6.12))"
@@ -177,6 +183,17 @@ if ! checkpatch_ok; then
 		install -m 0644 "$src" "$CPDIR/$f"
 	done
 	chmod 0755 "$CPDIR/checkpatch.pl"
+fi
+# ---- node_exporter, for the guests ----------------------------------------------
+if ! ne_ok; then
+	(cd "$APTDIR/archives" && apt_get download prometheus-node-exporter)
+	deb=$(ls -t "$APTDIR"/archives/prometheus-node-exporter_*.deb 2>/dev/null | head -n1)
+	[ -n "$deb" ] || { log "prometheus-node-exporter did not download"; exit 1; }
+	rm -rf "$NE_DIR.new"
+	dpkg-deb -x "$deb" "$NE_DIR.new"
+	rm -rf "$NE_DIR"
+	mv "$NE_DIR.new" "$NE_DIR"
+	log "unpacked $(basename "$deb") into $NE_DIR"
 fi
 # Left by deps.sh before the kernels moved into the cache; nothing reads it.
 rm -f "$CACHE/kernels.env"

@@ -60,6 +60,10 @@ _engramctl()
 		_filedir conf 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur"))
 		return
 		;;
+	--output | -o)
+		_filedir prom 2>/dev/null || COMPREPLY=($(compgen -f -- "$cur"))
+		return
+		;;
 	--tensor | -t | --name | -n | --sha256 | -s | --rows | --seed | --prefix | \
 	--pad-before | --pad-after | --meta | --count)
 		return
@@ -109,7 +113,7 @@ _engramctl()
 		;;
 	stats)
 		if [[ $cur == -* ]]; then
-			COMPREPLY=($(compgen -W "--prometheus $common" -- "$cur"))
+			COMPREPLY=($(compgen -W "--prometheus --output $common" -- "$cur"))
 		else
 			COMPREPLY=($(compgen -W "show $(_engramctl_names list)" -- "$cur"))
 		fi

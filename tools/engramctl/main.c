@@ -23,7 +23,7 @@ static void usage(FILE *f)
 	      "  table unload NAME | --config FILE\n"
 	      "  table verify NAME [--no-progress]\n"
 	      "  table sync [--config FILE] [--prune] [--dry-run] [--no-progress]\n"
-	      "  stats [show] [NAME] [--prometheus]\n"
+	      "  stats [show] [NAME] [--prometheus [--output FILE]]\n"
 	      "  link list | link show [ID] | link tables [ID] | link add URL | link del ID\n"
 	      "  listen show | listen add URL | listen del URL\n"
 	      "  listen allow show | listen allow add PREFIX | listen allow del PREFIX\n"

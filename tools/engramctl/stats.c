@@ -8,8 +8,11 @@
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <netlink/attr.h>
 
@@ -39,7 +42,7 @@ struct stats_list {
 
 void usage_stats(FILE *f)
 {
-	fputs("Usage: engramctl [-j] stats [show] [NAME] [--prometheus]\n"
+	fputs("Usage: engramctl [-j] stats [show] [NAME] [--prometheus [--output FILE]]\n"
 	      "\n"
 	      "Module-wide counters, then each table's and each link's counters and latency\n"
 	      "histogram; with NAME only that table's.\n"
@@ -49,7 +52,9 @@ void usage_stats(FILE *f)
 	      "       \"latency\": {...}}], \"links\": [{\"id\": ..., \"url\": ..., ..., \"latency\": {...},\n"
 	      "       \"tables\": [{\"name\": ..., \"fetches\": ..., \"fallbacks\": ..., ...}]}]}\n"
 	      "--prometheus: the same in Prometheus' text format, for node_exporter's textfile\n"
-	      "collector (engram_rdma_* families; labels table, link, reason).\n",
+	      "collector (engram_rdma_* families; labels table, link, reason); --output FILE\n"
+	      "writes it to FILE through a temporary file renamed over it, so that the\n"
+	      "collector never reads half of it.\n",
 	      f);
 }
 
@@ -275,8 +280,9 @@ static void print_text(const struct stats_info *global, const struct stats_list 
 }
 
 /* The Prometheus families of every scope; NAME keeps one table's (served and per link). */
-static int print_prometheus(const struct stats_info *global, const struct stats_list *l,
-			    const char *only, const struct link_info *st, size_t nst,
+static int print_prometheus(FILE *f, const struct stats_info *global,
+			    const struct stats_list *l, const char *only,
+			    const struct link_info *st, size_t nst,
 			    const struct table_info *tv, size_t ntv)
 {
 	size_t n = l->n + l->nlinks + 1, i, k, nt = 0, nl = 0, nlt = 0;
@@ -311,26 +317,26 @@ static int print_prometheus(const struct stats_info *global, const struct stats_
 		lk[nl++] = (struct prom_sample){ lab[k++], &l->links[i].si, &l->links[i].lat };
 	}
 	if (!only)
-		prom_print_scope(stdout, "", &g, 1);
-	prom_print_scope(stdout, "table_", t, nt);
-	prom_print_tables(stdout, tv, ntv);
+		prom_print_scope(f, "", &g, 1);
+	prom_print_scope(f, "table_", t, nt);
+	prom_print_tables(f, tv, ntv);
 	/* State and transport come from LINK_GET (@st), counters from STATS_GET. */
 	if (!only && nst) {
-		printf("# HELP engram_rdma_link_info A link: its URL and transport.\n"
-		       "# TYPE engram_rdma_link_info gauge\n");
+		fprintf(f, "# HELP engram_rdma_link_info A link: its URL and transport.\n"
+			"# TYPE engram_rdma_link_info gauge\n");
 		for (i = 0; i < nst; i++)
-			printf("engram_rdma_link_info{link=\"%u\",url=\"%s\",transport=\"%s\"} 1\n",
-			       st[i].id, prom_escape(e2, sizeof(e2), st[i].url),
-			       !strncmp(st[i].url, "tcp://", 6) ? "tcp" : "rdma");
-		printf("# HELP engram_rdma_link_up 1 while the link is connected.\n"
-		       "# TYPE engram_rdma_link_up gauge\n");
+			fprintf(f, "engram_rdma_link_info{link=\"%u\",url=\"%s\",transport=\"%s\"} 1\n",
+				st[i].id, prom_escape(e2, sizeof(e2), st[i].url),
+				!strncmp(st[i].url, "tcp://", 6) ? "tcp" : "rdma");
+		fprintf(f, "# HELP engram_rdma_link_up 1 while the link is connected.\n"
+			"# TYPE engram_rdma_link_up gauge\n");
 		for (i = 0; i < nst; i++)
-			printf("engram_rdma_link_up{link=\"%u\"} %d\n", st[i].id,
-			       st[i].state == ENGRAM_LINK_UP);
+			fprintf(f, "engram_rdma_link_up{link=\"%u\"} %d\n", st[i].id,
+				st[i].state == ENGRAM_LINK_UP);
 	}
-	prom_print_scope(stdout, "link_", lk, nl);
-	prom_print_scope(stdout, "link_table_", lt, nlt);
-	rc = fflush(stdout) || ferror(stdout) ? EXIT_FAIL : EXIT_OK;
+	prom_print_scope(f, "link_", lk, nl);
+	prom_print_scope(f, "link_table_", lt, nlt);
+	rc = fflush(f) || ferror(f) ? EXIT_FAIL : EXIT_OK;
 out:
 	free(t);
 	free(lk);
@@ -339,10 +345,54 @@ out:
 	return rc;
 }
 
+/*
+ * --output FILE: written beside FILE under a temporary name, then renamed
+ * over it, so that node_exporter's textfile collector never reads half a
+ * file; readable by all (the collector's user), as Prometheus' own files.
+ */
+static int write_prometheus(const char *path, const struct stats_info *global,
+			    const struct stats_list *l, const char *only,
+			    const struct link_info *st, size_t nst,
+			    const struct table_info *tv, size_t ntv)
+{
+	char tmp[PATH_MAX];
+	FILE *f;
+	int fd, rc;
+
+	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.XXXXXX", path) >= sizeof(tmp)) {
+		err_msg("%s: name too long", path);
+		return EXIT_FAIL;
+	}
+	fd = mkstemp(tmp);
+	if (fd < 0) {
+		err_msg("%s: cannot create a file beside it: %s", path, strerror(errno));
+		return EXIT_FAIL;
+	}
+	if (fchmod(fd, 0644) || !(f = fdopen(fd, "w"))) {
+		err_msg("%s: %s", tmp, strerror(errno));
+		close(fd);
+		goto fail;
+	}
+	rc = print_prometheus(f, global, l, only, st, nst, tv, ntv);
+	if (fclose(f) || rc != EXIT_OK) {
+		err_msg("%s: write failed", tmp);
+		goto fail;
+	}
+	if (rename(tmp, path)) {
+		err_msg("%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
+		goto fail;
+	}
+	return EXIT_OK;
+fail:
+	unlink(tmp);
+	return EXIT_FAIL;
+}
+
 int cmd_stats(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "prometheus", no_argument, NULL, 'P' },
+		{ "output", required_argument, NULL, 'o' },
 		COMMON_LONGOPTS_JSON,
 		COMMON_LONGOPTS_PRETTY,
 		COMMON_LONGOPTS_HELP,
@@ -350,7 +400,7 @@ int cmd_stats(int argc, char **argv)
 	};
 	struct stats_list l = { 0 };
 	struct stats_info global;
-	const char *only = NULL;
+	const char *only = NULL, *output = NULL;
 	struct nl_msg *msg;
 	struct enl nl;
 	int c, ret, rc = EXIT_USAGE, prometheus = 0;
@@ -365,7 +415,7 @@ int cmd_stats(int argc, char **argv)
 		return EXIT_OK;
 	}
 	optind = 0;
-	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS, longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, COMMON_SHORTOPTS "o:", longopts, NULL)) != -1) {
 		switch (common_opt(c, argv, "stats", usage_stats, &rc)) {
 		case 1:
 			continue;
@@ -374,9 +424,15 @@ int cmd_stats(int argc, char **argv)
 		}
 		if (c == 'P')
 			prometheus = 1;
+		else if (c == 'o')
+			output = optarg;
 	}
 	if (prometheus && opts.json)
 		return usage_error("stats", "-j or --prometheus, not both");
+	if (output && !prometheus)
+		return usage_error("stats", "--output is for --prometheus");
+	if (output && !*output)
+		return usage_error("stats", "--output wants a file name");
 	if (argc - optind > 1)
 		return usage_error("stats", "unexpected argument '%s'", argv[argc - 1]);
 	if (optind < argc)
@@ -428,7 +484,10 @@ int cmd_stats(int argc, char **argv)
 		if (only)
 			ntv = t0 < ntv ? 1 : 0;
 		qsort(st, nst, sizeof(*st), cmp_link);
-		rc = print_prometheus(&global, &l, only, st, nst, tv + t0, ntv);
+		if (output)
+			rc = write_prometheus(output, &global, &l, only, st, nst, tv + t0, ntv);
+		else
+			rc = print_prometheus(stdout, &global, &l, only, st, nst, tv + t0, ntv);
 		free(st);
 		free(tv);
 	} else if (opts.json) {
