@@ -88,7 +88,8 @@ check "and no other package's sources hold dkms.conf" \
 check "engramctl: its postinst enables the tables unit (deb-systemd-helper)" \
 	sh -c "dpkg-deb --ctrl-tarfile '$(deb engramctl "$arch")' | tar -xO ./postinst | grep -q 'deb-systemd-helper.*engram-rdma-tables.service'"
 check "engramctl: the metrics timer is installed disabled (no maintainer script names it)" \
-	test -z "$(dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" | tar -xO 2>/dev/null | grep engram-rdma-prom)"
+	test -z "$(dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" |
+		tar -xO ./postinst ./prerm ./postrm 2>/dev/null | grep engram-rdma-prom)"
 # An upgrade must leave the tables loaded: the unit's stop unloads them.
 ctl_script() { dpkg-deb --ctrl-tarfile "$(deb engramctl "$arch")" | tar -xO "./$1" 2>/dev/null; }
 postinst=$(ctl_script postinst)
