@@ -45,21 +45,28 @@ static uint64_t mono_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* @head (empty, or "READY=1\n"), then STATUS= the formatted line. */
+static void svc_vsend(const char *head, const char *fmt, va_list ap)
+{
+	char line[256];
+
+	vsnprintf(line, sizeof(line), fmt, ap);
+	sd_notifyf(0, "%sSTATUS=%s", head, line);
+}
+
 /**
  * svc_status() - set the unit's status line (systemctl status)
  * @fmt: printf format of the line
  */
 void svc_status(const char *fmt, ...)
 {
-	char line[256];
 	va_list ap;
 
 	if (!svc_wanted())
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	svc_vsend("", fmt, ap);
 	va_end(ap);
-	sd_notifyf(0, "STATUS=%s", line);
 }
 
 /**
@@ -100,14 +107,12 @@ void svc_progress(const struct progress *pg, uint64_t done, uint64_t total, uint
  */
 void svc_ready(const char *fmt, ...)
 {
-	char line[256];
 	va_list ap;
 
 	if (!svc_wanted())
 		return;
 	va_start(ap, fmt);
-	vsnprintf(line, sizeof(line), fmt, ap);
+	svc_vsend("READY=1\n", fmt, ap);
 	va_end(ap);
-	sd_notifyf(0, "READY=1\nSTATUS=%s", line);
 	sd_notify_barrier(0, SVC_BARRIER_USEC);
 }
