@@ -26,15 +26,7 @@ ENVF=$CACHE/debug-kernel.env
 
 log() { echo "debug-kernel: $*" >&2; }
 
-find_deb() {
-	find "$CACHE/apt/archives" -maxdepth 1 -name "${PKG}_*.deb" 2>/dev/null | sort -V | tail -n1
-}
-deb=$(find_deb)
-if [ -z "$deb" ]; then
-	"$here/deps.sh" --download "$PKG" >&2
-	deb=$(find_deb)
-	[ -n "$deb" ] || { log "$PKG could not be downloaded"; exit 1; }
-fi
+deb=$("$here/deps.sh" --deb "$PKG") || exit 1
 # Bump RECIPE when a change below alters what gets built.
 RECIPE=1
 key=$( { basename "$deb"; echo "recipe $RECIPE"; sha256sum "$FRAG" | cut -d' ' -f1; } |

@@ -28,6 +28,8 @@
 # Usage: deps.sh [--refresh]   (--refresh: re-resolve kernels and update lists)
 #        deps.sh --download PKG  (only fetch PKG's .deb into $CACHE/apt/archives,
 #                                 e.g. linux-source-6.12 for debug-kernel.sh)
+#        deps.sh --deb PKG       (print the newest cached .deb of PKG,
+#                                 fetching it first if there is none)
 set -euo pipefail
 
 CACHE=${CACHE:-/var/cache/engram-rdma}
@@ -37,6 +39,17 @@ REFRESH=0
 DOWNLOAD=""
 [ "${1:-}" = "--refresh" ] && REFRESH=1
 [ "${1:-}" = "--download" ] && DOWNLOAD=${2:?usage: deps.sh --download PKG}
+if [ "${1:-}" = "--deb" ]; then
+	pkg=${2:?usage: deps.sh --deb PKG}
+	newest() {
+		find "$APTDIR/archives" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | sort -V | tail -n1
+	}
+	deb=$(newest)
+	[ -n "$deb" ] || { "$0" --download "$pkg" >&2; deb=$(newest); }
+	[ -n "$deb" ] || { echo "deps: $pkg could not be downloaded" >&2; exit 1; }
+	echo "$deb"
+	exit 0
+fi
 
 BASE_PKGS=(
 	build-essential pkg-config libnl-3-dev libnl-genl-3-dev libjansson-dev libssl-dev
@@ -44,7 +57,7 @@ BASE_PKGS=(
 	rdma-core ibverbs-utils rdmacm-utils perftest python3-pyverbs libibverbs-dev librdmacm-dev
 	qemu-system-x86 qemu-system-arm busybox-static kmod cpio xz-utils rsync dkms sparse
 	clang gnuplot-nox python3 python3-numpy python3-setuptools python3-torch
-	python3-prometheus-client bash-completion man-db
+	python3-prometheus-client python3-yaml python3-jsonschema bash-completion man-db
 	debhelper dh-dkms dh-python lintian
 	e2fsprogs iproute2 util-linux coreutils dmsetup
 	flex bison bc libelf-dev lcov

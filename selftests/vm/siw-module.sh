@@ -29,15 +29,7 @@ if [ -z "$rel" ] || [ -z "$kdir" ]; then
 	log "kernel $KVER not installed (run 'make deps')"
 	exit 1
 fi
-find_deb() {
-	find "$CACHE/apt/archives" -maxdepth 1 -name "${PKG}_*.deb" 2>/dev/null | sort -V | tail -n1
-}
-deb=$(find_deb)
-if [ -z "$deb" ]; then
-	"$here/deps.sh" --download "$PKG" >&2
-	deb=$(find_deb)
-	[ -n "$deb" ] || { log "$PKG could not be downloaded"; exit 1; }
-fi
+deb=$("$here/deps.sh" --deb "$PKG") || exit 1
 out=$BUILD/$rel/siw
 mkdir -p "$BUILD"
 exec 9>"$BUILD/.siw-$rel.lock"
