@@ -11,6 +11,9 @@
 #    among the calls between kmod/ files (Documentation/design.rst);
 #  - licences (selftests/licences.sh): what engines link or include offers
 #    BSD-2-Clause (LICENSE), and every tracked file has an SPDX line;
+#  - selftests/ynl-spec-check.py: the family's YNL spec agrees with the
+#    kernel's schema, the uapi header, kmod/netlink.c's policies and
+#    Documentation/netlink.rst
 #  - selftests/docs-files.sh: every tracked file is named in README.md's
 #    layout table or Documentation/design.rst.
 # Fails when any of them reports anything.  Logs: build/logs/style-*.log
@@ -53,6 +56,17 @@ fi
 # --- licences --------------------------------------------------------------------
 selftests/licences.sh || rc=1
 selftests/docs-files.sh || rc=1
+
+# --- the netlink family's YNL spec, held to the header, policies and docs ---------
+if ynl=$(selftests/vm/ynl-tree.sh 2>"$logs/style-ynl.log") &&
+   /usr/bin/python3 selftests/ynl-spec-check.py \
+	--schema "$ynl/Documentation/netlink/genetlink-legacy.yaml" >>"$logs/style-ynl.log" 2>&1; then
+	echo "style: ynl: Documentation/netlink/specs/engram_rdma.yaml agrees with the schema, uapi header, policies and netlink.rst ($(grep -c '^ok' "$logs/style-ynl.log") checks)"
+else
+	echo "style: selftests/ynl-spec-check.py reported problems:"
+	grep -E '^(not ok|#)|ynl-tree' "$logs/style-ynl.log"
+	rc=1
+fi
 
 # --- layers: names by file, no circles ---------------------------------------------
 if python3 selftests/layers.py -v >"$logs/style-layers.log" 2>&1; then

@@ -2,6 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 # Bad requests sent straight to the kernel (bypassing engramctl) are refused
 # with an errno and an extended-ack message, and the module stays usable.
+# The family's YNL spec drives the module through the kernel's own client.
 # timeout: 200
 # kernels: 6.1
 . "$(dirname "$0")/lib.sh"
@@ -118,4 +119,68 @@ check "its path is shown by its end, within 1023 bytes (${#shown})" \
 check "a dump still lists it" test "$("$NL_RAW" dump name=longpath)" = "ok 1 messages"
 "$ENGRAMCTL" unload longpath
 rm -rf "$SCRATCH/$(printf 'd%.0s' $(seq 1 150))"
+
+# The family's YNL spec (Documentation/netlink/specs/engram_rdma.yaml)
+# drives the module through the kernel's own client, tools/net/ynl/cli.py
+# from linux-source-6.12 (selftests/vm/ynl-tree.sh unpacked it): a load
+# whose table-fd is the client's descriptor 3, a do and a dump of
+# table-get agreeing with engramctl, the counters and a refusal.
+YNL=${CACHE:-/var/cache/engram-rdma}/ynl-6.12/tools/net/ynl/cli.py
+SPEC=$TOP/Documentation/netlink/specs/engram_rdma.yaml
+ynl() { timeout 60 python3 "$YNL" --spec "$SPEC" --no-schema --output-json "$@"; }
+if [ -f "$YNL" ]; then
+	# A subscriber to the events group for the whole of it: 5 s to join
+	# (python under this kernel is slow to start), then what follows.
+	ynl --subscribe events --sleep 40 >"$SCRATCH/ynl-events" 2>&1 &
+	sub=$!
+	sleep 5
+	out=$(ynl --do table-load --json "{\"table-name\": \"ynl.t\", \"table-fd\": 3,
+		\"table-rows\": 1000, \"table-weight-offset\": $woff, \"table-scale-offset\": $soff,
+		\"table-weight-bytes\": 256, \"table-scale-bytes\": 8}" 3<"$F" 2>&1)
+	check "ynl --do table-load with the spec loads a table from its descriptor 3 ($out)" \
+		wait_state ynl.t ready 60
+	out=$(ynl --do table-get --json '{"table-name": "ynl.t"}' 2>&1)
+	check "ynl --do table-get: the table as engramctl shows it (state ready, rows, digest)" \
+		python3 - "$out" "$("$ENGRAMCTL" -j show ynl.t)" <<'PY'
+import json, sys
+y, e = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+e = e[0] if isinstance(e, list) else e
+ok = (y["table-state"] == "ready" and y["table-rows"] == e["rows"] and
+      y["table-sha256"] == e["sha256"] and y["table-generation"] == e["generation"])
+if not ok:
+    print("# ynl:", y, "\n# engramctl:", e)
+sys.exit(0 if ok else 1)
+PY
+	out=$(ynl --dump table-get 2>&1)
+	check "ynl --dump table-get lists every table engramctl lists" \
+		test "$(python3 -c 'import json, sys; print(sorted(t["table-name"] for t in json.loads(sys.argv[1])))' "$out" 2>&1)" = \
+		"$("$ENGRAMCTL" -j list | jget 'sorted(t["name"] for t in d)')"
+	out=$(ynl --do stats-get 2>&1)
+	check "ynl --do stats-get: the counters nest decodes by name (loads-done $(stat_global loads_done))" \
+		test "$(python3 -c 'import json, sys; print(json.loads(sys.argv[1])["stats"]["loads-done"])' "$out" 2>&1)" = \
+		"$(stat_global loads_done)"
+	out=$(ynl --do table-unload --json '{"table-name": "no.such"}' 2>&1)
+	check "ynl: a refusal comes back with the module's extended ack ($(tr '\n' ' ' <<<"$out" | cut -c1-160))" \
+		grep -q "no table of that name" <<<"$out"
+	ynl --do table-unload --json '{"table-name": "ynl.t"}' >/dev/null 2>&1
+	check "ynl --do table-unload unloads it" test "$(table_state ynl.t)" = absent
+	wait $sub
+	check "ynl --subscribe events: the load's and the unload's events, decoded by the spec" \
+		python3 - "$SCRATCH/ynl-events" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+try:
+    msgs = [m["msg"] for m in json.loads(text.strip().splitlines()[-1]) if m["name"] == "event"]
+except (ValueError, IndexError, KeyError, TypeError):
+    print("# not a list of events:", text[:300])
+    sys.exit(1)
+mine = [(m.get("event"), m.get("table-state")) for m in msgs if m.get("table-name") == "ynl.t"]
+ok = ("table-state", "ready") in mine and any(e == "table-unloaded" for e, _ in mine)
+if not ok:
+    print("# events of ynl.t:", mine)
+sys.exit(0 if ok else 1)
+PY
+else
+	check "the kernel's YNL client is unpacked (selftests/vm/ynl-tree.sh)" false
+fi
 done_testing
