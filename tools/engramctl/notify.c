@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <systemd/sd-daemon.h>
 
@@ -35,14 +34,6 @@ static char last_job[256];
 static int svc_wanted(void)
 {
 	return getenv("NOTIFY_SOCKET") != NULL;
-}
-
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* @head (empty, or "READY=1\n"), then STATUS= the formatted line. */
@@ -86,7 +77,7 @@ void svc_progress(const struct progress *pg, uint64_t done, uint64_t total, uint
 
 	if (!svc_wanted())
 		return;
-	now = mono_ms();
+	now = progress_now_ms();
 	snprintf(line, sizeof(line), "%s %s", pg->verb, pg->name);
 	if (!strcmp(line, last_job) && now - last_ms < SVC_INTERVAL_MS)
 		return;

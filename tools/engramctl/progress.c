@@ -74,7 +74,12 @@ size_t progress_format_plain(char *buf, size_t len, const char *verb, const char
 	return (size_t)n < len ? (size_t)n : len - 1;
 }
 
-static uint64_t now_ms(void)
+/**
+ * progress_now_ms() - the monotonic clock in milliseconds, for rate limits
+ *
+ * Return: milliseconds since an arbitrary point.
+ */
+uint64_t progress_now_ms(void)
 {
 	struct timespec ts;
 
@@ -90,7 +95,7 @@ void progress_init(struct progress *p, const char *verb, const char *name, int e
 	p->enabled = enabled;
 	p->tty = isatty(STDERR_FILENO);
 	p->last_decile = -1;
-	p->last_ms = now_ms();
+	p->last_ms = progress_now_ms();
 }
 
 void progress_update(struct progress *p, uint64_t done, uint64_t total, uint64_t elapsed_ns)
@@ -113,10 +118,10 @@ void progress_update(struct progress *p, uint64_t done, uint64_t total, uint64_t
 		return;
 	}
 	decile = (int)(pct_of(done, total) / 10);
-	if (decile == p->last_decile && now_ms() - p->last_ms < PLAIN_INTERVAL_MS)
+	if (decile == p->last_decile && progress_now_ms() - p->last_ms < PLAIN_INTERVAL_MS)
 		return;
 	p->last_decile = decile;
-	p->last_ms = now_ms();
+	p->last_ms = progress_now_ms();
 	progress_format_plain(line, sizeof(line), p->verb, p->name, done, total, elapsed_ns);
 	fprintf(stderr, "%s\n", line);
 }

@@ -28,6 +28,8 @@ size_t progress_format_plain(char *buf, size_t len, const char *verb, const char
 
 void progress_init(struct progress *p, const char *verb, const char *name, int enabled);
 void progress_update(struct progress *p, uint64_t done, uint64_t total, uint64_t elapsed_ns);
+/* The monotonic clock in ms: progress lines and systemd's status share it. */
+uint64_t progress_now_ms(void);
 /* Clears the bar so the next line starts clean. */
 void progress_end(struct progress *p);
 
