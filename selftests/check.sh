@@ -143,6 +143,20 @@ oops_log() {
 	at=$(grep -n -m1 -E 'Oops|BUG:|Kernel panic|double fault|general protection|WARNING:' "$1" |
 		cut -d: -f1)
 	[ -n "$at" ] || return 0
+	# A summary first: CI's excerpt of a long failure keeps only the
+	# first lines of each.
+	tail -n "+$at" "$1" | head -n 120 | tr -d '\r' | awk -v who="$2" '
+		NR == 1 { sub(/^\[ *[0-9.]+\] */, ""); first = $0 }
+		!rip && /RIP: [0-9a-f]+:/ { rip = $0; sub(/.*RIP: [0-9a-f]+:/, "", rip) }
+		/RIP: | \? / { next }
+		/\+0x[0-9a-f]+\/0x[0-9a-f]+/ && n < 14 {
+			for (i = 1; i <= NF; i++)
+				if ($i ~ /\+0x/) { f = $i; sub(/\+.*/, "", f); fns = fns " " f; n++; break }
+		}
+		END {
+			printf "#   %s splat: %s; RIP %s\n", who, first, rip ? rip : "?"
+			printf "#   %s trace:%s\n", who, fns ? fns : " ?"
+		}'
 	echo "#   $2's console from its first splat:"
 	sed -n "${at},$((at + 39))p" "$1" | tr -d '\r' | sed 's/^/#   /'
 }
