@@ -258,7 +258,7 @@ with er.Engram() as e:
     same("keep_keys=True, the second fetch into the same window", kept, idx[288:576])
 PY
 # The same counters in Prometheus' text format, read by prometheus_client.
-check "stats --prometheus parses, and agrees with -j (lookups, fetches, histogram count and sum; the table's state, generation, digest, rows)" \
+check "stats --prometheus parses, and agrees with -j (served requests and rows, fetches, histogram count and sum; the table's state, generation, digest, rows)" \
 	/usr/bin/python3 - "$ENGRAMCTL" <<'PY'
 import json, subprocess, sys
 from prometheus_client.parser import text_string_to_metric_families
@@ -276,8 +276,10 @@ def val(fam, name, **labels):
 t = next(t for t in j["tables"] if t["name"] == "fetch")
 l = next(l for l in j["links"] if l.get("fetches"))
 want = [
-    (val("engram_rdma_table_lookups", "engram_rdma_table_lookups_total", table="fetch"),
-     t["lookups"]),
+    (val("engram_rdma_table_served_requests", "engram_rdma_table_served_requests_total",
+         table="fetch"), t["lookups"]),
+    (val("engram_rdma_table_served_rows", "engram_rdma_table_served_rows_total",
+         table="fetch"), t["rows"]),
     (val("engram_rdma_link_fetches", "engram_rdma_link_fetches_total", link=str(l["id"])),
      l["fetches"]),
     (val("engram_rdma_link_latency_seconds", "engram_rdma_link_latency_seconds_count",

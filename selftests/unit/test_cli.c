@@ -521,12 +521,20 @@ static void test_prometheus(void)
 		"        if s.name == name and s.labels == labels:\n"
 		"            return s.value\n"
 		"    raise KeyError((name, labels))\n"
-		"assert fams['engram_rdma_lookups'].type == 'counter'\n"
-		"assert v('engram_rdma_table_lookups', 'engram_rdma_table_lookups_total', table='a') == 10\n"
-		"assert v('engram_rdma_table_refused', 'engram_rdma_table_refused_total', table='a',"
-		" reason='row_out_of_range') == 2\n"
-		"assert v('engram_rdma_link_refused', 'engram_rdma_link_refused_total', link='1',"
-		" reason='busy') == 3\n"
+		"assert fams['engram_rdma_served_requests'].type == 'counter'\n"
+		"assert v('engram_rdma_table_served_requests', 'engram_rdma_table_served_requests_total',"
+		" table='a') == 10\n"
+		"r = 'engram_rdma_table_refused_requests'\n"
+		"assert v(r, r + '_total', table='a', reason='row_out_of_range') == 2\n"
+		"r = 'engram_rdma_link_refused_requests'\n"
+		"assert v(r, r + '_total', link='1', reason='busy') == 3\n"
+		"assert v('engram_rdma_table_served_bytes', 'engram_rdma_table_served_bytes_total',"
+		" table='a') == 10 * 264\n"
+		"generic = {'rows', 'bytes', 'lookups', 'connections', 'refused', 'splits',"
+		" 'catalogs', 'requests_refused', 'idle_closes', 'peer_timeouts'}\n"
+		"bad = [n for n in fams for g in generic for sc in ('', 'table_', 'link_', 'link_table_')"
+		" if n == 'engram_rdma_' + sc + g]\n"
+		"assert not bad, bad\n"
 		"h = 'engram_rdma_table_latency_seconds'\n"
 		"assert fams[h].type == 'histogram'\n"
 		"assert v(h, h + '_bucket', table='a', le='0.000002') == 2\n"
@@ -557,7 +565,7 @@ static void test_prometheus(void)
 	rc = run("stats", "--prometheus", NULL);
 	tap_ok(rc == 0 && strstr(out, "# TYPE engram_rdma_table_latency_seconds histogram\n"),
 	       "stats --prometheus: exit 0, families with TYPE lines") || (show_output(), 0);
-	tap_contains(out, "engram_rdma_table_refused_total{table=\"a\",reason=\"busy\"} 0\n",
+	tap_contains(out, "engram_rdma_table_refused_requests_total{table=\"a\",reason=\"busy\"} 0\n",
 		     "  ...refusals as one family with a reason label");
 	tap_contains(out, "engram_rdma_load_seconds_total 1.500000007\n",
 		     "  ...nanoseconds as seconds");

@@ -14,9 +14,15 @@
 
 enum prom_kind { PROM_COUNTER, PROM_GAUGE };
 
+/*
+ * @name, where set, replaces the counter's JSON key in the family's name:
+ * a key that reads well under "global" or a table's object ("rows",
+ * "connections") says nothing alone on a dashboard.
+ */
 static const struct {
 	const char *help;
 	enum prom_kind kind;
+	const char *name;
 } prom[ENGRAM_STAT_MAX + 1] = {
 	[ENGRAM_STAT_TABLES] = { "Tables present.", PROM_GAUGE },
 	[ENGRAM_STAT_PINNED_BYTES] = { "Bytes of page cache pinned by tables.", PROM_GAUGE },
@@ -26,22 +32,28 @@ static const struct {
 	[ENGRAM_STAT_LOADS_CANCELLED] = { "Table loads cancelled.", PROM_COUNTER },
 	[ENGRAM_STAT_DIGEST_MISMATCHES] = { "Loads whose file did not have the SHA-256 given.",
 					    PROM_COUNTER },
-	[ENGRAM_STAT_REQUESTS_REFUSED] = { "Netlink requests refused.", PROM_COUNTER },
-	[ENGRAM_STAT_LOOKUPS] = { "Row requests served.", PROM_COUNTER },
-	[ENGRAM_STAT_ROWS] = { "Rows served.", PROM_COUNTER },
-	[ENGRAM_STAT_BYTES] = { "Bytes of rows served.", PROM_COUNTER },
+	[ENGRAM_STAT_REQUESTS_REFUSED] = { "Netlink requests refused.", PROM_COUNTER,
+				"netlink_requests_refused" },
+	[ENGRAM_STAT_LOOKUPS] = { "Row requests served.", PROM_COUNTER,
+				"served_requests" },
+	[ENGRAM_STAT_ROWS] = { "Rows served.", PROM_COUNTER,
+				"served_rows" },
+	[ENGRAM_STAT_BYTES] = { "Bytes of rows served.", PROM_COUNTER,
+				"served_bytes" },
 	[ENGRAM_STAT_LOAD_BYTES] = { "Bytes read and hashed by loads.", PROM_COUNTER },
 	[ENGRAM_STAT_LOAD_NS] = { "Time spent loading tables.", PROM_COUNTER },
 	[ENGRAM_STAT_VERIFY_RUNS] = { "Verifies run.", PROM_COUNTER },
 	[ENGRAM_STAT_VERIFY_FAILURES] = { "Verifies that found another digest or failed.",
 					  PROM_COUNTER },
-	[ENGRAM_STAT_CONNECTIONS] = { "Server connections open.", PROM_GAUGE },
+	[ENGRAM_STAT_CONNECTIONS] = { "Server connections open.", PROM_GAUGE,
+				"server_connections" },
 	[ENGRAM_STAT_CONNECTS_ACCEPTED] = { "Server connections accepted.", PROM_COUNTER },
 	[ENGRAM_STAT_CONNECTS_REJECTED] = { "Server connections rejected (bad hello, resources).",
 					    PROM_COUNTER },
 	[ENGRAM_STAT_TRANSPORT_ERRORS] = { "Failed work completions and broken connections.",
 					   PROM_COUNTER },
-	[ENGRAM_STAT_RDMA_WRITES] = { "RDMA WRITE work requests posted for rows.", PROM_COUNTER },
+	[ENGRAM_STAT_RDMA_WRITES] = { "RDMA WRITE work requests posted for rows.", PROM_COUNTER,
+				"served_rdma_writes" },
 	[ENGRAM_STAT_FETCHES] = { "Fetches completed with rows.", PROM_COUNTER },
 	[ENGRAM_STAT_FETCH_ROWS] = { "Rows fetched.", PROM_COUNTER },
 	[ENGRAM_STAT_FETCH_BYTES] = { "Bytes of rows fetched.", PROM_COUNTER },
@@ -49,7 +61,8 @@ static const struct {
 	[ENGRAM_STAT_FETCH_TIMEOUTS] = { "Fetches that missed their deadline.", PROM_COUNTER },
 	[ENGRAM_STAT_CONNECTS_DENIED] = { "Connections from peers not on the allow-list.",
 					  PROM_COUNTER },
-	[ENGRAM_STAT_PEER_TIMEOUTS] = { "TCP peers dropped for stalling.", PROM_COUNTER },
+	[ENGRAM_STAT_PEER_TIMEOUTS] = { "TCP peers dropped for stalling.", PROM_COUNTER,
+				"tcp_peer_timeouts" },
 	[ENGRAM_STAT_FAULTS_INJECTED] = { "Faults injected by the fault_* knobs (testing).",
 					  PROM_COUNTER },
 	[ENGRAM_STAT_FALLBACKS] = { "Fetches libengram served from its local copy.",
@@ -62,20 +75,27 @@ static const struct {
 	[ENGRAM_STAT_TCP_FRAME_TIMEOUTS] = { "TCP frames not whole in time.", PROM_COUNTER },
 	[ENGRAM_STAT_TCP_IDLE_CLOSES] = { "TCP connections closed for silence.", PROM_COUNTER },
 	[ENGRAM_STAT_CONNECTS_OVER_LISTENER] = { "RDMA connections refused by rdma_max_conns.",
-						 PROM_COUNTER },
+						 PROM_COUNTER,
+				"rdma_connects_over_listener" },
 	[ENGRAM_STAT_CONNECTS_OVER_PEER] = { "RDMA connections refused by rdma_max_conns_per_peer.",
-					     PROM_COUNTER },
+					     PROM_COUNTER,
+				"rdma_connects_over_peer" },
 	[ENGRAM_STAT_CONNECTS_OVER_TOTAL] = { "RDMA connections refused by rdma_max_conns_total.",
-					      PROM_COUNTER },
-	[ENGRAM_STAT_IDLE_CLOSES] = { "RDMA connections closed for silence.", PROM_COUNTER },
+					      PROM_COUNTER,
+				"rdma_connects_over_total" },
+	[ENGRAM_STAT_IDLE_CLOSES] = { "RDMA connections closed for silence.", PROM_COUNTER,
+				"rdma_idle_closes" },
 	[ENGRAM_STAT_REMOTE_INVALIDATIONS] = { "Fetches whose RESPONSE invalidated their key.",
 					       PROM_COUNTER },
 	[ENGRAM_STAT_KEPT_REGISTRATIONS] = { "Buffer windows registered once on a connection and kept.",
 					     PROM_COUNTER },
 	[ENGRAM_STAT_FAILOVERS] = { "Fetch parts sent again to this replica after failing on another.",
-				    PROM_COUNTER },
-	[ENGRAM_STAT_SPLITS] = { "Parts of fetches split over replicas.", PROM_COUNTER },
-	[ENGRAM_STAT_CATALOGS] = { "Catalogs read from hosts.", PROM_COUNTER },
+				    PROM_COUNTER,
+				"fetch_failovers" },
+	[ENGRAM_STAT_SPLITS] = { "Parts of fetches split over replicas.", PROM_COUNTER,
+				"fetch_splits" },
+	[ENGRAM_STAT_CATALOGS] = { "Catalogs read from hosts.", PROM_COUNTER,
+				"catalogs_read" },
 	[ENGRAM_STAT_CATALOGS_REPLACED] = { "Catalogs replaced by a newer one before being read.",
 					    PROM_COUNTER },
 	[ENGRAM_STAT_SERVED_RDMA_ROWS] = { "Rows served over RDMA.", PROM_COUNTER },
@@ -168,7 +188,7 @@ static void u64_text(char *buf, size_t len, uint64_t v, int ns)
 static void print_counter(FILE *f, const char *scope, int id, const struct prom_sample *s,
 			  size_t n)
 {
-	const char *base = stat_name(id);
+	const char *base = prom[id].name ? prom[id].name : stat_name(id);
 	char name[128], value[32];
 	size_t i, bl;
 	int ns, any = 0;
@@ -204,7 +224,7 @@ static void print_refusals(FILE *f, const char *scope, const struct prom_sample 
 			any |= has(s[i].si, refusal_ids[k]);
 	if (!any)
 		return;
-	snprintf(name, sizeof(name), "engram_rdma_%srefused_total", scope);
+	snprintf(name, sizeof(name), "engram_rdma_%srefused_requests_total", scope);
 	fprintf(f, "# HELP %s Row requests refused, by the status sent.\n# TYPE %s counter\n",
 		name, name);
 	for (i = 0; i < n; i++) {
