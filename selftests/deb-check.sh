@@ -7,7 +7,9 @@
 # python3-engram-rdma at engram-rdma's version with the files each is for;
 # lintian must report no error and no warning (the tags left are listed as
 # diagnostics; debian/*.lintian-overrides explain the ones overridden).
-# t_85_packages installs the packages in a guest.
+# Then the next patch version of the same tree into build/deb/next/.
+# t_85_packages installs the packages in a guest, and upgrades them to the
+# next version's.
 #
 # Usage: deb-check.sh [OUTDIR]   (default build/deb)
 set -uo pipefail
@@ -120,5 +122,22 @@ else
 	notok "lintian: no error or warning (exit $rc)"
 fi
 [ -z "$lint" ] || diag <<<"$lint"
+
+# The next patch version of the same tree (tools/set-version.sh), binary
+# packages only, into $out/next: what t_85_packages upgrades to.
+next=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$ver")
+nsrc=$out/next/engram-rdma-$next
+mkdir -p "$nsrc"
+(cd "$root" && git ls-files -z | xargs -0 tar -cf - --) | tar -xf - -C "$nsrc" &&
+	"$root/tools/set-version.sh" --tree "$nsrc" "$next" \
+		"Test build of the next version: the upgrade that t_85_packages installs." &&
+	(cd "$nsrc" && timeout 1200 dpkg-buildpackage -us -uc -b) >"$out/next/build.log" 2>&1
+rc=$?
+check "the next version, $next, builds for the upgrade test (dpkg-buildpackage -b)" test $rc -eq 0
+[ $rc -eq 0 ] || tail -n 20 "$out/next/build.log" | diag
+for p in engram-rdma-dkms:all engramctl:$arch libengram0:$arch libengram-dev:$arch \
+	 python3-engram-rdma:all; do
+	check "  ...${p%%:*} $next" test -s "$out/next/${p%%:*}_${next}_${p#*:}.deb"
+done
 echo "1..$n"
 exit $failed

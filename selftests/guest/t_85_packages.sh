@@ -8,11 +8,14 @@
 # engram_rdma for the running kernel; modprobe loads that copy; engramctl
 # from the package loads a table and links to it, and a fetch from Python
 # through the installed python3-engram-rdma and libengram0 is exact; the
-# group engram exists; dpkg -r takes the module away again.
-# DKMS's build of the module under TCG takes about seven minutes of the
-# guest's two CPUs: a run of the whole suite skips it; make check runs it
+# group engram exists.  Then the upgrade to the next version's tool,
+# library and binding (deb-check.sh builds them into build/deb/next) under
+# a fetch loop, which must see no failure, while the running module keeps
+# its table, its generation and its link; dpkg -r and dpkg -P take
+# everything away again.
+# DKMS's builds of the module under TCG take most of the guest's two CPUs: a run of the whole suite skips it; make check runs it
 # in a guest of its own, as make check-packages does (on 6.12).
-# timeout: 1500
+# timeout: 2400
 # kernels: none
 . "$(dirname "$0")/lib.sh"
 
@@ -47,7 +50,7 @@ cleanup() {
 		rmmod engram_rdma 2>/dev/null
 		module_loaded || module_load
 	fi
-	rm -rf /tmp/debs
+	rm -rf /tmp/debs /tmp/debs-next
 	for m in $(awk -v r="$R" 'index($2, r) == 1 { print $2 }' /proc/mounts | sort -r); do
 		umount -l "$m" 2>/dev/null
 	done
@@ -147,6 +150,66 @@ out=$(in_root python3 "$S/example.py" --table pkg --file "$F" \
 rc=$?
 echo "$out" | sed 's/^/# example| /'
 check "a fetch from Python through the installed packages is exact" test $rc -eq 0
+
+# --- upgrade, while serving --------------------------------------------------------------
+# dpkg -i of the next version's tool, library and binding (deb-check.sh
+# builds them) while a loop fetches through the installed library with no
+# fallback (--required): the old packages' prerm and the new ones' postinst
+# run under it, and the library is replaced under running processes.  The
+# running module, its table and its link must not notice.  The DKMS
+# package's upgrade (a second build of the module under TCG, 550 s) is not
+# in here: make check has no room for it.
+NEXT=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$VER")
+UPKGS="engramctl libengram0 libengram-dev python3-engram-rdma"
+mkdir -p "$R/tmp/debs-next"
+for p in $UPKGS; do
+	cp "$DEBS/next/${p}_${NEXT}"_*.deb "$R/tmp/debs-next/" || bail "no $p $NEXT package"
+done
+gen0=$(ctl -j list | jget "[t for t in d if t['name'] == 'pkg'][0]['generation']")
+conn0=$(ctl -j link show "$ID" | jget "d[0]['connects']")
+errs0=$(ctl -j stats | jget "d['global']['fetch_errors'] + d['global']['fallbacks']")
+loop() {
+	local n=0 bad=0 end=$((SECONDS + 900))
+
+	while [ -e "$S/upgrading" ] && [ $SECONDS -lt $end ] && [ $n -lt 2000 ]; do
+		in_root timeout 120 python3 "$S/example.py" --table pkg --file "$F" --required \
+			--weight-offset "$WOFF" --scale-offset "$SOFF" --link "$ID" --count 1000 \
+			--seed $n >/dev/null 2>"$S/loop.err" || bad=$((bad + 1))
+		n=$((n + 1))
+	done
+	echo "$n $bad" >"$S/loop.out"
+}
+touch "$S/upgrading"
+loop &
+lpid=$!
+t0=$SECONDS
+out=$(in_root sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /tmp/debs-next/*.deb' 2>&1)
+rc=$?
+secs=$((SECONDS - t0))
+rm -f "$S/upgrading"
+wait $lpid
+read -r runs bad <"$S/loop.out" 2>/dev/null
+echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Unpacking|Building|Installing|Removing' |
+	sed 's/^/# dpkg| /'
+check "dpkg -i of the four $NEXT packages over $VER ($secs s)" test $rc -eq 0
+for p in $UPKGS; do
+	check "$p $NEXT installed" \
+		test "$(in_root dpkg-query -W -f '${Status} ${Version}' $p 2>/dev/null)" = "install ok installed $NEXT"
+done
+check "the running module is still $VER" \
+	test "$(cat /sys/module/engram_rdma/version 2>/dev/null)" = "$VER"
+check "the table is still ready, its generation unchanged" \
+	test "$(ctl -j list | jget "[t['state'] + ' ' + str(t['generation']) for t in d if t['name'] == 'pkg'][0]")" = "ready $gen0"
+check "the link never reconnected ($conn0 connects before, state up)" \
+	test "$(ctl -j link show "$ID" | jget "d[0]['state'] + ' ' + str(d[0]['connects'])")" = "up $conn0"
+diag "fetch loop during the upgrade: ${runs:-?} runs of 1,000 rows, ${bad:-?} failed"
+[ "${bad:-1}" = 0 ] || sed 's/^/# loop| /' "$S/loop.err"
+check "every fetch during the upgrade was exact and remote (${runs:-0} runs, ${bad:-?} failed)" \
+	test "${runs:-0}" -ge 1 -a "${bad:-1}" = 0
+check "no fetch error or fallback counted by the module" \
+	test "$(ctl -j stats | jget "d['global']['fetch_errors'] + d['global']['fallbacks']")" = "$errs0"
+check "engramctl $NEXT talks to the running $VER module" \
+	test "$(ctl -V | awk '{ print $2 }'):$(ctl show pkg | awk '$1 == "state" { print $2 }')" = "$NEXT:ready"
 ctl link del "$ID" >/dev/null
 ctl listen del "rdma://$IP:$PORT" >/dev/null
 ctl unload pkg >/dev/null
@@ -159,5 +222,18 @@ module_load || nok "insmod the harness's module again"
 check "dpkg -r of the DKMS package" in_root dpkg -r engram-rdma-dkms
 check "takes the module out of /lib/modules/$REL" \
 	test -z "$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null)"
+check "and its sources out of /usr/src" test ! -e "$R/usr/src/engram-rdma-$VER"
+check "dpkg -r of the other four" \
+	in_root dpkg -r python3-engram-rdma libengram-dev libengram0 engramctl
+check "leaves no program or library" \
+	test ! -e "$R/usr/sbin/engramctl" -a -z "$(ls "$R"/usr/lib/*/libengram.so* 2>/dev/null)" \
+	-a ! -e "$R/usr/lib/python3/dist-packages/engram_rdma"
+check "but the configuration (conffiles) until a purge" \
+	test -e "$R/etc/modprobe.d/engram_rdma.conf"
+check "dpkg -P of the five" in_root dpkg -P $PKGS
+check "leaves nothing under /etc but the group engram" \
+	test ! -e "$R/etc/modprobe.d/engram_rdma.conf" -a ! -e "$R/etc/engram-rdma" \
+	-a ! -e "$R/etc/modules-load.d/engram_rdma.conf"
+diag "left after the purge: group $(in_root getent group engram || echo none)"
 check "the kernel log is clean" kmsg_clean
 done_testing

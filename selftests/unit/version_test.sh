@@ -43,6 +43,28 @@ py=/usr/bin/python3
 [ -x $py ] || py=python3
 same "the Python package's __version__" \
 	"$(PYTHONPATH=$top/tools/python $py -c 'import engram_rdma; print(engram_rdma.__version__)')"
+for m in "$top"/tools/man/*.[0-9]; do
+	grep -q '^\.TH .*"engram-rdma ' "$m" || continue
+	same "${m#"$top"/}'s title" "$(sed -n 's/^\.TH .*"engram-rdma \([^"]*\)".*/\1/p' "$m")"
+done
+# tools/set-version.sh, on a copy of the tree: every place then says the
+# new version (the changelog too), and the old one nowhere.
+tmp=$(mktemp -d)
+(cd "$top" && git ls-files -z dkms.conf kmod/engram.h tools/engramctl/engramctl.h tools/libengram/libengram.h \
+	tools/python/engram_rdma/__init__.py tools/man debian/changelog tools/set-version.sh |
+	xargs -0 tar -cf - --) | tar -xf - -C "$tmp"
+nv=$(awk -F. '{ printf "%d.%d.%d", $1, $2 + 1, 0 }' <<<"$ver")
+if "$tmp/tools/set-version.sh" "$nv" "A test." >/dev/null 2>&1 &&
+   [ "$(sed -n '1s/^engram-rdma (\([^)]*\)).*/\1/p' "$tmp/debian/changelog")" = "$nv" ] &&
+   grep -q "^#define LIBENGRAM_VERSION_MINOR[[:space:]]*$(cut -d. -f2 <<<"$nv")\$" \
+	"$tmp/tools/libengram/libengram.h" &&
+   [ -z "$(grep -rlF "$ver" "$tmp/dkms.conf" "$tmp/kmod" "$tmp/tools/engramctl" "$tmp/tools/python" \
+	"$tmp/tools/man")" ]; then
+	ok "tools/set-version.sh $nv writes it in every place, and a changelog entry"
+else
+	nok "tools/set-version.sh $nv writes it in every place, and a changelog entry"
+fi
+rm -rf "$tmp"
 echo "1..$n"
 echo "# $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]
