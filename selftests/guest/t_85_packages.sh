@@ -15,7 +15,7 @@
 # everything away again.
 # DKMS's builds of the module under TCG take most of the guest's two CPUs: a run of the whole suite skips it; make check runs it
 # in a guest of its own, as make check-packages does (on 6.12).
-# timeout: 2400
+# timeout: 1500
 # kernels: none
 . "$(dirname "$0")/lib.sh"
 
@@ -89,6 +89,16 @@ for f in modules.order modules.builtin modules.builtin.modinfo; do
 done
 ln -s "$KDIR" "$R/lib/modules/$REL/build"
 in_root() { chroot "$R" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "$@"; }
+# installed VERSION PACKAGE...: a check each that dpkg has it at VERSION.
+installed() {
+	local v=$1 p
+
+	shift
+	for p in "$@"; do
+		check "$p $v installed" \
+			test "$(in_root dpkg-query -W -f '${Status} ${Version}' "$p" 2>/dev/null)" = "install ok installed $v"
+	done
+}
 t0=$SECONDS
 in_root depmod "$REL" || bail "depmod"
 diag "depmod: $((SECONDS - t0)) s"
@@ -104,10 +114,7 @@ out=$(in_root sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /tmp/debs/*.deb' 2>&
 rc=$?
 echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Building|Installing' | sed 's/^/# dpkg| /'
 check "dpkg -i of the five packages ($((SECONDS - t0)) s)" test $rc -eq 0
-for p in $PKGS; do
-	check "$p $VER installed" \
-		test "$(in_root dpkg-query -W -f '${Status} ${Version}' $p 2>/dev/null)" = "install ok installed $VER"
-done
+installed "$VER" $PKGS
 check "dkms built and installed engram-rdma/$VER for $REL" \
 	sh -c "chroot '$R' dkms status engram-rdma/$VER -k $REL | grep -q installed"
 ko=$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null | head -n1)
@@ -192,10 +199,7 @@ read -r runs bad <"$S/loop.out" 2>/dev/null
 echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Unpacking|Building|Installing|Removing' |
 	sed 's/^/# dpkg| /'
 check "dpkg -i of the four $NEXT packages over $VER ($secs s)" test $rc -eq 0
-for p in $UPKGS; do
-	check "$p $NEXT installed" \
-		test "$(in_root dpkg-query -W -f '${Status} ${Version}' $p 2>/dev/null)" = "install ok installed $NEXT"
-done
+installed "$NEXT" $UPKGS
 check "the running module is still $VER" \
 	test "$(cat /sys/module/engram_rdma/version 2>/dev/null)" = "$VER"
 check "the table is still ready, its generation unchanged" \

@@ -25,12 +25,12 @@ const char *prom_escape(char *buf, size_t len, const char *s);
 /*
  * Every counter of @n samples as families named engram_rdma_@scope<name>:
  * _total for counters, seconds for nanoseconds, gauges for what is a level
- * now (tables, pinned_bytes, connections), the refused_* counters as one
- * family refused_requests_total with a reason label, and the latency
- * histograms as @scope latency_seconds with cumulative buckets, _sum and
- * _count.  Where a counter's name says too little alone, the family has a
- * clearer one (rows: served_rows; prom.c).  Each
- * family's HELP and TYPE once, then its samples.
+ * now (tables, pinned_bytes, server_connections), the refused_* counters
+ * as one family refused_requests_total with a reason label, and the
+ * latency histograms as @scope latency_seconds with cumulative buckets,
+ * _sum and _count.  Where a counter's name says too little alone, the
+ * family has a clearer one (rows: served_rows; prom.c).  Each family's
+ * HELP and TYPE once, then its samples.
  */
 void prom_print_scope(FILE *f, const char *scope, const struct prom_sample *s, size_t n);
 
