@@ -225,7 +225,7 @@ struct engram_table_ident {
 int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
 			      struct engram_table_ident *id, struct engram_wire_table *e);
 int engram_link_admin_replicas(const struct engram_table_ident *id,
-			       struct engram_replica_cand *c, unsigned int max, bool *up);
+			       struct engram_replica_cand *c, unsigned int max, int *none);
 bool engram_link_admin_entry_name(struct engram_link *l, u64 generation, char *name);
 
 /* link.c */

@@ -155,6 +155,9 @@ struct engram_table_info {
 	u64 elapsed_ns;
 	int error;
 	char errmsg[ENGRAM_ERRMSG_MAX];
+	bool draining;
+	u32 inflight;
+	u64 drain_quiet_ns;		/* while draining: since its last request */
 	u64 stats[__ENGRAM_STAT_MAX];
 	u64 lat[ENGRAM_LAT_SLOTS];
 };
@@ -166,6 +169,7 @@ int engram_table_load(const struct engram_load_args *args,
 		      struct netlink_ext_ack *extack);
 int engram_table_unload(const char *name, struct netlink_ext_ack *extack);
 int engram_table_verify(const char *name, struct netlink_ext_ack *extack);
+int engram_table_drain(const char *name, bool drain, struct netlink_ext_ack *extack);
 int engram_table_info_by_name(const char *name, struct engram_table_info *info);
 int engram_table_info_nth(unsigned long n, struct engram_table_info *info);
 void engram_table_totals(u64 *count, u64 *pinned_bytes);
@@ -211,7 +215,7 @@ struct page *engram_table_page(const struct engram_table *t, pgoff_t idx);
 struct engram_counters *engram_table_counters(struct engram_table *t);
 void engram_table_count_add(struct engram_table *t, enum engram_stat id, u64 v);
 void engram_table_latency(struct engram_table *t, u64 ns);
-u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards);
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max, u16 version);
 void engram_table_device_added(void);
 
 /*

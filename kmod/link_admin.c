@@ -47,10 +47,14 @@ static bool engram_link_admin_entry_match(const struct engram_wire_table *e, u32
 	return true;
 }
 
-/* Can a fetch be sent for @e now?  A table being verified still serves. */
+/*
+ * Does @e's host serve it now?  A table being verified still serves, and
+ * so does one draining: only fetches that may go elsewhere avoid it.
+ */
 static bool engram_link_admin_entry_ready(const struct engram_wire_table *e)
 {
-	return e->state == ENGRAM_TABLE_READY || e->state == ENGRAM_TABLE_VERIFYING;
+	return e->state == ENGRAM_TABLE_READY || e->state == ENGRAM_TABLE_VERIFYING ||
+	       e->state == ENGRAM_TABLE_DRAINING;
 }
 
 /*
@@ -286,7 +290,9 @@ int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
  *	two names is two), its link held, with the entry's generation and
  *	rows held and the link's limits and fetches on the wire
  * @max: room in @c
- * @up: set to whether any link is up, or NULL
+ * @none: NULL, or set to why there is no candidate: -ENOTCONN when no link
+ *	is up, -EAGAIN when the only entries of the table are draining,
+ *	-ESTALE when no link that is up serves it
  *
  * Entries of other tables of the same file never count, whatever their
  * names (engram_link_admin_serves()).  Takes no lock but each link's own:
@@ -295,22 +301,20 @@ int engram_link_admin_resolve(u32 flags, const char *name, const u8 *sha256,
  * Return: how many candidates were put in @c.
  */
 int engram_link_admin_replicas(const struct engram_table_ident *id,
-			       struct engram_replica_cand *c, unsigned int max, bool *up)
+			       struct engram_replica_cand *c, unsigned int max, int *none)
 {
+	bool up = false, drained = false;
 	struct engram_link *l;
 	unsigned long irq;
 	unsigned int n = 0;
-
-	if (up)
-		*up = false;
 
 	rcu_read_lock();
 	list_for_each_entry_rcu(l, &engram_links, node) {
 		unsigned int i, same, got = 0;
 
 		spin_lock_irqsave(&l->lock, irq);
-		if (up && l->state == ENGRAM_LINK_UP && l->live)
-			*up = true;
+		if (l->state == ENGRAM_LINK_UP && l->live)
+			up = true;
 		/*
 		 * How many tables of the file the link lists matters only where
 		 * an entry may lack its tensors' places: a second pass over the
@@ -330,6 +334,11 @@ int engram_link_admin_replicas(const struct engram_table_ident *id,
 				break;
 			if (!engram_link_admin_serves(ent, same, id))
 				continue;
+			/* Where fetches may go to any host, none goes to one draining. */
+			if (ent->state == ENGRAM_TABLE_DRAINING) {
+				drained = true;
+				continue;
+			}
 			ci->link = l;
 			ci->generation = ent->generation;
 			ci->held_first = ent->held_first;
@@ -352,6 +361,8 @@ int engram_link_admin_replicas(const struct engram_table_ident *id,
 			break;
 	}
 	rcu_read_unlock();
+	if (none)
+		*none = !up ? -ENOTCONN : drained ? -EAGAIN : -ESTALE;
 	return n;
 }
 

@@ -41,6 +41,11 @@ static const struct nla_policy engram_name_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_NUL_STRING, .len = ENGRAM_NAME_MAX - 1 },
 };
 
+static const struct nla_policy engram_drain_policy[ENGRAM_A_MAX + 1] = {
+	[ENGRAM_A_TABLE_NAME]		= { .type = NLA_NUL_STRING, .len = ENGRAM_NAME_MAX - 1 },
+	[ENGRAM_A_TABLE_DRAINING]	= NLA_POLICY_MAX(NLA_U8, 1),
+};
+
 static const struct nla_policy engram_url_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_URL]			= { .type = NLA_NUL_STRING,
 					    .len = ENGRAM_URL_TEXT_MAX - 1 },
@@ -253,6 +258,21 @@ static int engram_netlink_table_verify(struct sk_buff *skb, struct genl_info *in
 		return engram_netlink_refused(ret);
 	ret = engram_netlink_reply_table(info, name, ENGRAM_CMD_TABLE_VERIFY, false, true);
 	return ret == -ENOENT ? 0 : ret;
+}
+
+/* Without a name, every table: the usual step before a host goes down. */
+static int engram_netlink_table_drain(struct sk_buff *skb, struct genl_info *info)
+{
+	const struct nlattr *name = info->attrs[ENGRAM_A_TABLE_NAME];
+	int ret = engram_netlink_admin(skb, info);
+
+	if (!ret && engram_netlink_require(info, ENGRAM_A_TABLE_DRAINING))
+		ret = -EINVAL;
+	if (!ret)
+		ret = engram_table_drain(name ? nla_data(name) : NULL,
+					 nla_get_u8(info->attrs[ENGRAM_A_TABLE_DRAINING]),
+					 info->extack);
+	return engram_netlink_refused(ret);
 }
 
 static int engram_netlink_table_get(struct sk_buff *skb, struct genl_info *info)
@@ -966,6 +986,12 @@ static const struct genl_ops engram_ops[] = {
 		.cmd = ENGRAM_CMD_TABLE_VERIFY,
 		.doit = engram_netlink_table_verify,
 		.policy = engram_name_policy,
+		.maxattr = ENGRAM_A_MAX,
+	},
+	{
+		.cmd = ENGRAM_CMD_TABLE_DRAIN,
+		.doit = engram_netlink_table_drain,
+		.policy = engram_drain_policy,
 		.maxattr = ENGRAM_A_MAX,
 	},
 	{

@@ -110,7 +110,13 @@ int engram_netlink_put_table(struct sk_buff *skb, const struct engram_table_info
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_PINNED_BYTES, ti->pinned_bytes, ENGRAM_A_PAD) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_META_BYTES, ti->meta_bytes, ENGRAM_A_PAD) ||
 	    nla_put_u64_64bit(skb, ENGRAM_A_TABLE_ELAPSED_NS, ti->elapsed_ns, ENGRAM_A_PAD) ||
-	    nla_put_u8(skb, ENGRAM_A_TABLE_VERIFY_RESULT, ti->verify_result))
+	    nla_put_u8(skb, ENGRAM_A_TABLE_VERIFY_RESULT, ti->verify_result) ||
+	    nla_put_u32(skb, ENGRAM_A_TABLE_INFLIGHT, ti->inflight))
+		return -EMSGSIZE;
+	if (ti->draining &&
+	    (nla_put_u8(skb, ENGRAM_A_TABLE_DRAINING, 1) ||
+	     nla_put_u64_64bit(skb, ENGRAM_A_TABLE_DRAIN_QUIET_NS, ti->drain_quiet_ns,
+			       ENGRAM_A_PAD)))
 		return -EMSGSIZE;
 	if (ti->have_sha256 &&
 	    nla_put(skb, ENGRAM_A_TABLE_SHA256, ENGRAM_SHA256_LEN, ti->sha256))

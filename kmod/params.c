@@ -142,7 +142,7 @@ static struct engram_uint_param engram_protocol = {
 
 module_param_cb(protocol_version, &engram_uint_param_ops, &engram_protocol, 0644);
 MODULE_PARM_DESC(protocol_version,
-		 "newest wire protocol version offered to peers (1-5, default 5)");
+		 "newest wire protocol version offered to peers (1-6, default 6)");
 
 /**
  * engram_params_heartbeat_ms() - interval between link heartbeats

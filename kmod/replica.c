@@ -1088,7 +1088,8 @@ static void engram_replica_rf_free(struct engram_fetch *f, struct engram_replica
  * Return: 0 once a part is on a wire, or the fetch has ended (the fetch
  * then ends when every part has); otherwise nothing is: -ENOTCONN when no
  * link is up, -ESTALE when links are but none serves the table (its name
- * reloaded with another table, or unloaded everywhere), -E2BIG for more
+ * reloaded with another table, or unloaded everywhere), -EAGAIN when only
+ * hosts that drain it do, -E2BIG for more
  * rows than the replicas take, -ENOMEM, or what the destination's cutting
  * found wrong.
  */
@@ -1102,12 +1103,12 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	struct engram_fetch *p, *tmp;
 	u32 k = 0, in = U32_MAX;
 	unsigned long flags;
-	int n, ret = 0, err = 0;
-	bool last, up;
+	int n, none, ret = 0, err = 0;
+	bool last;
 
-	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c), &up);
+	n = engram_link_admin_replicas(&rg->id, c, ARRAY_SIZE(c), &none);
 	if (!n)
-		return up ? -ESTALE : -ENOTCONN;	/* links, but none serves it now */
+		return none;
 	rf = xchg(&f->spare_rf, NULL);
 	if (rf) {
 		memset(rf, 0, sizeof(*rf));

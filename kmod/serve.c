@@ -117,8 +117,7 @@ int engram_serve_catalog_encode(void *buf, size_t size,
 	int len;
 
 	mutex_lock(&engram_serve_cat_mutex);
-	n = engram_table_catalog(tab, ENGRAM_MAX_TABLES,
-				 neg->version_max >= ENGRAM_WIRE_VERSION_SHARDS);
+	n = engram_table_catalog(tab, ENGRAM_MAX_TABLES, neg->version_max);
 	n = min_t(u32, n, ENGRAM_MAX_TABLES);
 	len = engram_wire_catalog_encode(buf, size, neg, ticket, tab, n);
 	if (len == -EINVAL) {

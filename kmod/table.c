@@ -27,6 +27,7 @@
 #include <linux/netlink.h>
 #include <linux/overflow.h>
 #include <linux/pagemap.h>
+#include <linux/percpu.h>
 #include <linux/random.h>
 #include <linux/rculist.h>
 #include <linux/sched.h>
@@ -447,6 +448,7 @@ static void engram_table_destroy(struct engram_table *t)
 	kvfree(t->pages);
 	kfree(t->path);
 	percpu_ref_exit(&t->holds);
+	free_percpu(t->inflight);
 	kfree(t);
 }
 
@@ -654,7 +656,9 @@ int engram_table_load(const struct engram_load_args *a, struct netlink_ext_ack *
 	if (!t)
 		return -ENOMEM;
 	init_completion(&t->holds_done);
-	if (percpu_ref_init(&t->holds, engram_table_holds_gone, 0, GFP_KERNEL)) {
+	t->inflight = alloc_percpu(long);
+	if (!t->inflight || percpu_ref_init(&t->holds, engram_table_holds_gone, 0, GFP_KERNEL)) {
+		free_percpu(t->inflight);
 		kfree(t);
 		return -ENOMEM;
 	}
@@ -721,6 +725,7 @@ err_free:
 	kvfree(t->pages);
 	kfree(t->path);
 	percpu_ref_exit(&t->holds);
+	free_percpu(t->inflight);
 	kfree(t);
 	return ret;
 }
@@ -791,6 +796,73 @@ int engram_table_verify(const char *name, struct netlink_ext_ack *extack)
 	return ret;
 }
 
+/*
+ * Requests holding @t now.  A sum taken while requests come and go on
+ * other CPUs may be off by those: a report, never a decision the kernel
+ * takes (a drain's waiter also asks for a quiet time).
+ */
+static u32 engram_table_inflight(const struct engram_table *t)
+{
+	long sum = 0;
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		sum += *per_cpu_ptr(t->inflight, cpu);
+	return clamp_t(long, sum, 0, U32_MAX);
+}
+
+static bool engram_table_drain_one(struct engram_table *t, bool drain)
+{
+	lockdep_assert_held(&engram_tables_mutex);
+	if (READ_ONCE(t->draining) == drain)
+		return false;
+	WRITE_ONCE(t->drain_last, ktime_get_ns());
+	WRITE_ONCE(t->draining, drain);
+	return true;
+}
+
+/**
+ * engram_table_drain() - drain a table, or every table, or stop draining
+ * @name: table name, or NULL for every table loaded now
+ * @drain: true to drain, false to undrain
+ * @extack: where to say why the request is refused
+ *
+ * A draining table is served as before; the catalog pushed to clients now
+ * marks it so (protocol version 6) or leaves it out (older clients), and
+ * clients send new fetches of tables opened on no link to other hosts.
+ *
+ * Return: 0, or -ENOENT when @name names no table.
+ */
+int engram_table_drain(const char *name, bool drain, struct netlink_ext_ack *extack)
+{
+	struct engram_table *t;
+	unsigned int n = 0;
+	int ret = 0;
+
+	mutex_lock(&engram_tables_mutex);
+	if (name) {
+		t = engram_table_find(name);
+		if (t)
+			n += engram_table_drain_one(t, drain);
+		else
+			ret = -ENOENT;
+	} else {
+		list_for_each_entry(t, &engram_tables, node)
+			n += engram_table_drain_one(t, drain);
+	}
+	mutex_unlock(&engram_tables_mutex);
+	if (ret) {
+		NL_SET_ERR_MSG_MOD(extack, "no table of that name");
+		return ret;
+	}
+	if (n) {
+		pr_info("%s%s: %s\n", name ?: "every table", name ? "" : " loaded",
+			drain ? "draining" : "no longer draining");
+		engram_table_changed();
+	}
+	return 0;
+}
+
 static void engram_table_snapshot(struct engram_table *t, struct engram_table_info *info)
 {
 	lockdep_assert_held(&engram_tables_mutex);
@@ -809,6 +881,13 @@ static void engram_table_snapshot(struct engram_table *t, struct engram_table_in
 	info->meta_bytes = sizeof(*t);
 	if (READ_ONCE(t->pages))
 		info->meta_bytes += (u64)t->nr_pages * sizeof(*t->pages);
+	info->inflight = engram_table_inflight(t);
+	info->draining = READ_ONCE(t->draining);
+	if (info->draining) {
+		u64 last = READ_ONCE(t->drain_last), now = ktime_get_ns();
+
+		info->drain_quiet_ns = now > last ? now - last : 0;
+	}
 	engram_stats_counters_snapshot(&t->stats, info->stats);
 	engram_stats_hist_snapshot(&t->lat, info->lat);
 
@@ -917,6 +996,9 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
 		if (state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING) {
 			if (!memcmp(t->sha, digest, ENGRAM_WIRE_DIGEST_PREFIX) &&
 			    percpu_ref_tryget_live(&t->holds)) {
+				this_cpu_inc(*t->inflight);
+				if (unlikely(READ_ONCE(t->draining)))
+					WRITE_ONCE(t->drain_last, ktime_get_ns());
 				*tp = t;
 				status = ENGRAM_WIRE_OK;
 			}
@@ -940,6 +1022,7 @@ int engram_table_serve_get(const u8 *digest, u64 generation, struct engram_table
  */
 void engram_table_serve_put(struct engram_table *t)
 {
+	this_cpu_dec(*t->inflight);
 	percpu_ref_put(&t->holds);
 }
 
@@ -1084,17 +1167,20 @@ void engram_table_latency(struct engram_table *t, u64 ns)
  * engram_table_catalog() - what a server announces to its clients
  * @out: array of @max entries
  * @max: its size
- *
- * @shards: list shards too (a version 3 connection); else whole tables only
+ * @version: the connection's protocol version
  *
  * Tables of 2^32 rows or more cannot be named by a request and are left
  * out; so are shards on a connection whose catalog cannot say which rows
- * they hold, where a peer would take them for whole tables.
+ * they hold (below version 3), where a peer would take them for whole
+ * tables, and draining tables below version 6, which cannot say so: a
+ * table left out gets no new fetch either, and the fetches in flight end.
  *
  * Return: entries filled.
  */
-u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
+u32 engram_table_catalog(struct engram_wire_table *out, u32 max, u16 version)
 {
+	bool shards = version >= ENGRAM_WIRE_VERSION_SHARDS;
+	bool drain = version >= ENGRAM_WIRE_VERSION_DRAIN;
 	struct engram_table *t;
 	u32 n = 0;
 
@@ -1105,6 +1191,8 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
 		if (!t->rows || t->rows > U32_MAX)
 			continue;
 		if (t->held_rows != t->rows && !shards)
+			continue;
+		if (READ_ONCE(t->draining) && !drain)
 			continue;
 		memset(&out[n], 0, sizeof(out[n]));
 		strscpy(out[n].name, t->name, sizeof(out[n].name));
@@ -1120,6 +1208,9 @@ u32 engram_table_catalog(struct engram_wire_table *out, u32 max, bool shards)
 			memcpy(out[n].sha256, t->sha, ENGRAM_SHA256_LEN);
 		out[n].state = t->state;
 		spin_unlock_bh(&t->lock);
+		if (READ_ONCE(t->draining) && (out[n].state == ENGRAM_TABLE_READY ||
+					       out[n].state == ENGRAM_TABLE_VERIFYING))
+			out[n].state = ENGRAM_TABLE_DRAINING;
 		n++;
 	}
 	mutex_unlock(&engram_tables_mutex);

@@ -66,6 +66,19 @@ struct engram_table {
 	 */
 	struct percpu_ref holds;
 	struct completion holds_done;
+	/*
+	 * The same requests counted per CPU for reports: a percpu_ref cannot
+	 * be read.  Summed, the counts say how many hold the table now.
+	 */
+	long __percpu *inflight;
+	/*
+	 * Drained (engramctl table drain): still served, but the catalog asks
+	 * clients to send new fetches elsewhere.  drain_last is when the drain
+	 * began or a request for the table last came; only written while
+	 * draining, so that requests share no cache line otherwise.
+	 */
+	bool draining;
+	u64 drain_last;
 	/* Per-device DMA addresses of pages[] (dma.c). */
 	struct engram_dma_owner maps;
 	/* Every page is pinned for good: the map worker may map them. */

@@ -1260,8 +1260,10 @@ bool engram_wire_name_valid(const char *name, size_t size)
 	return i > 0 && i < size;
 }
 
-static bool state_valid(u32 state)
+static bool state_valid(u32 state, u16 version)
 {
+	if (state == ENGRAM_TABLE_DRAINING)
+		return version >= ENGRAM_WIRE_VERSION_DRAIN;
 	return state >= ENGRAM_TABLE_LOADING && state <= ENGRAM_TABLE_FAILED;
 }
 
@@ -1283,11 +1285,13 @@ u32 engram_wire_entry_bytes(const struct engram_wire_params *neg)
 }
 
 /*
- * One entry's own rules; @e is the wire entry, with rows held if @held and
- * then the tensors' offsets if @tensor.
+ * One entry's own rules; @e is the wire entry of a @version catalog, with
+ * rows held from version 3 and then the tensors' offsets from version 4.
  */
-static int entry_check(const u8 *e, bool held, bool tensor, u32 i, char *err, size_t errlen)
+static int entry_check(const u8 *e, u16 version, u32 i, char *err, size_t errlen)
 {
+	bool held = version >= ENGRAM_WIRE_VERSION_SHARDS;
+	bool tensor = version >= ENGRAM_WIRE_VERSION_TENSOR;
 	const char *name = (const char *)e + ENTRY(name);
 	size_t n;
 	u64 rows = get64(e + ENTRY(rows));
@@ -1312,11 +1316,12 @@ static int entry_check(const u8 *e, bool held, bool tensor, u32 i, char *err, si
 			 name, get32(e + ENTRY(row_bytes)), ENGRAM_ROW_BYTES);
 		return -EPROTO;
 	}
-	if (!state_valid(state)) {
+	if (!state_valid(state, version)) {
 		wire_err(err, errlen, "entry %u '%s': unknown state %u", i, name, state);
 		return -EPROTO;
 	}
-	if ((state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING) &&
+	if ((state == ENGRAM_TABLE_READY || state == ENGRAM_TABLE_VERIFYING ||
+	     state == ENGRAM_TABLE_DRAINING) &&
 	    all_zero(e + ENTRY(sha256), ENGRAM_SHA256_LEN)) {
 		wire_err(err, errlen, "entry %u '%s': servable table without a digest",
 			 i, name);
@@ -1465,9 +1470,7 @@ int engram_wire_catalog_parse(const void *buf, size_t len,
 	}
 	e = b + ENGRAM_WIRE_CATALOG_BYTES;
 	for (i = 0; i < n; i++, e += eb)
-		if (entry_check(e, eb > ENGRAM_WIRE_ENTRY_BYTES,
-				eb > ENGRAM_WIRE_ENTRY_BYTES + ENGRAM_WIRE_HELD_BYTES, i, err,
-				errlen))
+		if (entry_check(e, wire_version(neg), i, err, errlen))
 			return -EPROTO;
 	if (cat_dups(b + ENGRAM_WIRE_CATALOG_BYTES, n, eb, false, err, errlen) ||
 	    cat_dups(b + ENGRAM_WIRE_CATALOG_BYTES, n, eb, true, err, errlen))

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 OR BSD-2-Clause */
 /*
- * Wire protocol codec (versions 1 to 4): encode, decode and validate every message of the
+ * Wire protocol codec (versions 1 to 6): encode, decode and validate every message of the
  * RDMA and TCP transports.  Pure logic with no kernel state and no
  * allocation, so the same file builds in userspace (ENGRAM_USERSPACE) where
  * it is unit-tested and fuzzed.  The layout is in uapi/linux/engram_rdma.h,
@@ -203,6 +203,8 @@ u8 engram_wire_frame_type(const void *buf, size_t len);
 #define ENGRAM_WIRE_VERSION_TENSOR	4
 /* The first whose REQUEST may keep its keys (ENGRAM_WIRE_REQ_KEPT_KEYS). */
 #define ENGRAM_WIRE_VERSION_KEPT	5
+/* The first whose catalog may say a table is draining (ENGRAM_TABLE_DRAINING). */
+#define ENGRAM_WIRE_VERSION_DRAIN	6
 
 void engram_wire_offer(struct engram_wire_params *p, u32 max_rows, u16 max_inflight,
 		       u16 version_max);

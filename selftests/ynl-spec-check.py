@@ -121,9 +121,10 @@ def policies(src, defs):
             if body.startswith("NLA_POLICY_EXACT_LEN"):
                 n = re.search(r"\((\w+)\)", body).group(1)
                 pol[attr] = ("binary", {"exact-len": c_eval(n, defs)})
-            elif body.startswith("NLA_POLICY_MIN"):
+            elif body.startswith(("NLA_POLICY_MIN", "NLA_POLICY_MAX")):
                 t, n = re.search(r"\(NLA_(\w+), (\w+)\)", body).groups()
-                pol[attr] = (t.lower(), {"min": c_eval(n, defs)})
+                bound = "min" if body.startswith("NLA_POLICY_MIN") else "max"
+                pol[attr] = (t.lower(), {bound: c_eval(n, defs)})
             else:
                 t = re.search(r"\.type = NLA_(\w+)", body).group(1)
                 ln = re.search(r"\.len = ([^,}]+)", body)

@@ -5,9 +5,12 @@
 # shards (host1 rows 0-59999, host2 60000-119999) and gp in two shards with
 # a gap between them (host1 0-49999, host2 70000-119999).
 #   replicas_host.sh 1: serve the tables; once the Spark's fetches of rep
-#	flow here, unload the module under them, load it and the table again,
-#	and once they flow here again, print the kill marker and die without
-#	a word (sysrq b), in the middle of the Spark's fetch loop.
+#	flow here, drain every table, wait until none is in flight, unload
+#	rep and load it again (planned maintenance: the Spark's loop must not
+#	notice); once fetches flow here again, unload the module under them
+#	(unplanned: they fail over), load it and the table again, and once
+#	they flow here again, print the kill marker and die without a word
+#	(sysrq b), in the middle of the Spark's fetch loop.
 #   replicas_host.sh 2: serve the tables; once the Spark has dropped its
 #	first connection here (its link deleted), speak only protocol
 #	version 1 from then on, as an older host would; serve until the Spark
@@ -51,6 +54,26 @@ check "the Spark fetches rep from this host" bounded 900 resumed 840 rep
 
 if [ "$H" = 1 ]; then
 	sleep 3		# the Spark's loop runs on both hosts
+	# Planned: drain, then unload the table with nothing in flight.
+	t0=$SECONDS
+	out=$("$ENGRAMCTL" table drain --all --wait=120 2>&1)
+	rc=$?
+	echo "$out" | sed 's/^/# drain: /'
+	check "table drain --all --wait=120: every table drained ($((SECONDS - t0)) s)" test $rc -eq 0
+	check "rep reports draining, none in flight" \
+		test "$(table_field rep draining) $(table_field rep inflight)" = "True 0"
+	l0=$(lookups rep)
+	sleep 2
+	check "no request for rep came in 2 s of draining ($(($(lookups rep) - l0)))" \
+		test "$(lookups rep)" -eq "$l0"
+	check "the drained table unloads" "$ENGRAMCTL" table unload rep
+	check "it loads again, not draining" load_table
+	check "the Spark fetches from this host again" bounded 150 resumed 120 rep
+	"$ENGRAMCTL" table undrain --all >/dev/null
+	check "undrain --all: no table drains" \
+		test "$(table_field sh draining) $(table_field w draining)" = "False False"
+	sleep 3
+	# Unplanned: the module goes under the Spark's fetches.
 	check "rmmod under the Spark's fetches" bounded 60 module_unload
 	sleep 3
 	check "modprobe again" bounded 60 module_load "listen=rdma://$IP:18515"

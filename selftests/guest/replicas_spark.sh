@@ -8,10 +8,11 @@
 # speaks only version 1 once its link is deleted (an older host: no shard
 # in its catalog, whole tables exact), and this node at version 1 links to
 # host1 (an older GPU node: host1 lists no shard to it, whole tables
-# exact), then at version 5 again.  The table rep is opened on no
+# exact), then at version 6 again.  The table rep is opened on no
 # link.  Fetches are exact and both hosts answer them; then a fetch loop
-# runs, with the same file as libengram's local copy, while host1's module
-# is unloaded and loaded again and host1 is killed outright: every fetch
+# runs, with the same file as libengram's local copy, while host1 drains
+# and unloads rep and loads it again (no fetch may even fail over), then
+# its module is unloaded and loaded again and host1 is killed outright: every fetch
 # must be exact and answered by a host (none falls back to the local copy
 # while host2 is up, none fails), and nothing may land in the buffer after
 # a fetch returned.  The loop's latencies say what the failovers cost.
@@ -35,6 +36,10 @@ R2=rdma://192.0.3.3:18515@192.0.3.4
 P=/sys/module/engram_rdma/parameters
 # Where the run's time goes, for the budget of make check.
 stamp() { diag "at ${SECONDS} s: $*"; }
+# entry LINK NAME KEY: KEY of table NAME in link LINK's catalog, "" if absent.
+entry() {
+	"$ENGRAMCTL" -j link tables | jget "' '.join(str(e['$3']) for t in d for e in t['links'] if e['link'] == $1 and e['name'] == '$2')"
+}
 # held LINK NAME: "FIRST ROWS" of table NAME in link LINK's catalog, "" if absent.
 held() {
 	"$ENGRAMCTL" -j link tables | jget "' '.join(str(e[k]) for t in d for e in t['links'] if e['link'] == $1 and e['name'] == '$2' for k in ('held_first', 'held_rows'))"
@@ -138,9 +143,9 @@ L1=${L1:-1}
 check "host1 lists no shard to an older GPU node" test -z "$(held "$L1" sh)$(held "$L1" gp)"
 check "a whole table from the newer host: exact" \
 	runs "${FW[@]}" --link "$L1" --count 4096 --batch 288,1024 --timeout-ms 10000 --seed 13
-echo 5 >$P/protocol_version
-L1=$(relink "$L1" "$R1" 5)
-check "link to host1 at version 5 again ($L1)" test -n "$L1"
+echo 6 >$P/protocol_version
+L1=$(relink "$L1" "$R1" 6)
+check "link to host1 at version 6 again ($L1)" test -n "$L1"
 L1=${L1:-1}
 listed() { test -n "$(held "$L1" sh)"; }
 check "host1's shards are listed again" wait_for 30 listed
@@ -149,7 +154,7 @@ stamp "100,000 rows"
 f1=$(link_stat "$L1" fetches) f2=$(link_stat "$L2" fetches)
 check "100,000 rows on no link, two processes: exact" \
 	run --count 100000 --batch 288,49152 --procs 2 --timeout-ms 20000 --seed 1
-check "both hosts answered, at versions 3 and 1 ($(($(link_stat "$L1" fetches) - f1)) and $(($(link_stat "$L2" fetches) - f2)) fetches)" \
+check "both hosts answered, at versions 6 and 1 ($(($(link_stat "$L1" fetches) - f1)) and $(($(link_stat "$L2" fetches) - f2)) fetches)" \
 	test "$(link_stat "$L1" fetches)" -gt "$f1" -a "$(link_stat "$L2" fetches)" -gt "$f2"
 
 # The loop: host1 goes away twice under it.
@@ -163,6 +168,17 @@ fo0=$(stat_global failovers)
 	>"$TMPD/loop" 2>&1 &
 loop=$!
 stamp "the loop started"
+# Planned maintenance on host1: it drains, waits, unloads rep, loads it again.
+draining() { test "$(entry "$L1" rep state)" = draining; }
+reloaded() { test "$(entry "$L1" rep state)" = ready -a "$(entry "$L1" rep generation)" != "$1"; }
+check "host1 drains rep: its catalog says so" wait_for 900 draining
+g1=$(entry "$L1" rep generation)
+fo1=$(stat_global failovers) to1=$(link_stat "$L1" fetch_timeouts)
+stamp "host1 drains"
+check "host1 unloads rep and loads it again" wait_for 300 reloaded "$g1"
+stamp "host1 serves rep again"
+check "the drained unload cost no failover ($(($(stat_global failovers) - fo1))) and no timeout on host1's link ($(($(link_stat "$L1" fetch_timeouts) - to1)))" \
+	test "$(stat_global failovers) $(link_stat "$L1" fetch_timeouts)" = "$fo1 $to1"
 check "host1's module unloaded: its link goes down" wait_for 900 down "$L1"
 check "host1 serves again: its link comes back" wait_for 300 up "$L1"
 check "host1 killed: its link goes down" wait_for 600 down "$L1"

@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 # Wire protocol versions and the RESPONSE that invalidates (one guest, rxe
 # loopback, host and client at once):
-# - protocol_version takes 1 to 5 only, with a log line for anything else;
-# - by default a link negotiates version 5 (kept keys; tensor offsets:
+# - protocol_version takes 1 to 6 only, with a log line for anything else;
+# - by default a link negotiates version 6 (drain; kept keys since 5; tensor offsets:
 #   t_74_identity; shards since 3: t_73_shards), which
 #   keeps what version 2 brought: the server sends each RESPONSE
 #   as a SEND with invalidate of the first range's key, and the client
@@ -13,7 +13,11 @@
 #   stays armed through one, fires on a fetch of two); rows exact; a buffer
 #   whose keys are kept posts no LOCAL_INV even for two ranges, and is
 #   invalidated by no RESPONSE;
-# - with protocol_version=4 such a buffer is registered per fetch again;
+# - a drained table is listed as draining, still fetched on the named link,
+#   and an open on no link finds no host to send to (EAGAIN); undrained,
+#   it is ready again;
+# - with protocol_version=4 such a buffer is registered per fetch again,
+#   and a draining table is left out of the catalog;
 # - with protocol_version=1 on both sides the link negotiates 1, nothing is
 #   invalidated remotely, rows are exact, and a fetch of one range posts a
 #   LOCAL_INV again: version 1 is what an older peer speaks (test_wire.c
@@ -32,13 +36,13 @@ make_table "$F" $ROWS --seed 61 || bail "mktable"
 module_unload || bail "rmmod"
 
 dmesg_mark
-check "protocol_version=6 is refused at load" sh -c "! insmod $MODULE protocol_version=6 2>/dev/null"
-check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=6: want 1-5'"
+check "protocol_version=7 is refused at load" sh -c "! insmod $MODULE protocol_version=7 2>/dev/null"
+check "and says why" sh -c "dmesg | tail -n 20 | grep -q 'protocol_version=7: want 1-6'"
 module_load "listen=rdma://$IP:18515" || bail "insmod with listen="
-check "protocol_version is 5 by default" test "$(cat $P/protocol_version)" = 5
+check "protocol_version is 6 by default" test "$(cat $P/protocol_version)" = 6
 check "protocol_version refuses 0 at run time" sh -c "! echo 0 2>/dev/null > $P/protocol_version"
-check "and 6" sh -c "! echo 6 2>/dev/null > $P/protocol_version"
-check "and is still 5" test "$(cat $P/protocol_version)" = 5
+check "and 7" sh -c "! echo 7 2>/dev/null > $P/protocol_version"
+check "and is still 6" test "$(cat $P/protocol_version)" = 6
 "$ENGRAMCTL" load "$F" --tensor $PREFIX --name proto >/dev/null 2>&1
 check "the table loads" test "$(table_state proto)" = ready
 WOFF=$(table_field proto weight_offset)
@@ -50,13 +54,13 @@ run() { local out rc; out=$("${FC[@]}" "$@" 2>&1); rc=$?; echo "$out" | sed 's/^
 run_kept() { local out rc; out=$(ENGRAM_RDMA_KEEP_KEYS=1 "${FC[@]}" "$@" 2>&1); rc=$?
 	echo "$out" | sed 's/^/# /'; return $rc; }
 
-# --- version 5: a RESPONSE invalidates, as from version 2 on -------------------
+# --- version 6: a RESPONSE invalidates, as from version 2 on -------------------
 ID=$("$ENGRAMCTL" link add "rdma://$IP:18515@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
 check "the link comes up" wait_fetchable 30 --link "$ID" --timeout-ms 10000
-check "it negotiated version 5" test "$(link_field "$ID" protocol)" = 5
-check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 5'"
-check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +5$'"
+check "it negotiated version 6" test "$(link_field "$ID" protocol)" = 6
+check "link list shows it" sh -c "'$ENGRAMCTL' link list | grep -q '^link $ID: .* protocol 6'"
+check "and link show" sh -c "'$ENGRAMCTL' link show $ID | grep -Eq '^ +protocol +6$'"
 ri0=$(link_stat "$ID" remote_invalidations) f0=$(link_stat "$ID" fetches)
 check "200 fetches of one range (1 and 288 rows) are exact" \
 	run --link "$ID" --count 28900 --batch 1,288 --seed 1
@@ -97,6 +101,27 @@ check "no RESPONSE invalidated a key, windows were kept ($(($(link_stat "$ID" ke
 	test "$(link_stat "$ID" remote_invalidations)" -eq "$ri3" -a \
 	"$(link_stat "$ID" kept_registrations)" -gt "$k3"
 
+# --- drain: the catalog says so, and only a named link still sends ------------
+# cat_state: proto's state in the link's catalog, "" when it lists none.
+cat_state() {
+	"$ENGRAMCTL" -j link tables |
+		jget "' '.join(e['state'] for t in d for e in t['links'] if e['link'] == $ID and e['name'] == 'proto')"
+}
+cat_is() { test "$(cat_state)" = "$1"; }
+# then_cat STATE COMMAND...: COMMAND, then the catalog shows STATE.
+then_cat() { local st=$1; shift; "$@" && wait_for 10 cat_is "$st"; }
+check "table drain proto" "$ENGRAMCTL" table drain proto
+check "the link's catalog lists it as draining" wait_for 10 cat_is draining
+check "table drain of no such table: refused" sh -c "! '$ENGRAMCTL' table drain nosuch 2>/dev/null"
+check "a fetch on the named link: exact" run --link "$ID" --count 2880 --batch 288 --seed 8
+check "an open on no link: no host to send to (EAGAIN)" \
+	run --count 288 --batch 288 --expect-errno EAGAIN
+check "the host saw none in flight, draining" \
+	test "$(table_field proto inflight) $(table_field proto draining)" = "0 True"
+check "table undrain proto: ready again in the catalog" \
+	then_cat ready "$ENGRAMCTL" table undrain proto
+check "... and an open on no link fetches exact" run --count 2880 --batch 288 --seed 9
+
 # --- version 4: kept keys are not spoken, each fetch registers its own -------
 "$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
 echo 4 > $P/protocol_version
@@ -110,6 +135,9 @@ check "a buffer registered to keep its keys: fetches exact" \
 check "each registered per fetch, invalidated by its RESPONSE, none kept" \
 	test $(($(link_stat "$ID" remote_invalidations) - ri4)) -eq \
 	$(($(link_stat "$ID" fetches) - f4)) -a "$(link_stat "$ID" kept_registrations)" = 0
+check "drained, the table is left out of a version 4 catalog" \
+	then_cat "" "$ENGRAMCTL" table drain --all
+check "undrained, it is listed again" then_cat ready "$ENGRAMCTL" table undrain --all
 
 # --- version 1 on both sides -------------------------------------------------
 "$ENGRAMCTL" link del "$ID" >/dev/null 2>&1
@@ -129,7 +157,7 @@ check "in version 1 a fetch of one range posts a LOCAL_INV: the failing post fai
 check "and used the knob" test "$(cat $P/fault_client_inv_fail)" = 0
 check "the link comes back" wait_fetchable 30 --link "$ID" --timeout-ms 10000
 check "still at version 1" test "$(link_field "$ID" protocol)" = 1
-echo 5 > $P/protocol_version
+echo 6 > $P/protocol_version
 
 check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload proto && rmmod engram_rdma"
 check "the module loads again" module_load

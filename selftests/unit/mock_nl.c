@@ -176,6 +176,12 @@ static int reply_table(const struct mock_table *t, enl_reply_cb cb, void *arg)
 	nla_put_u64(r, ENGRAM_A_TABLE_META_BYTES, 4096);
 	nla_put_u64(r, ENGRAM_A_TABLE_ELAPSED_NS, 2000000000ULL);
 	nla_put_u8(r, ENGRAM_A_TABLE_VERIFY_RESULT, t->verify);
+	if (!mock.no_drain)
+		nla_put_u32(r, ENGRAM_A_TABLE_INFLIGHT, t->inflight);
+	if (t->draining) {
+		nla_put_u8(r, ENGRAM_A_TABLE_DRAINING, 1);
+		nla_put_u64(r, ENGRAM_A_TABLE_DRAIN_QUIET_NS, t->quiet_ns);
+	}
 	if (t->state == ENGRAM_TABLE_FAILED) {
 		nla_put_u32(r, ENGRAM_A_TABLE_ERROR, t->error);
 		nla_put_string(r, ENGRAM_A_TABLE_ERROR_MSG, t->error_msg);
@@ -288,7 +294,8 @@ static int reply_catalog(const struct mock_link *k, const struct mock_table *t,
 		nla_put_u64(r, ENGRAM_A_TABLE_SCALE_OFFSET, t->soff);
 	}
 	nla_put_u64(r, ENGRAM_A_TABLE_GENERATION, t->gen + k->id);
-	nla_put_u8(r, ENGRAM_A_TABLE_STATE, t->state);
+	/* As a host of protocol version 6 lists a table it drains. */
+	nla_put_u8(r, ENGRAM_A_TABLE_STATE, t->draining ? ENGRAM_TABLE_DRAINING : t->state);
 	ret = cb ? cb(r, arg) : 0;
 	nlmsg_free(r);
 	return ret;
@@ -512,6 +519,55 @@ static void advance(struct mock_table *t)
 	}
 }
 
+/* One TABLE_GET's worth of a drain: a request ends, or quiet time passes. */
+static void advance_drain(struct mock_table *t)
+{
+	if (!t->draining)
+		return;
+	if (t->inflight)
+		t->inflight--;
+	else
+		t->quiet_ns += mock.drain_step_ns;
+}
+
+/* TABLE_DRAIN as the kernel does it: one table, or every table not failed. */
+static int do_drain(struct enl *nl, struct nlattr **tb, struct mock_table *t)
+{
+	int on;
+	size_t i;
+
+	if (mock.no_drain)
+		return -EOPNOTSUPP;
+	if (mock.eperm) {
+		snprintf(nl->extack, sizeof(nl->extack),
+			 "engram_rdma: draining tables needs CAP_NET_ADMIN");
+		return -EPERM;
+	}
+	if (!tb[ENGRAM_A_TABLE_DRAINING]) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: missing TABLE_DRAINING");
+		nl->miss_attr = ENGRAM_A_TABLE_DRAINING;
+		return -EINVAL;
+	}
+	on = nla_get_u8(tb[ENGRAM_A_TABLE_DRAINING]);
+	mock.drain_named = !!tb[ENGRAM_A_TABLE_NAME];
+	if (tb[ENGRAM_A_TABLE_NAME] && !t) {
+		snprintf(nl->extack, sizeof(nl->extack), "engram_rdma: no table named '%s'",
+			 nla_get_string(tb[ENGRAM_A_TABLE_NAME]));
+		nl->bad_attr = ENGRAM_A_TABLE_NAME;
+		return -ENOENT;
+	}
+	for (i = 0; i < ARRAY_LEN(mock.t); i++) {
+		struct mock_table *u = &mock.t[i];
+
+		if (!u->used || (t && u != t) || (!t && u->state == ENGRAM_TABLE_FAILED))
+			continue;
+		if (on && !u->draining)
+			u->quiet_ns = 0;
+		u->draining = on;
+	}
+	return 0;
+}
+
 static int do_load(struct enl *nl, struct nlattr **tb, enl_reply_cb cb, void *arg)
 {
 	struct mock_table *t;
@@ -605,14 +661,25 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 			mock_log("DUMP");
 			if (mock.interrupt_at_dump)
 				raise(SIGINT);
-			for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++)
-				if (mock.t[i].used)
-					ret = reply_table(&mock.t[i], cb, arg);
+			for (i = 0; !ret && i < sizeof(mock.t) / sizeof(mock.t[0]); i++) {
+				if (!mock.t[i].used)
+					continue;
+				advance_drain(&mock.t[i]);
+				ret = reply_table(&mock.t[i], cb, arg);
+			}
 			break;
 		}
 		mock_log("GET");
 		if (++mock.gets == mock.interrupt_at_get)
 			raise(SIGINT);
+		for (i = 0; mock.gets == mock.undrain_at_get && i < ARRAY_LEN(mock.t); i++)
+			mock.t[i].draining = 0;
+		if (t && mock.gets == mock.unload_at_get) {
+			t->used = 0;
+			t = NULL;
+		}
+		if (t)
+			advance_drain(t);
 		if (!t) {
 			snprintf(nl->extack, sizeof(nl->extack), "no table named '%s'",
 				 tb[ENGRAM_A_TABLE_NAME] ? nla_get_string(tb[ENGRAM_A_TABLE_NAME])
@@ -622,6 +689,11 @@ int enl_request(struct enl *nl, struct nl_msg *msg, enl_reply_cb cb, void *arg)
 		}
 		advance(t);
 		ret = reply_table(t, cb, arg);
+		break;
+	case ENGRAM_CMD_TABLE_DRAIN:
+		mock_log(tb[ENGRAM_A_TABLE_DRAINING] && !nla_get_u8(tb[ENGRAM_A_TABLE_DRAINING]) ?
+			 "UNDRAIN" : "DRAIN");
+		ret = do_drain(nl, tb, t);
 		break;
 	case ENGRAM_CMD_STATS_GET:
 		mock_log(dump ? "STATSDUMP" : "STATS");

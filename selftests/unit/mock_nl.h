@@ -20,6 +20,10 @@ struct mock_table {
 	uint64_t held_first, held_rows;	/* held_rows 0: the module does not say */
 	uint32_t error;
 	char error_msg[128];
+	/* table drain: each TABLE_GET ends one request, or adds drain_step_ns of quiet */
+	int draining;
+	uint32_t inflight;
+	uint64_t quiet_ns;
 };
 
 struct mock_listen {
@@ -51,11 +55,16 @@ struct mock {
 	int interrupt_at_get;	/* raise SIGINT during the Nth TABLE_GET (1-based) */
 	int interrupt_at_dump;	/* raise SIGINT during a TABLE_GET dump */
 	uint8_t verify_outcome;	/* ENGRAM_VERIFY_* a verify ends with */
+	int no_drain;		/* a module before TABLE_DRAIN: EOPNOTSUPP, no INFLIGHT */
+	uint64_t drain_step_ns;	/* quiet a draining table gains per TABLE_GET */
+	int undrain_at_get;	/* undrain every table during the Nth TABLE_GET */
+	int unload_at_get;	/* unload the table named during the Nth TABLE_GET */
 	/* what the "kernel" saw */
 	char log[512];		/* "LOAD GET GET UNLOAD " */
 	int gets;
 	int fd_ok;		/* TABLE_FD was open on a regular file of the right size */
 	uint64_t rows, woff, soff;
+	int drain_named;	/* the last TABLE_DRAIN named a table */
 	uint32_t wbytes, sbytes;
 	int has_sha;
 	char path[ENGRAM_PATH_MAX];

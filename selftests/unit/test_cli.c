@@ -370,9 +370,10 @@ static void test_list_show(void)
 	rc = run("list", NULL);
 	tap_ok(rc == 0 && !strcmp(mock.log, "DUMP "), "list: one dump");
 	tap_ok(strstr(out, "alpha: state loading 0.0% gen 2 rows 10 row_bytes 264 pinned 0 B "
-			   "path /models/alpha.safetensors\nzeta: state ready gen 1 rows 10 "
-			   "row_bytes 264 pinned 6.6 KiB verify ok sha256 5a5a") == out,
-	       "list: sorted lines with state, gen, rows, row bytes, pinned, verify, sha256") ||
+			   "inflight 0 path /models/alpha.safetensors\nzeta: state ready gen 1 "
+			   "rows 10 row_bytes 264 pinned 6.6 KiB inflight 0 verify ok sha256 5a5a") ==
+	       out, "list: sorted lines with state, gen, rows, row bytes, pinned, inflight, "
+	       "verify, sha256") ||
 		(show_output(), 0);
 	rc = run("-j", "table", "list", NULL);
 	j = json_loads(out, 0, NULL);
@@ -419,6 +420,305 @@ static void test_verify_unload(void)
 	tap_ok(rc == 1 && strstr(err, "unload t: No such file or directory"), "unload unknown: 1");
 	rc = run("unload", NULL);
 	tap_ok(rc == 2, "unload without NAME: usage error");
+}
+
+/* Usage errors of drain and undrain: each exit 2, with nothing sent. */
+static void test_drain_usage(void)
+{
+	static const struct {
+		const char *args[6];
+		const char *says;
+	} bad[] = {
+		{ { "table", "drain" }, "table drain: NAME or --all missing" },
+		{ { "table", "drain", "a", "--all" }, "NAME or --all, not both" },
+		{ { "table", "drain", "a", "b" }, "one NAME only" },
+		{ { "table", "drain", "--all", "--wait", "30" },
+		  "NAME or --all, not both (a --wait value is written --wait=SECONDS)" },
+		{ { "table", "drain", "a", "--wait", "30" },
+		  "one NAME only (a --wait value is written --wait=SECONDS)" },
+		{ { "table", "drain", "a", "--quiet", "500" }, "--quiet is for --wait" },
+		{ { "table", "drain", "a", "--wait=x" },
+		  "--wait=x: not a number of seconds from 0 to 86400" },
+		{ { "table", "drain", "a", "--wait=-1" }, "--wait=-1: not a number of seconds" },
+		{ { "table", "drain", "a", "--wait=86401" }, "--wait=86401: not a number" },
+		{ { "table", "drain", "a", "--wait", "--quiet", "3600001" },
+		  "--quiet 3600001: not a number of milliseconds from 0 to 3600000" },
+		{ { "table", "drain", "a", "--wait", "--quiet" }, "option '--quiet' needs an argument" },
+		{ { "table", "drain", "no/slash" }, "table name 'no/slash' is not valid" },
+		{ { "table", "undrain" }, "table undrain: NAME or --all missing" },
+		{ { "table", "undrain", "a", "--all" }, "NAME or --all, not both" },
+		{ { "table", "undrain", "a", "--wait" }, "table undrain: unknown option '--wait'" },
+	};
+	size_t i;
+	int rc;
+
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		const char *const *a = bad[i].args;
+
+		mock_reset();
+		rc = run(a[0], a[1], a[2], a[3], a[4], a[5], NULL);
+		tap_ok(rc == 2 && strstr(err, bad[i].says) && !mock.log[0],
+		       "drain usage %zu: exit 2, '%s', nothing sent", i, bad[i].says) ||
+			(show_output(), 0);
+	}
+	rc = run("table", "drain", "--help", NULL);
+	tap_ok(rc == 0 && strstr(out, "table drain NAME | --all [--wait[=SECONDS]] [--quiet MS]") &&
+	       strstr(out, "table undrain NAME | --all"), "table drain --help");
+	rc = run("table", "help", NULL);
+	tap_ok(rc == 0 && strstr(out, "table drain NAME | --all") && strstr(out, "undrain  "),
+	       "table help names drain and undrain");
+}
+
+/* A table with @inflight requests of clients in flight. */
+static struct mock_table *busy_table(const char *name, uint32_t inflight)
+{
+	struct mock_table *t = mock_add(name, ENGRAM_TABLE_READY, 10);
+
+	t->inflight = inflight;
+	return t;
+}
+
+static void test_drain(void)
+{
+	struct mock_table *a, *b;
+	json_t *j, *o;
+	int rc;
+
+	/* drain NAME: the one table, said once. */
+	mock_reset();
+	a = busy_table("a", 0);
+	b = busy_table("b", 0);
+	rc = run("table", "drain", "a", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "DRAIN GET ") && mock.drain_named && a->draining &&
+	       !b->draining && !strcmp(out, "a: draining\n") && !err[0],
+	       "drain NAME: TABLE_DRAIN of that table, 'a: draining'") || (show_output(), 0);
+	rc = run("-j", "table", "drain", "a", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && json_object_size(j) == 1 &&
+	       json_array_size(json_object_get(j, "draining")) == 1 &&
+	       !strcmp(json_string_value(json_array_get(json_object_get(j, "draining"), 0)), "a"),
+	       "drain -j without --wait: {\"draining\": [NAME]}") || (show_output(), 0);
+	json_decref(j);
+
+	/* list, show: the marker, the count, the quiet time. */
+	a->quiet_ns = 1200000000;
+	a->inflight = 3;
+	rc = run("list", NULL);
+	tap_ok(rc == 0 && strstr(out, "a: state ready draining (quiet 1.2 s) gen 1 rows 10 ") &&
+	       strstr(out, " inflight 2 ") && strstr(out, "\nb: state ready gen 2 rows 10 ") &&
+	       strstr(out, " inflight 0 "),
+	       "list: 'draining (quiet ...)' after the state, inflight after pinned") ||
+		(show_output(), 0);
+	rc = run("-j", "list", NULL);
+	j = json_loads(out, 0, NULL);
+	o = json_array_get(j, 0);
+	tap_ok(rc == 0 && json_is_true(json_object_get(o, "draining")) &&
+	       json_integer_value(json_object_get(o, "inflight")) == 1 &&
+	       json_integer_value(json_object_get(o, "drain_quiet_ms")) == 1200 &&
+	       !strcmp(json_string_value(json_object_get(o, "state")), "ready") &&
+	       json_is_false(json_object_get(json_array_get(j, 1), "draining")) &&
+	       json_integer_value(json_object_get(json_array_get(j, 1), "inflight")) == 0 &&
+	       !json_object_get(json_array_get(j, 1), "drain_quiet_ms"),
+	       "list -j: draining (bool), inflight, drain_quiet_ms only while draining") ||
+		(show_output(), 0);
+	json_decref(j);
+	rc = run("show", "a", NULL);
+	tap_ok(rc == 0 && strstr(out, "  state           ready\n"
+				     "  draining        yes, quiet 1.2 s\n"
+				     "  inflight        0\n"),
+	       "show NAME: draining and inflight lines") || (show_output(), 0);
+	rc = run("show", "b", NULL);
+	tap_ok(rc == 0 && !strstr(out, "draining") && strstr(out, "  inflight        0\n"),
+	       "show NAME of a table not draining: no draining line");
+
+	/* drain --all --wait: every table, followed by dumps until quiet. */
+	mock_reset();
+	a = busy_table("a", 2);
+	b = busy_table("b", 1);
+	mock_add("f", ENGRAM_TABLE_FAILED, 10);
+	mock.drain_step_ns = 400000000;
+	rc = run("-j", "table", "drain", "--all", "--wait", "--no-progress", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && !mock.drain_named && a->draining && b->draining &&
+	       !strcmp(mock.log, "DRAIN DUMP DUMP DUMP DUMP DUMP ") && !err[0],
+	       "drain --all --wait: one TABLE_DRAIN without a name, dumps until each is quiet") ||
+		(show_output(), 0);
+	tap_ok(j && json_object_size(j) == 4 &&
+	       json_array_size(json_object_get(j, "draining")) == 2 &&
+	       !strcmp(json_string_value(json_array_get(json_object_get(j, "draining"), 1)), "b") &&
+	       json_is_true(json_object_get(j, "drained")) &&
+	       json_integer_value(json_object_get(j, "waited_ms")) >= 300 &&
+	       json_array_size(json_object_get(j, "busy")) == 0,
+	       "drain --wait -j: {draining: [a, b], drained: true, waited_ms, busy: []}, "
+	       "the failed table left out") || (show_output(), 0);
+	json_decref(j);
+
+	/* NAME --wait --quiet: TABLE_GET of that table only; text; progress on stderr. */
+	mock_reset();
+	a = busy_table("a", 2);
+	busy_table("b", 5);
+	mock.drain_step_ns = 300000000;
+	rc = run("table", "drain", "a", "--wait", "--quiet", "500", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "DRAIN GET GET GET GET ") &&
+	       !strcmp(out, "a: drained\n"),
+	       "drain NAME --wait --quiet 500: GET until quiet 0.6 s, 'a: drained'") ||
+		(show_output(), 0);
+	tap_ok(!strcmp(err, "draining: 1 of 1 busy: a (1 in flight); waited 0.0 s of 300 s\n"),
+	       "drain --wait: a progress line on stderr, not more than one every 5 s off a "
+	       "terminal") || (show_output(), 0);
+	rc = run("table", "drain", "a", "--wait=0", "--quiet", "500", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "a: drained\n") && !err[0],
+	       "drain again of a quiet table, --wait=0: drained at once") || (show_output(), 0);
+
+	/* The time runs out. */
+	mock_reset();
+	busy_table("a", 1000);
+	b = busy_table("b", 0);
+	mock.drain_step_ns = 2000000000;
+	rc = run("table", "drain", "--all", "--wait=0", NULL);
+	tap_ok(rc == 1 && !strcmp(out, "a: busy (999 in flight)\nb: drained\n") &&
+	       strstr(err, "engramctl: drain: timed out after 0 s: a (999 in flight); still "
+		      "draining (table undrain serves them as before)\n"),
+	       "drain --wait=0 of a busy table: exit 1, per table lines, the busy one named") ||
+		(show_output(), 0);
+	mock.drain_step_ns = 100000000;
+	b->quiet_ns = 0;
+	rc = run("-j", "table", "drain", "--all", "--wait=1", "--quiet", "3000", NULL);
+	j = json_loads(out, 0, NULL);
+	o = json_array_get(json_object_get(j, "busy"), 1);
+	tap_ok(rc == 1 && json_is_false(json_object_get(j, "drained")) &&
+	       json_integer_value(json_object_get(j, "waited_ms")) >= 1000 &&
+	       json_integer_value(json_object_get(j, "waited_ms")) < 3000 &&
+	       json_array_size(json_object_get(j, "busy")) == 2 &&
+	       !strcmp(json_string_value(json_object_get(o, "name")), "b") &&
+	       json_integer_value(json_object_get(o, "inflight")) == 0 &&
+	       json_integer_value(json_object_get(o, "drain_quiet_ms")) < 3000 &&
+	       strstr(err, "timed out after 1 s: a (") && strstr(err, "b (quiet ") &&
+	       strstr(err, " of 3.0 s)"),
+	       "drain --wait=1 --quiet 3000 -j: gives up after a second, busy lists each table "
+	       "with inflight and drain_quiet_ms") || (show_output(), 0);
+	json_decref(j);
+	tap_ok(b->draining && mock_find_table("a")->draining,
+	       "  ...and the tables stay draining");
+
+	/* Unloaded while waited for: drained; undrained meanwhile: an error. */
+	mock_reset();
+	busy_table("a", 100);
+	mock.unload_at_get = 3;
+	rc = run("table", "drain", "a", "--wait", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "a: drained (unloaded)\n"),
+	       "a table unloaded during the wait counts as drained") || (show_output(), 0);
+	mock_reset();
+	busy_table("a", 100);
+	mock.undrain_at_get = 3;
+	rc = run("table", "drain", "a", "--wait", "--no-progress", NULL);
+	tap_ok(rc == 1 && !out[0] &&
+	       !strcmp(err, "engramctl: a: no longer draining (undrained, or loaded again)\n"),
+	       "a table undrained during the wait: exit 1, says so") || (show_output(), 0);
+
+	/* Ctrl-C during the wait stops waiting, the tables stay draining. */
+	mock_reset();
+	a = busy_table("a", 100);
+	mock.interrupt_at_get = 2;
+	rc = run("table", "drain", "a", "--wait", "--no-progress", NULL);
+	tap_ok(rc == 130 && a->draining && strstr(err, "drain: stopped waiting: a (") &&
+	       !strstr(mock.log, "UNDRAIN"), "SIGINT during the wait: exit 130, still draining") ||
+		(show_output(), 0);
+
+	/* What the kernel refuses. */
+	mock_reset();
+	busy_table("a", 0);
+	rc = run("table", "drain", "nope", NULL);
+	tap_ok(rc == 1 && !strcmp(mock.log, "DRAIN ") &&
+	       strstr(err, "engramctl: drain nope: No such file or directory: engram_rdma: no table "
+		      "named 'nope' (attribute TABLE_NAME)"),
+	       "drain of an unknown table: exit 1, the kernel's ENOENT and message") ||
+		(show_output(), 0);
+	mock.eperm = 1;
+	rc = run("table", "drain", "--all", NULL);
+	tap_ok(rc == 1 && strstr(err, "drain --all: Operation not permitted (needs CAP_NET_ADMIN)"),
+	       "drain without CAP_NET_ADMIN: exit 1, with the hint") || (show_output(), 0);
+	mock.eperm = 0;
+	mock.no_drain = 1;
+	rc = run("table", "drain", "a", NULL);
+	tap_ok(rc == 1 && strstr(err, "cannot drain tables (a module older than this engramctl)"),
+	       "drain on a module without TABLE_DRAIN: says the module is older") ||
+		(show_output(), 0);
+	rc = run("-j", "list", NULL);
+	j = json_loads(out, 0, NULL);
+	o = json_array_get(j, 0);
+	tap_ok(rc == 0 && json_is_false(json_object_get(o, "draining")) &&
+	       !json_object_get(o, "inflight"),
+	       "list -j of an older module: draining false, no inflight") || (show_output(), 0);
+	json_decref(j);
+	rc = run("list", NULL);
+	tap_ok(rc == 0 && !strstr(out, "inflight"), "list of an older module: no inflight");
+
+	/* undrain */
+	mock_reset();
+	a = busy_table("a", 0);
+	b = busy_table("b", 0);
+	busy_table("c", 0);
+	run("table", "drain", "a", NULL);
+	run("table", "drain", "b", NULL);
+	mock.log[0] = '\0';
+	rc = run("-j", "table", "undrain", "--all", NULL);
+	j = json_loads(out, 0, NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "DUMP UNDRAIN ") && !mock.drain_named &&
+	       !a->draining && !b->draining && json_object_size(j) == 1 &&
+	       json_array_size(json_object_get(j, "undrained")) == 2,
+	       "undrain --all -j: {\"undrained\": [those that were draining]}") || (show_output(), 0);
+	json_decref(j);
+	run("table", "drain", "a", NULL);
+	mock.log[0] = '\0';
+	rc = run("table", "undrain", "a", NULL);
+	tap_ok(rc == 0 && !strcmp(mock.log, "UNDRAIN ") && mock.drain_named && !a->draining &&
+	       !strcmp(out, "a: undrained\n"), "undrain NAME: 'a: undrained'") || (show_output(), 0);
+	rc = run("table", "undrain", "nope", NULL);
+	tap_ok(rc == 1 && strstr(err, "undrain nope: No such file or directory"),
+	       "undrain of an unknown table: exit 1");
+
+	/* Prefixes: "u" is still unload, "d" drain. */
+	mock_reset();
+	busy_table("a", 0);
+	tap_ok(run("table", "d", "a", NULL) == 0 && !strcmp(mock.log, "DRAIN GET "),
+	       "table d is table drain");
+	tap_ok(run("table", "und", "a", NULL) == 0 && strstr(mock.log, "UNDRAIN "),
+	       "table und is table undrain");
+	tap_ok(run("table", "u", "a", NULL) == 0 && !mock_find_name_ok("a"),
+	       "table u is still table unload");
+}
+
+/* A catalog entry of a host that drains the table (protocol version 6): "draining". */
+static void test_catalog_draining(void)
+{
+	struct mock_table *t;
+	json_t *j, *l;
+	int rc;
+
+	mock_reset();
+	mock_add_link("rdma://192.0.2.1:18515@192.0.2.9", ENGRAM_LINK_UP);
+	t = mock_add("emb", ENGRAM_TABLE_READY, 1000);
+	memset(t->sha256, 0xab, sizeof(t->sha256));
+	t->draining = 1;
+	rc = run("link", "tables", NULL);
+	tap_ok(rc == 0 && !strcmp(out, "emb sha256 abababababababab rows 1000: link 1 (up, draining)\n"),
+	       "link tables: a draining entry says draining") || (show_output(), 0);
+	rc = run("link", "show", "1", NULL);
+	tap_ok(rc == 0 && strstr(out, "  serves          emb (draining)\n"),
+	       "link show: serves NAME (draining)") || (show_output(), 0);
+	rc = run("-j", "link", "tables", NULL);
+	j = json_loads(out, 0, NULL);
+	l = json_array_get(json_object_get(json_array_get(j, 0), "links"), 0);
+	tap_ok(rc == 0 && !strcmp(json_string_value(json_object_get(l, "state")), "draining"),
+	       "link tables -j: state \"draining\"") || (show_output(), 0);
+	json_decref(j);
+	rc = run("-j", "link", "show", NULL);
+	j = json_loads(out, 0, NULL);
+	l = json_array_get(json_object_get(json_array_get(j, 0), "serves"), 0);
+	tap_ok(rc == 0 && !strcmp(json_string_value(json_object_get(l, "state")), "draining"),
+	       "link show -j: serves[].state \"draining\"") || (show_output(), 0);
+	json_decref(j);
 }
 
 static void test_stats(void)
@@ -1199,6 +1499,9 @@ int main(void)
 	test_sync_notify();
 	test_list_show();
 	test_verify_unload();
+	test_drain_usage();
+	test_drain();
+	test_catalog_draining();
 	test_stats();
 	test_stats_links();
 	test_listen();

@@ -249,6 +249,34 @@ static void test_table_info(void)
 	nlmsg_free(msg);
 
 	msg = genl_msg();
+	nla_put_string(msg, ENGRAM_A_TABLE_NAME, "d");
+	nla_put_u8(msg, ENGRAM_A_TABLE_STATE, ENGRAM_TABLE_READY);
+	nla_put_u32(msg, ENGRAM_A_TABLE_INFLIGHT, 17);
+	nla_put_u8(msg, ENGRAM_A_TABLE_DRAINING, 1);
+	nla_put_u64(msg, ENGRAM_A_TABLE_DRAIN_QUIET_NS, 2500000000ULL);
+	tap_ok(enl_parse(msg, tb) == 0 && table_info_from_attrs(&ti, tb) == 0 &&
+	       table_info_draining(&ti) && ti.inflight == 17 && ti.drain_quiet_ns == 2500000000ULL,
+	       "a draining table's reply decoded");
+	text = capture(table_info_print_line, &ti);
+	if (!tap_ok(!strcmp(text, "d: state ready draining (quiet 2.5 s) inflight 17\n"),
+		    "draining table line"))
+		tap_diag("%s", text);
+	free(text);
+	j = table_info_json(&ti);
+	tap_ok(json_is_true(json_object_get(j, "draining")) &&
+	       json_integer_value(json_object_get(j, "inflight")) == 17 &&
+	       json_integer_value(json_object_get(j, "drain_quiet_ms")) == 2500,
+	       "draining table JSON: draining, inflight, drain_quiet_ms");
+	json_decref(j);
+	nlmsg_free(msg);
+
+	msg = genl_msg();
+	nla_put_string(msg, ENGRAM_A_TABLE_NAME, "t");
+	nla_put_u8(msg, ENGRAM_A_TABLE_INFLIGHT, 1);
+	tap_ok(enl_parse(msg, tb) == -EPROTO, "a one-byte TABLE_INFLIGHT refused by the reply policy");
+	nlmsg_free(msg);
+
+	msg = genl_msg();
 	nla_put_u64(msg, ENGRAM_A_TABLE_ROWS, 1);
 	enl_parse(msg, tb);
 	tap_ok(table_info_from_attrs(&ti, tb) == -EPROTO, "reply without a name refused");
@@ -510,6 +538,11 @@ static void test_links(void)
 	       !strcmp(listen_state_name(ENGRAM_LISTEN_WAITING), "waiting") &&
 	       !strcmp(engram_attr_name(ENGRAM_A_CONNECTIONS), "CONNECTIONS"),
 	       "state and attribute names");
+	tap_ok(!strcmp(table_state_name(ENGRAM_TABLE_DRAINING), "draining") &&
+	       !strcmp(table_state_name(ENGRAM_TABLE_DRAINING + 1), "unknown") &&
+	       !strcmp(engram_attr_name(ENGRAM_A_TABLE_INFLIGHT), "TABLE_INFLIGHT") &&
+	       !strcmp(engram_attr_name(ENGRAM_A_TABLE_DRAIN_QUIET_NS), "TABLE_DRAIN_QUIET_NS"),
+	       "a catalog's draining state and the drain attributes have names");
 }
 
 static struct nl_msg *fake_load_request(uint32_t *rows_off)

@@ -198,10 +198,10 @@ static void test_offer(void)
 	engram_wire_offer(&q, 1, 1, 0);
 	tap_ok(q.version_min == ENGRAM_WIRE_VERSION_MIN && q.version_max == ENGRAM_WIRE_VERSION_MIN,
 	       "an offer below the oldest version is clamped to it");
-	tap_ok(ENGRAM_WIRE_VERSION == 5 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
+	tap_ok(ENGRAM_WIRE_VERSION == 6 && ENGRAM_WIRE_VERSION_REMOTE_INV == 2 &&
 	       ENGRAM_WIRE_VERSION_SHARDS == 3 && ENGRAM_WIRE_VERSION_TENSOR == 4 &&
-	       ENGRAM_WIRE_VERSION_KEPT == 5,
-	       "version 5 is the newest, with kept keys; tensor offsets since 4, shards since 3, remote invalidation since 2");
+	       ENGRAM_WIRE_VERSION_KEPT == 5 && ENGRAM_WIRE_VERSION_DRAIN == 6,
+	       "version 6 is the newest, with drain; kept keys since 5, tensor offsets since 4, shards since 3, remote invalidation since 2");
 }
 
 static void test_hello(void)
@@ -1487,6 +1487,40 @@ static void test_catalog_v4(void)
 	       "the encoder refuses a table without its tensors' places in version 4");
 }
 
+static void test_catalog_drain(void)
+{
+	struct engram_wire_params v6 = neg_v(6), v5 = neg_v(5);
+	struct engram_wire_catalog_view v;
+	struct engram_wire_table tabs[2], t;
+	int len;
+
+	mktable(&tabs[0], "layer1", 1);
+	mktable(&tabs[1], "layer14", 2);
+	tabs[1].state = ENGRAM_TABLE_DRAINING;
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v6, 0, tabs, 2);
+	err[0] = '\0';
+	tap_ok(len == 24 + 2 * 152 && !engram_wire_catalog_parse(buf, len, &v6, &v, err, sizeof(err)),
+	       "version 6: a draining entry encodes and parses (%s)", err);
+	engram_wire_catalog_get(&v, 1, &t);
+	tap_ok(t.state == ENGRAM_TABLE_DRAINING && buf[24 + 152 + 116] == 5 &&
+	       all_zero_test(buf + 24 + 152 + 117, 3),
+	       "its state is 5 on the wire and read back");
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v5, 0, tabs, 2) == -EINVAL,
+	       "the encoder refuses it in version 5, which cannot say it");
+	len = engram_wire_catalog_encode(buf, sizeof(buf), &v5, 0, tabs, 1);
+	put32(buf + 24 + 116, ENGRAM_TABLE_DRAINING);
+	err[0] = '\0';
+	tap_contains(engram_wire_catalog_parse(buf, len, &v5, &v, err, sizeof(err)) == -EPROTO ?
+		     err : NULL, "unknown state 5", "a version 5 parser refuses it as unknown");
+	memset(tabs[1].sha256, 0, sizeof(tabs[1].sha256));
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v6, 0, tabs, 2) == -EINVAL,
+	       "a draining entry without a digest is refused: it is served");
+	mktable(&tabs[1], "layer14", 2);
+	tabs[1].state = ENGRAM_TABLE_DRAINING + 1;
+	tap_ok(engram_wire_catalog_encode(buf, sizeof(buf), &v6, 0, tabs, 2) == -EINVAL,
+	       "state 6 is unknown in version 6");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
@@ -1512,5 +1546,6 @@ int main(int argc, char **argv)
 	test_response_v3();
 	test_catalog_v3();
 	test_catalog_v4();
+	test_catalog_drain();
 	return tap_done();
 }

@@ -65,7 +65,7 @@ _engramctl()
 		return
 		;;
 	--tensor | -t | --name | -n | --sha256 | -s | --rows | --seed | --prefix | \
-	--pad-before | --pad-after | --meta | --count)
+	--pad-before | --pad-after | --meta | --count | --quiet)
 		return
 		;;
 	esac
@@ -78,7 +78,8 @@ _engramctl()
 	case $obj in
 	table)
 		if [ -z "$cmd" ]; then
-			COMPREPLY=($(compgen -W "list show load unload verify sync mktable help" -- "$cur"))
+			COMPREPLY=($(compgen -W "list show load unload verify sync drain undrain mktable
+				help" -- "$cur"))
 			return
 		fi
 		case $cmd in
@@ -105,6 +106,19 @@ _engramctl()
 			;;
 		sync)
 			COMPREPLY=($(compgen -W "--config --prune --dry-run --no-progress $common" -- "$cur"))
+			;;
+		drain | undrain)
+			if [[ $cur == -* ]]; then
+				# --wait takes its SECONDS only as --wait=SECONDS.
+				if [ "$cmd" = drain ]; then
+					COMPREPLY=($(compgen -W "--all --wait --quiet --no-progress
+						$common" -- "$cur"))
+				else
+					COMPREPLY=($(compgen -W "--all $common" -- "$cur"))
+				fi
+			elif [ $nargs -eq 0 ]; then
+				COMPREPLY=($(compgen -W "$(_engramctl_names list)" -- "$cur"))
+			fi
 			;;
 		*)
 			COMPREPLY=($(compgen -W "$common" -- "$cur"))

@@ -66,6 +66,9 @@ static const char *const attr_names[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_EVENTS_LOST]		= "EVENTS_LOST",
 	[ENGRAM_A_TABLE_HELD_FIRST]	= "TABLE_HELD_FIRST",
 	[ENGRAM_A_TABLE_HELD_ROWS]	= "TABLE_HELD_ROWS",
+	[ENGRAM_A_TABLE_DRAINING]	= "TABLE_DRAINING",
+	[ENGRAM_A_TABLE_INFLIGHT]	= "TABLE_INFLIGHT",
+	[ENGRAM_A_TABLE_DRAIN_QUIET_NS]	= "TABLE_DRAIN_QUIET_NS",
 };
 
 const char *engram_attr_name(int type)
@@ -124,6 +127,9 @@ static struct nla_policy engram_policy[ENGRAM_A_MAX + 1] = {
 	[ENGRAM_A_EVENTS_LOST]		= { .type = NLA_U32 },
 	[ENGRAM_A_TABLE_HELD_FIRST]	= { .type = NLA_U64 },
 	[ENGRAM_A_TABLE_HELD_ROWS]	= { .type = NLA_U64 },
+	[ENGRAM_A_TABLE_DRAINING]	= { .type = NLA_U8 },
+	[ENGRAM_A_TABLE_INFLIGHT]	= { .type = NLA_U32 },
+	[ENGRAM_A_TABLE_DRAIN_QUIET_NS]	= { .type = NLA_U64 },
 };
 
 int enl_parse(struct nl_msg *msg, struct nlattr **tb)

@@ -87,6 +87,10 @@ void usage_sync(FILE *f);
 /* engramctl table sync, and table unload --config FILE (sync.c). */
 int table_sync(int argc, char **argv);
 int table_unload_config(const char *path);
+void usage_drain(FILE *f);
+/* engramctl table drain and table undrain (drain.c). */
+int table_drain(int argc, char **argv);
+int table_undrain(int argc, char **argv);
 void usage_stats(FILE *f);
 void usage_mktable(FILE *f);
 void usage_listen(FILE *f);

@@ -23,6 +23,8 @@ static void usage(FILE *f)
 	      "  table unload NAME | --config FILE\n"
 	      "  table verify NAME [--no-progress]\n"
 	      "  table sync [--config FILE] [--prune] [--dry-run] [--no-progress]\n"
+	      "  table drain NAME | --all [--wait[=SECONDS]] [--quiet MS] [--no-progress]\n"
+	      "  table undrain NAME | --all\n"
 	      "  stats [show] [NAME] [--prometheus [--output FILE]]\n"
 	      "  link list | link show [ID] | link tables [ID] | link add URL | link del ID\n"
 	      "  listen show | listen add URL | listen del URL\n"

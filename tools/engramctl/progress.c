@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Progress of a kernel load or verify job.  On a terminal a single line is
- * redrawn in place; otherwise (logs, systemd units) a plain line is written
- * only every 10 % or 5 s so a 100 GiB load does not flood the journal.
+ * Progress of a kernel load or verify job, or of a drain.  On a terminal a
+ * single line is redrawn in place; otherwise (logs, systemd units) a plain
+ * line is written only every 10 % or 5 s so a 100 GiB load does not flood
+ * the journal.
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +15,7 @@
 #include "progress.h"
 
 #define PLAIN_INTERVAL_MS	5000
+#define TTY_TEXT_INTERVAL_MS	1000
 
 static double pct_of(uint64_t done, uint64_t total)
 {
@@ -123,6 +125,32 @@ void progress_update(struct progress *p, uint64_t done, uint64_t total, uint64_t
 	p->last_decile = decile;
 	p->last_ms = progress_now_ms();
 	progress_format_plain(line, sizeof(line), p->verb, p->name, done, total, elapsed_ns);
+	fprintf(stderr, "%s\n", line);
+}
+
+void progress_text(struct progress *p, const char *line)
+{
+	uint64_t now = progress_now_ms();
+
+	if (!p->enabled)
+		return;
+	if (p->texts &&
+	    now - p->last_ms < (p->tty ? TTY_TEXT_INTERVAL_MS : PLAIN_INTERVAL_MS))
+		return;
+	p->texts++;
+	p->last_ms = now;
+	if (p->tty) {
+		struct winsize ws;
+		int width = 80;
+
+		/* A line that wrapped could not be redrawn in place. */
+		if (!ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) && ws.ws_col > 20)
+			width = ws.ws_col - 1;
+		fprintf(stderr, "\r%.*s\033[K", width, line);
+		fflush(stderr);
+		p->drawn = 1;
+		return;
+	}
 	fprintf(stderr, "%s\n", line);
 }
 

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * engramctl table load|unload|list|show|verify|sync: the commands.  What
- * they share with sync.c (loading, waiting, the dump) is in tableops.c.
+ * engramctl table load|unload|list|show|verify: the commands; sync and
+ * drain have files of their own (sync.c, drain.c).  What they share
+ * (loading, waiting, the dump) is in tableops.c.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -22,6 +23,9 @@ void usage_table(FILE *f)
 	      "       engramctl [-j] table show [NAME]\n"
 	      "       engramctl [-j] table verify NAME [--no-progress]\n"
 	      "       engramctl [-j] table sync [--config FILE] [--prune] [--dry-run] [--no-progress]\n"
+	      "       engramctl [-j] table drain NAME | --all [--wait[=SECONDS]] [--quiet MS]\n"
+	      "                                 [--no-progress]\n"
+	      "       engramctl [-j] table undrain NAME | --all\n"
 	      "\n"
 	      "load     pin PREFIX.weight [N,256] F8_E4M3 and PREFIX.scale [N,8] F8_E8M0 of the\n"
 	      "         safetensors FILE in the page cache and serve them as table NAME\n"
@@ -32,16 +36,10 @@ void usage_table(FILE *f)
 	      "show     every attribute of one table (all tables without NAME)\n"
 	      "verify   re-hash the pinned pages and compare with the load-time digest\n"
 	      "sync     load what the tables file lists and is missing, leave what is loaded\n"
-	      "         and identical alone (engram-rdma-tables.conf(5); see --help of sync)\n", f);
-}
-
-static int check_name(const char *name, const char *hint)
-{
-	if (valid_table_name(name))
-		return 0;
-	err_msg("table name '%s' is not valid: 1-%d characters of A-Z a-z 0-9 . _ -%s",
-		name, ENGRAM_NAME_MAX - 1, hint);
-	return -EINVAL;
+	      "         and identical alone (engram-rdma-tables.conf(5); see --help of sync)\n"
+	      "drain    go on serving, but send GPU nodes' new fetches to other hosts;\n"
+	      "         --wait until nothing is in flight (see --help of drain)\n"
+	      "undrain  send new fetches to the table again\n", f);
 }
 
 static int table_load(int argc, char **argv)
@@ -101,7 +99,7 @@ static int table_load(int argc, char **argv)
 		return usage_error("table load", "--tensor PREFIX missing");
 	if (!name)
 		name = prefix;
-	if (check_name(name, name == prefix ? "; give one with --name" : ""))
+	if (table_check_name(name, name == prefix ? "; give one with --name" : ""))
 		return EXIT_USAGE;
 	if (sha_hex && parse_hex(sha_hex, sha, sizeof(sha), err, sizeof(err))) {
 		err_msg("--sha256: %s", err);
@@ -144,7 +142,7 @@ static int one_name(int argc, char **argv, const char *cmd, const char **name, i
 	if (optind != argc - 1)
 		return usage_error(cmd, optind >= argc ? "NAME missing" : "one NAME only");
 	*name = argv[optind];
-	return check_name(*name, "") ? EXIT_USAGE : -1;
+	return table_check_name(*name, "") ? EXIT_USAGE : -1;
 }
 
 static int table_unload(int argc, char **argv)
@@ -178,7 +176,7 @@ static int table_unload(int argc, char **argv)
 	if (optind != argc - 1)
 		return usage_error("table unload", optind >= argc ? "NAME missing" : "one NAME only");
 	name = argv[optind];
-	if (check_name(name, ""))
+	if (table_check_name(name, ""))
 		return EXIT_USAGE;
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
@@ -295,7 +293,7 @@ static int table_list(int argc, char **argv, int show)
 	}
 	if (argc - optind > (show ? 1 : 0))
 		return usage_error(cmd, "unexpected argument '%s'", argv[argc - 1]);
-	if (show && optind < argc && check_name(argv[optind], ""))
+	if (show && optind < argc && table_check_name(argv[optind], ""))
 		return EXIT_USAGE;
 	if (nl_open_or_explain(&nl))
 		return EXIT_FAIL;
@@ -338,6 +336,8 @@ static const struct cli_cmd table_cmds[] = {
 	{ "unload", table_unload },
 	{ "verify", table_verify },
 	{ "sync", table_sync },
+	{ "drain", table_drain },
+	{ "undrain", table_undrain },
 	{ "mktable", cmd_mktable },
 	{ "help", NULL },
 	{ NULL, NULL },

@@ -11,6 +11,8 @@
 #include "safetensors.h"
 #include "tableinfo.h"
 
+/* 0 when @name can name a table; else -EINVAL, explained (@hint appended). */
+int table_check_name(const char *name, const char *hint);
 /* TABLE_GET of @name into @ti; 0 or a negative errno (not explained). */
 int table_get(struct enl *nl, const char *name, struct table_info *ti);
 /* TABLE_UNLOAD or TABLE_VERIFY of @name; 0 or a negative errno (not explained). */
@@ -24,6 +26,8 @@ int table_load_file(struct enl *nl, const char *file, const char *prefix, const 
 		    int show_progress, int report, struct table_info *out);
 int table_geometry(const char *file, const char *prefix, struct st_engram *eg);
 int table_interrupted(void);
+/* Sleeps @ms, or less when a signal table_signals_catch() set up comes. */
+void table_sleep_ms(unsigned int ms);
 void table_signals_catch(void);
 void table_signals_arm(void);
 void table_signals_disarm(void);

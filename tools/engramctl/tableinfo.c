@@ -26,6 +26,8 @@ const char *table_state_name(uint8_t state)
 	case ENGRAM_TABLE_READY:	return "ready";
 	case ENGRAM_TABLE_VERIFYING:	return "verifying";
 	case ENGRAM_TABLE_FAILED:	return "failed";
+	/* Only in a catalog (protocol version 6): served, but draining. */
+	case ENGRAM_TABLE_DRAINING:	return "draining";
 	default:			return "unknown";
 	}
 }
@@ -115,6 +117,15 @@ int table_info_from_attrs(struct table_info *ti, struct nlattr **tb)
 		case ENGRAM_A_TABLE_VERIFY_RESULT:
 			ti->verify_result = nla_get_u8(nla);
 			break;
+		case ENGRAM_A_TABLE_INFLIGHT:
+			ti->inflight = nla_get_u32(nla);
+			break;
+		case ENGRAM_A_TABLE_DRAINING:
+			ti->draining = nla_get_u8(nla);
+			break;
+		case ENGRAM_A_TABLE_DRAIN_QUIET_NS:
+			ti->drain_quiet_ns = nla_get_u64(nla);
+			break;
 		case ENGRAM_A_TABLE_ERROR:
 			ti->error = nla_get_u32(nla);
 			break;
@@ -144,6 +155,11 @@ double table_info_progress(const struct table_info *ti)
 	if (ti->done_bytes >= ti->file_bytes)
 		return 100.0;
 	return 100.0 * (double)ti->done_bytes / (double)ti->file_bytes;
+}
+
+int table_info_draining(const struct table_info *ti)
+{
+	return TI_HAS(ti, ENGRAM_A_TABLE_DRAINING) && ti->draining;
 }
 
 static int row_bytes_known(const struct table_info *ti)
@@ -203,6 +219,12 @@ json_t *table_info_json(const struct table_info *ti)
 	if (TI_HAS(ti, ENGRAM_A_TABLE_VERIFY_RESULT))
 		ret |= json_set(o, "verify_result",
 				json_string(verify_result_name(ti->verify_result)));
+	if (TI_HAS(ti, ENGRAM_A_TABLE_INFLIGHT))
+		ret |= json_set(o, "inflight", json_integer(ti->inflight));
+	/* Always there: a module that cannot drain has nothing draining. */
+	ret |= json_set(o, "draining", json_boolean(table_info_draining(ti)));
+	if (table_info_draining(ti) && TI_HAS(ti, ENGRAM_A_TABLE_DRAIN_QUIET_NS))
+		ret |= json_set(o, "drain_quiet_ms", json_u64(ti->drain_quiet_ns / 1000000));
 	if (TI_HAS(ti, ENGRAM_A_TABLE_ERROR)) {
 		ret |= json_set(o, "error", json_integer(ti->error));
 		ret |= json_set(o, "error_str", json_string(strerror(ti->error)));
@@ -226,6 +248,18 @@ static void print_state(FILE *f, const struct table_info *ti)
 		fprintf(f, " %.1f%%", pct);
 }
 
+/* "draining (quiet 1.2 s)": a drained table's marker, after its state. */
+static void print_draining(FILE *f, const struct table_info *ti)
+{
+	char buf[32];
+
+	if (!table_info_draining(ti))
+		return;
+	fputs(" draining", f);
+	if (TI_HAS(ti, ENGRAM_A_TABLE_DRAIN_QUIET_NS))
+		fprintf(f, " (quiet %s)", fmt_duration(buf, sizeof(buf), ti->drain_quiet_ns));
+}
+
 void table_info_print_line(FILE *f, const struct table_info *ti)
 {
 	char hex[2 * ENGRAM_SHA256_LEN + 1], sz[32];
@@ -235,6 +269,7 @@ void table_info_print_line(FILE *f, const struct table_info *ti)
 		fputs(" state ", f);
 		print_state(f, ti);
 	}
+	print_draining(f, ti);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_GENERATION))
 		fprintf(f, " gen %" PRIu64, ti->generation);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_ROWS))
@@ -246,6 +281,8 @@ void table_info_print_line(FILE *f, const struct table_info *ti)
 		fprintf(f, " row_bytes %u", ti->weight_bytes + ti->scale_bytes);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_PINNED_BYTES))
 		fprintf(f, " pinned %s", fmt_bytes(sz, sizeof(sz), ti->pinned_bytes));
+	if (TI_HAS(ti, ENGRAM_A_TABLE_INFLIGHT))
+		fprintf(f, " inflight %u", ti->inflight);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_VERIFY_RESULT) && ti->verify_result != ENGRAM_VERIFY_NONE)
 		fprintf(f, " verify %s", verify_result_name(ti->verify_result));
 	if (TI_HAS(ti, ENGRAM_A_TABLE_SHA256))
@@ -276,6 +313,15 @@ void table_info_print_detail(FILE *f, const struct table_info *ti)
 		print_state(f, ti);
 		fputc('\n', f);
 	}
+	if (table_info_draining(ti)) {
+		fprintf(f, "  %-15s yes", "draining");
+		if (TI_HAS(ti, ENGRAM_A_TABLE_DRAIN_QUIET_NS))
+			fprintf(f, ", quiet %s",
+				fmt_duration(buf, sizeof(buf), ti->drain_quiet_ns));
+		fputc('\n', f);
+	}
+	if (TI_HAS(ti, ENGRAM_A_TABLE_INFLIGHT))
+		fprintf(f, "  %-15s %u\n", "inflight", ti->inflight);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_PATH))
 		fprintf(f, "  %-15s %s\n", "path", ti->path);
 	if (TI_HAS(ti, ENGRAM_A_TABLE_SHA256))

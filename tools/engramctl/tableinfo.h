@@ -30,6 +30,9 @@ struct table_info {
 	uint64_t meta_bytes;
 	uint64_t elapsed_ns;
 	uint8_t verify_result;
+	uint32_t inflight;	/* server requests holding the table now */
+	uint8_t draining;	/* table drain: served, but GPU nodes sent elsewhere */
+	uint64_t drain_quiet_ns; /* while draining: since the drain or its last request */
 	uint32_t error;
 	char error_msg[256];
 };
@@ -45,6 +48,8 @@ int table_info_from_attrs(struct table_info *ti, struct nlattr **tb);
 int table_info_is_shard(const struct table_info *ti);
 /* Percent of the running load or verify, or -1 when not known. */
 double table_info_progress(const struct table_info *ti);
+/* Whether the kernel says the table is draining (engramctl table drain). */
+int table_info_draining(const struct table_info *ti);
 
 json_t *table_info_json(const struct table_info *ti);
 /* One line per table, iproute2 style: "NAME state ready rows ... path FILE". */

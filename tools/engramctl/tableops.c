@@ -79,11 +79,20 @@ void table_signals_disarm(void)
 	signals_armed = 0;
 }
 
-static void sleep_ms(unsigned int ms)
+void table_sleep_ms(unsigned int ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
 
 	nanosleep(&ts, NULL);
+}
+
+int table_check_name(const char *name, const char *hint)
+{
+	if (valid_table_name(name))
+		return 0;
+	err_msg("table name '%s' is not valid: 1-%d characters of A-Z a-z 0-9 . _ -%s",
+		name, ENGRAM_NAME_MAX - 1, hint);
+	return -EINVAL;
 }
 
 static int reply_table(struct nl_msg *msg, void *arg)
@@ -128,7 +137,7 @@ int table_wait(struct enl *nl, const char *name, uint8_t busy, struct progress *
 		svc_progress(pg, ti->done_bytes, ti->file_bytes, ti->elapsed_ns);
 		if (interrupted)
 			return -EINTR;
-		sleep_ms(POLL_MS);
+		table_sleep_ms(POLL_MS);
 		if (interrupted)
 			return -EINTR;
 	}

@@ -42,7 +42,8 @@
  *			disagree on the protocol)
  *	-EBUSY		too many fetches in flight on the link
  *	-ESHUTDOWN	the server or the table is going away
- *	-EAGAIN		the table is not ready to serve (loading, verifying)
+ *	-EAGAIN		the table is not ready to serve (loading, verifying), or on
+ *			no link every host that serves it drains it
  *	-EIO		server-side failure or transport error
  *	-ENOENT		no such table handle or buffer id in this context
  *	-EINVAL		bad arguments (flags, stride, ranges, ...)

@@ -133,7 +133,7 @@ bool local_fallback_errno(int err)
 	case ESHUTDOWN:		/* link deleted, server or table going away */
 	case EIO:		/* server-side failure or transport error */
 	case ESTALE:		/* the server no longer has the table */
-	case EAGAIN:		/* table not ready (loading, verifying) */
+	case EAGAIN:		/* table not ready (loading, verifying) or drained */
 	case EBUSY:		/* the server is out of tickets */
 	case EPROTO:
 	case ENODEV:

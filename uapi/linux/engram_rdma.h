@@ -47,8 +47,21 @@
  *	TABLE_SCALE_BYTES, TABLE_WEIGHT_OFFSET, TABLE_SCALE_OFFSET,
  *	TABLE_FILE_BYTES, TABLE_DONE_BYTES (progress of the running load or
  *	verify), TABLE_PINNED_BYTES, TABLE_META_BYTES, TABLE_ELAPSED_NS (of
- *	the running or last job), TABLE_VERIFY_RESULT and, for a failed table,
- *	TABLE_ERROR and TABLE_ERROR_MSG.
+ *	the running or last job), TABLE_VERIFY_RESULT, TABLE_INFLIGHT and, for
+ *	a failed table, TABLE_ERROR and TABLE_ERROR_MSG; a draining table
+ *	also TABLE_DRAINING (1) and TABLE_DRAIN_QUIET_NS.
+ *
+ * ENGRAM_CMD_TABLE_DRAIN (admin, do)
+ *	Takes TABLE_DRAINING, 1 to drain and 0 to undrain, and TABLE_NAME, or
+ *	no name for every table loaded now.  A draining table is still served,
+ *	but the catalog tells clients (protocol version 6, ENGRAM_TABLE_DRAINING;
+ *	older clients are no longer told of it at all) to send it no new
+ *	fetch of a table opened on no link (EAGAIN where no other host serves
+ *	the rows, and libengram reads them locally).  TABLE_INFLIGHT
+ *	(requests holding the table) and TABLE_DRAIN_QUIET_NS (time since the
+ *	drain began or the last request for the table came, whichever is
+ *	later) say when nothing is sent any more: unloading it then costs no
+ *	fetch anything.  A reload is not draining.  ENOENT for no such table.
  *
  * ENGRAM_CMD_TABLE_VERIFY (admin, do)
  *	Takes TABLE_NAME of a READY table.  Re-hashes the pinned pages in a
@@ -200,6 +213,7 @@ enum engram_cmd {
 	ENGRAM_CMD_ALLOW_GET,
 	ENGRAM_CMD_EVENT,
 	ENGRAM_CMD_LINK_CATALOG_GET,
+	ENGRAM_CMD_TABLE_DRAIN,
 
 	__ENGRAM_CMD_MAX,
 	ENGRAM_CMD_MAX = __ENGRAM_CMD_MAX - 1
@@ -260,6 +274,9 @@ enum engram_attr {
 	 */
 	ENGRAM_A_TABLE_HELD_FIRST,
 	ENGRAM_A_TABLE_HELD_ROWS,
+	ENGRAM_A_TABLE_DRAINING,	/* u8, 1 while draining (TABLE_DRAIN: what to do) */
+	ENGRAM_A_TABLE_INFLIGHT,	/* u32, requests of clients holding the table now */
+	ENGRAM_A_TABLE_DRAIN_QUIET_NS,	/* u64, while draining: since its last request */
 
 	__ENGRAM_A_MAX,
 	ENGRAM_A_MAX = __ENGRAM_A_MAX - 1
@@ -270,7 +287,9 @@ enum engram_table_state {
 	ENGRAM_TABLE_LOADING,
 	ENGRAM_TABLE_READY,
 	ENGRAM_TABLE_VERIFYING,
-	ENGRAM_TABLE_FAILED
+	ENGRAM_TABLE_FAILED,
+	/* In a catalog of protocol version 6 only: served, but draining. */
+	ENGRAM_TABLE_DRAINING
 };
 
 enum engram_listen_state {
@@ -459,14 +478,15 @@ enum engram_stat {
 };
 
 /*
- * Wire protocol, versions 1 to 5 (Documentation/protocol.rst has the byte
+ * Wire protocol, versions 1 to 6 (Documentation/protocol.rst has the byte
  * tables).  Their frames have the same layout (the header carries the
  * negotiated version); version 2 lets an RDMA server send a RESPONSE as a
  * SEND with invalidate of the request's first range key, which a version 1
  * client does not expect; version 3 adds what shards need: the rows a host
  * holds in its catalog, slots in a request, and ROW_NOT_HELD; version 4
  * lists each table's tensor offsets in the catalog; version 5 lets a
- * REQUEST say that its keys are kept (ENGRAM_WIRE_REQ_KEPT_KEYS).
+ * REQUEST say that its keys are kept (ENGRAM_WIRE_REQ_KEPT_KEYS); version
+ * 6 lets a catalog entry be ENGRAM_TABLE_DRAINING.
  *
  * Every integer on the wire is little-endian, whatever the host.  The
  * structs below give the layout of the fixed part of each message; all
@@ -513,7 +533,7 @@ enum engram_stat {
  * nonzero ticket and the server echoes it.
  */
 #define ENGRAM_WIRE_MAGIC		0x52474e45	/* "ENGR" on the wire */
-#define ENGRAM_WIRE_VERSION		5	/* newest version spoken */
+#define ENGRAM_WIRE_VERSION		6	/* newest version spoken */
 #define ENGRAM_WIRE_VERSION_MIN		1	/* oldest version spoken */
 
 /* First 8 bytes of the table file's SHA-256 name a table in a request. */
