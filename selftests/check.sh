@@ -10,7 +10,8 @@
 #   DKMS install/remove -> make install into a scratch DESTDIR -> Debian
 #   packages -> in-guest selftests under QEMU: the 6.1 and 6.12 suites side
 #   by side, the two-guest runs, the three-guest replicas run, the packages
-#   installed in a guest (t_85_packages), then the debug kernel's suite
+#   installed in a guest (t_85_packages), a guest booting systemd with them,
+#   then the debug kernel's suite
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -74,6 +75,12 @@ ARM64_PAIR=${ARM64_PAIR-6.12}
 # suites no core was left idle.  DKMS's build of the module under TCG is most
 # of its seven minutes.  Empty: not run.
 PACKAGES_KVER=${PACKAGES_KVER-6.12}
+# Debian's systemd booted as PID 1 in a guest of this kernel, with the
+# engramctl and libengram0 packages installed (run-systemd.sh): the module
+# loaded at boot by modules-load.d, the tables unit's start, status line,
+# journal, reload and stop.  About a minute and a half, alone, after the
+# packages' guest.  Empty: not run.
+SYSTEMD_KVER=${SYSTEMD_KVER-6.12}
 # The fetch, deadline, fault and limit tests once more in a guest of this
 # kernel over Soft-iWARP instead of rxe (selftests/vm/siw-module.sh builds
 # siw.ko from linux-source-6.12): about five minutes, alone, after the
@@ -451,6 +458,19 @@ if [ "${CHECK_SKIP_VM:-0}" != 1 ]; then
 		else
 			tap not-ok "[packages] not run: no module built for $PACKAGES_KVER"
 		fi
+	fi
+	if [ -n "$SYSTEMD_KVER" ] && [ -n "${built[$SYSTEMD_KVER]:-}" ] &&
+	   [ -z "${GUEST_FILTER:-}" ]; then
+		t0=$SECONDS
+		k=$SYSTEMD_KVER
+		run_tap "systemd-$k" "[$k systemd]" selftests/vm/run-systemd.sh --kver "$k" \
+			--timeout 600 --logs "$logs/systemd-$k"
+		echo "# [$k] systemd boot: $((SECONDS - t0))s, exit ${STEP_RC:-?}"
+		if [ $STEP_COMPLETE -ne 1 ]; then
+			tap not-ok "[$k systemd] the guest ran to completion"
+			oops_log "$logs/systemd-$k/console.log" "the guest"
+		fi
+		log_clean "$logs/systemd-$k/dmesg.log" "[$k systemd] kernel log"
 	fi
 	# The fetch test over a second provider, Soft-iWARP (built out of tree:
 	# Debian's kernels leave it out), so that nothing depends on rxe.

@@ -46,7 +46,7 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/engram-initramfs.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp"/{bin,sbin,dev,proc,sys,mnt,tmp,lib/modules-initrd}
 cp "$BUSYBOX" "$tmp/bin/busybox"
-for a in sh mount umount insmod mkdir chroot poweroff dmesg cat echo sleep sync ls uname; do
+for a in sh mount umount insmod mkdir chroot poweroff dmesg cat echo sleep sync ls uname switch_root; do
 	ln -s busybox "$tmp/bin/$a"
 done
 install -m 0755 "$here/init" "$tmp/init"
