@@ -118,6 +118,10 @@ check "an open on no link: no host to send to (EAGAIN)" \
 	run --count 288 --batch 288 --expect-errno EAGAIN
 check "the host saw none in flight, draining" \
 	test "$(table_field proto inflight) $(table_field proto draining)" = "0 True"
+prom_draining() {
+	"$ENGRAMCTL" stats proto --prometheus | grep -qx 'engram_rdma_table_draining{table="proto"} 1'
+}
+check "stats --prometheus says it drains" prom_draining
 check "table undrain proto: ready again in the catalog" \
 	then_cat ready "$ENGRAMCTL" table undrain proto
 check "... and an open on no link fetches exact" run --count 2880 --batch 288 --seed 9

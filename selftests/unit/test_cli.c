@@ -896,8 +896,11 @@ static void test_prometheus(void)
 	rc = run("stats", "a", "--prometheus", NULL);
 	tap_ok(rc == 0 && strstr(out, "engram_rdma_table_state{table=\"a\",state=\"ready\"} 1\n") &&
 	       strstr(out, "engram_rdma_table_info{table=\"a\",generation=\"1\",") &&
+	       strstr(out, "engram_rdma_table_draining{table=\"a\"} 0\n") &&
+	       strstr(out, "engram_rdma_table_inflight_requests{table=\"a\"} ") &&
 	       !strstr(out, "engram_rdma_link_"),
-	       "stats NAME --prometheus: that table's state and info, no links") || (show_output(), 0);
+	       "stats NAME --prometheus: that table's state, info, drain and requests in flight, no links") ||
+		(show_output(), 0);
 	test_prometheus_output();
 }
 

@@ -338,4 +338,18 @@ void prom_print_tables(FILE *f, const struct table_info *v, size_t n)
 			fprintf(f, "engram_rdma_table_state{table=\"%s\",state=\"%s\"} %d\n",
 				esc, table_state_name(states[k]), v[i].state == states[k]);
 	}
+	/* Apart from the state: a table drains while it is ready or verifying. */
+	fprintf(f, "# HELP engram_rdma_table_draining 1 while the table drains "
+		"(engramctl table drain), else 0.\n"
+		"# TYPE engram_rdma_table_draining gauge\n");
+	for (i = 0; i < n; i++)
+		fprintf(f, "engram_rdma_table_draining{table=\"%s\"} %d\n",
+			prom_escape(name, sizeof(name), v[i].name), table_info_draining(&v[i]));
+	fprintf(f, "# HELP engram_rdma_table_inflight_requests Clients' requests holding "
+		"the table now.\n"
+		"# TYPE engram_rdma_table_inflight_requests gauge\n");
+	for (i = 0; i < n; i++)
+		if (TI_HAS(&v[i], ENGRAM_A_TABLE_INFLIGHT))
+			fprintf(f, "engram_rdma_table_inflight_requests{table=\"%s\"} %" PRIu32 "\n",
+				prom_escape(name, sizeof(name), v[i].name), v[i].inflight);
 }
