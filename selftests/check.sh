@@ -299,7 +299,14 @@ run_tap cross-arm64 "[matrix]" selftests/cross-arm64.sh
 run_tap unit "[unit]" make -s -C selftests/unit run
 
 # --- DKMS ------------------------------------------------------------------------------
-run_tap dkms "[dkms]" selftests/dkms-check.sh
+# For the packages' guest's kernel, with the build as a DKMS tarball for it:
+# its first install loads that, its upgrade builds under TCG.
+if [ -n "$PACKAGES_KVER" ]; then
+	run_tap dkms "[dkms]" selftests/dkms-check.sh "$PACKAGES_KVER" \
+		--tarball "build/deb/dkms-$PACKAGES_KVER"
+else
+	run_tap dkms "[dkms]" selftests/dkms-check.sh
+fi
 
 # --- make install into a scratch DESTDIR ------------------------------------------
 run_tap install "[install]" selftests/install-check.sh

@@ -12,12 +12,25 @@
 # Nothing of the machine's dkms state, /usr/src or /lib/modules is touched;
 # the check fails if any of it changes.
 #
-# Usage: dkms-check.sh [KVER]   (default 6.1)
+# With --tarball DIR, the built module and its sources also go to
+# DIR/NAME-VERSION.dkms.tar.gz as dkms mktarball makes it: the packages' guest (t_85_packages) puts it
+# where engram-rdma-dkms's postinst loads a prebuilt module from
+# (/usr/share/engram-rdma-dkms/NAME-VERSION.dkms.tar.gz), so that its first
+# install builds nothing under TCG and its upgrade is the one build there.
+#
+# Usage: dkms-check.sh [KVER] [--tarball DIR]   (default 6.1)
 set -uo pipefail
 export LC_ALL=C
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-KVER=${1:-6.1}
+KVER=6.1 TARBALL=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--tarball) TARBALL=${2:?--tarball DIR}; shift 2 ;;
+	-*) echo "dkms-check.sh: unknown option '$1'" >&2; exit 2 ;;
+	*) KVER=$1; shift ;;
+	esac
+done
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; }
@@ -164,6 +177,11 @@ else
 	notok "dkms status reports installed"
 fi
 
+if [ -n "$TARBALL" ]; then
+	mkdir -p "$TARBALL" && TARBALL=$(cd "$TARBALL" && pwd) && rm -f "$TARBALL"/*.dkms.tar.gz
+	step "dkms mktarball: the module built for $rel and its sources, in $TARBALL" \
+		"${D[@]}" mktarball "$name/$ver" "${K[@]}" --archive="$TARBALL/$name-$ver.dkms.tar.gz"
+fi
 step "dkms remove $name/$ver --all" "${D[@]}" remove "$name/$ver" --all --no-depmod
 if [ -z "$(ls "$imods/$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null)" ] &&
    [ -z "$("${D[@]}" status "$name" 2>/dev/null)" ]; then

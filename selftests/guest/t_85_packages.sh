@@ -4,16 +4,20 @@
 # installed in the guest: in a root that is the machine's seen through an
 # overlay (its changes go to the scratch disk), with only this guest's
 # kernel in /lib/modules and its headers as /lib/modules/RELEASE/build,
-# dpkg -i of all five; the DKMS package's postinst builds and installs
-# engram_rdma for the running kernel; modprobe loads that copy; engramctl
-# from the package loads a table and links to it, and a fetch from Python
-# through the installed python3-engram-rdma and libengram0 is exact; the
-# group engram exists.  Then the upgrade to the next version's tool,
-# library and binding (deb-check.sh builds them into build/deb/next) under
-# a fetch loop, which must see no failure, while the running module keeps
-# its table, its generation and its link; dpkg -r and dpkg -P take
-# everything away again.
-# DKMS's builds of the module under TCG take most of the guest's two CPUs: a run of the whole suite skips it; make check runs it
+# dpkg -i of all five; the DKMS package's postinst installs engram_rdma
+# for the running kernel: from the prebuilt DKMS tarball that
+# selftests/dkms-check.sh --tarball made of this version for this kernel,
+# put where the postinst loads one (/usr/share/engram-rdma-dkms), or built
+# here when there is none; modprobe loads that copy; engramctl from the
+# package loads a table and links to it, and a fetch from Python through
+# the installed python3-engram-rdma and libengram0 is exact; the group
+# engram exists.  Then the upgrade of all five to the next version
+# (deb-check.sh builds them into build/deb/next) under a fetch loop, which
+# must see no failure: DKMS builds the next version's module here and
+# installs it beside the running one, which keeps its version, its table,
+# its generation and its link; dpkg -r and dpkg -P take everything away
+# again.
+# DKMS's build of the module under TCG takes most of the guest's two CPUs: a run of the whole suite skips it; make check runs it
 # in a guest of its own, as make check-packages does (on 6.12).
 # timeout: 1500
 # kernels: none
@@ -109,14 +113,30 @@ mkdir -p "$R/tmp/debs"
 for p in $PKGS; do
 	cp "$DEBS/${p}_${VER}"_*.deb "$R/tmp/debs/" || bail "no $p package"
 done
+# The module built for this kernel by dkms-check.sh, as a distribution
+# ships a prebuilt one: the postinst loads it instead of building.
+TB=$TOP/build/deb/dkms-6.12/engram-rdma-$VER.dkms.tar.gz
+PREBUILT=0
+if [ "$("$TOP/selftests/vm/kernels.sh" release 6.12 2>/dev/null)" = "$REL" ] && [ -s "$TB" ]; then
+	mkdir -p "$R/usr/share/engram-rdma-dkms" && cp "$TB" "$R/usr/share/engram-rdma-dkms/" &&
+		PREBUILT=1
+fi
 t0=$SECONDS
 out=$(in_root sh -c 'DEBIAN_FRONTEND=noninteractive dpkg -i /tmp/debs/*.deb' 2>&1)
 rc=$?
-echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Building|Installing' | sed 's/^/# dpkg| /'
+echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Building|Installing|tarball' | sed 's/^/# dpkg| /'
 check "dpkg -i of the five packages ($((SECONDS - t0)) s)" test $rc -eq 0
 installed "$VER" $PKGS
-check "dkms built and installed engram-rdma/$VER for $REL" \
+check "dkms installed engram-rdma/$VER for $REL" \
 	sh -c "chroot '$R' dkms status engram-rdma/$VER -k $REL | grep -q installed"
+if [ $PREBUILT -eq 1 ]; then
+	check "from the prebuilt tarball: nothing was built here" \
+		test -z "$(grep 'Building initial module' <<<"$out")"
+	# Not the package's: dpkg -r would leave its directory behind.
+	rm -f "$R/usr/share/engram-rdma-dkms/engram-rdma-$VER.dkms.tar.gz"
+else
+	diag "no prebuilt DKMS tarball ($TB): the module was built here"
+fi
 ko=$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null | head -n1)
 check "the module is in /lib/modules/$REL/updates/dkms" test -n "$ko"
 check "its vermagic is $REL" test "$(modinfo -F vermagic "$ko" 2>/dev/null | cut -d' ' -f1)" = "$REL"
@@ -159,15 +179,15 @@ echo "$out" | sed 's/^/# example| /'
 check "a fetch from Python through the installed packages is exact" test $rc -eq 0
 
 # --- upgrade, while serving --------------------------------------------------------------
-# dpkg -i of the next version's tool, library and binding (deb-check.sh
-# builds them) while a loop fetches through the installed library with no
-# fallback (--required): the old packages' prerm and the new ones' postinst
-# run under it, and the library is replaced under running processes.  The
-# running module, its table and its link must not notice.  The DKMS
-# package's upgrade (a second build of the module under TCG, 550 s) is not
-# in here: make check has no room for it.
+# dpkg -i of the next version of all five (deb-check.sh builds them) while
+# a loop fetches through the installed library with no fallback
+# (--required): the old packages' prerm and the new ones' postinst run
+# under it, DKMS removes the old version's module file and builds and
+# installs the new one (the one build of the module under TCG here), and
+# the library is replaced under running processes.  The running module,
+# its table and its link must not notice.
 NEXT=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$VER")
-UPKGS="engramctl libengram0 libengram-dev python3-engram-rdma"
+UPKGS="engram-rdma-dkms engramctl libengram0 libengram-dev python3-engram-rdma"
 mkdir -p "$R/tmp/debs-next"
 for p in $UPKGS; do
 	cp "$DEBS/next/${p}_${NEXT}"_*.deb "$R/tmp/debs-next/" || bail "no $p $NEXT package"
@@ -183,6 +203,8 @@ loop() {
 			--weight-offset "$WOFF" --scale-offset "$SOFF" --link "$ID" --count 1000 \
 			--seed $n >/dev/null 2>"$S/loop.err" || bad=$((bad + 1))
 		n=$((n + 1))
+		# A run every few seconds: the rest of the CPUs are DKMS's build.
+		sleep 2
 	done
 	echo "$n $bad" >"$S/loop.out"
 }
@@ -198,8 +220,18 @@ wait $lpid
 read -r runs bad <"$S/loop.out" 2>/dev/null
 echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Unpacking|Building|Installing|Removing' |
 	sed 's/^/# dpkg| /'
-check "dpkg -i of the four $NEXT packages over $VER ($secs s)" test $rc -eq 0
+check "dpkg -i of the five $NEXT packages over $VER ($secs s)" test $rc -eq 0
 installed "$NEXT" $UPKGS
+next_built() {
+	in_root dkms status "engram-rdma/$NEXT" -k "$REL" | grep -q installed &&
+		grep -q "Building initial module for $REL" <<<"$out"
+}
+check "dkms built engram-rdma/$NEXT here and installed it for $REL" next_built
+check "engram-rdma/$VER is gone from dkms" \
+	test -z "$(in_root dkms status engram-rdma/$VER 2>/dev/null)"
+ko=$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null | head -n1)
+check "the module file is $NEXT ($(modinfo -F version "$ko" 2>/dev/null)), for modprobe's next load" \
+	test "$(modinfo -F version "$ko" 2>/dev/null)" = "$NEXT"
 check "the running module is still $VER" \
 	test "$(cat /sys/module/engram_rdma/version 2>/dev/null)" = "$VER"
 check "the table is still ready, its generation unchanged" \
@@ -226,7 +258,8 @@ module_load || nok "insmod the harness's module again"
 check "dpkg -r of the DKMS package" in_root dpkg -r engram-rdma-dkms
 check "takes the module out of /lib/modules/$REL" \
 	test -z "$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null)"
-check "and its sources out of /usr/src" test ! -e "$R/usr/src/engram-rdma-$VER"
+check "and its sources out of /usr/src" \
+	test ! -e "$R/usr/src/engram-rdma-$VER" -a ! -e "$R/usr/src/engram-rdma-$NEXT"
 check "dpkg -r of the other four" \
 	in_root dpkg -r python3-engram-rdma libengram-dev libengram0 engramctl
 check "leaves no program or library" \
