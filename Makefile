@@ -189,7 +189,7 @@ deb: deps
 # this is the step alone, for iterating on the packages.
 check-packages: deb tools
 	$(MAKE) -C selftests/guest
-	selftests/dkms-check.sh 6.12 --tarball build/deb/dkms-6.12
+	selftests/dkms-check.sh 6.12 --tarball build/dkms-tarball/6.12
 	selftests/vm/run.sh --kver 6.12 --timeout 1800 -- selftests/guest/run.sh t_85_packages
 
 # Replicas across hosts, three guests (selftests/vm/run-replicas.sh): two

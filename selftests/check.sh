@@ -300,10 +300,11 @@ run_tap unit "[unit]" make -s -C selftests/unit run
 
 # --- DKMS ------------------------------------------------------------------------------
 # For the packages' guest's kernel, with the build as a DKMS tarball for it:
-# its first install loads that, its upgrade builds under TCG.
+# its first install loads that, its upgrade builds under TCG.  Not under
+# build/deb, which deb-check.sh makes anew.
 if [ -n "$PACKAGES_KVER" ]; then
 	run_tap dkms "[dkms]" selftests/dkms-check.sh "$PACKAGES_KVER" \
-		--tarball "build/deb/dkms-$PACKAGES_KVER"
+		--tarball "build/dkms-tarball/$PACKAGES_KVER"
 else
 	run_tap dkms "[dkms]" selftests/dkms-check.sh
 fi

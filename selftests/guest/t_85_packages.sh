@@ -115,7 +115,7 @@ for p in $PKGS; do
 done
 # The module built for this kernel by dkms-check.sh, as a distribution
 # ships a prebuilt one: the postinst loads it instead of building.
-TB=$TOP/build/deb/dkms-6.12/engram-rdma-$VER.dkms.tar.gz
+TB=$TOP/build/dkms-tarball/6.12/engram-rdma-$VER.dkms.tar.gz
 PREBUILT=0
 if [ "$("$TOP/selftests/vm/kernels.sh" release 6.12 2>/dev/null)" = "$REL" ] && [ -s "$TB" ]; then
 	mkdir -p "$R/usr/share/engram-rdma-dkms" && cp "$TB" "$R/usr/share/engram-rdma-dkms/" &&
