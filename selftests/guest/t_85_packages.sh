@@ -8,8 +8,9 @@
 # for the running kernel: from the prebuilt DKMS tarball that
 # selftests/dkms-check.sh --tarball made of this version for this kernel,
 # put where the postinst loads one (/usr/share/engram-rdma-dkms), or built
-# here when there is none; modprobe loads that copy; engramctl from the
-# package loads a table and links to it, and a fetch from Python through
+# here when there is none; modprobe loads that copy; the installed unit's
+# ExecStart loads the table tables.conf lists, engramctl from the package
+# links to it, and a fetch from Python through
 # the installed python3-engram-rdma and libengram0 is exact; the group
 # engram exists.  Then the upgrade of all five to the next version
 # (deb-check.sh builds them into build/deb/next) under a fetch loop, which
@@ -154,9 +155,17 @@ check "modprobe engram_rdma loads the DKMS copy (updates/dkms)" \
 check "the loaded module is $VER" test "$(cat /sys/module/engram_rdma/version 2>/dev/null)" = "$VER"
 ctl() { in_root /usr/sbin/engramctl "$@"; }
 check "engramctl $VER from the package" test "$(ctl -V | awk '{ print $2 }')" = "$VER"
-out=$(ctl load "$F" --tensor "$PREFIX" --name pkg --no-progress 2>&1)
-diag "load: $out"
-check "it loads a table" test "$(ctl show pkg | awk '$1 == "state" { print $2 }')" = ready
+# As the installed unit loads tables at boot: its ExecStart= (this guest's
+# init is not systemd; selftests/vm/run-systemd.sh boots one) over the
+# tables file an administrator writes.
+printf 'pkg %s %s %s\n' "$F" "$PREFIX" "$(sha256sum "$F" | cut -d' ' -f1)" \
+	>"$R/etc/engram-rdma/tables.conf"
+start=$(sed -n 's/^ExecStart=//p' "$R/lib/systemd/system/engram-rdma-tables.service")
+# shellcheck disable=SC2086
+out=$(in_root $start 2>&1)
+diag "ExecStart=$start: $out"
+check "the unit's ExecStart loads the table tables.conf lists" \
+	test "$(ctl show pkg | awk '$1 == "state" { print $2 }')" = ready
 ctl listen add "rdma://$IP:$PORT" >/dev/null || nok "listen add"
 ID=$(ctl link add "rdma://$IP:$PORT@$IP" 2>&1)
 [ "$ID" -ge 1 ] 2>/dev/null || bail "link add: $ID"
@@ -268,8 +277,10 @@ check "leaves no program or library" \
 check "but the configuration (conffiles) until a purge" \
 	test -e "$R/etc/modprobe.d/engram_rdma.conf"
 check "dpkg -P of the five" in_root dpkg -P $PKGS
-check "leaves nothing under /etc but the group engram" \
-	test ! -e "$R/etc/modprobe.d/engram_rdma.conf" -a ! -e "$R/etc/engram-rdma" \
+# tables.conf is the administrator's, not the package's: dpkg leaves it.
+check "leaves nothing under /etc but the group engram and the administrator's tables.conf" \
+	test ! -e "$R/etc/modprobe.d/engram_rdma.conf" \
+	-a "$(ls -A "$R/etc/engram-rdma" 2>&1)" = tables.conf \
 	-a ! -e "$R/etc/modules-load.d/engram_rdma.conf"
 diag "left after the purge: group $(in_root getent group engram || echo none)"
 check "the kernel log is clean" kmsg_clean
