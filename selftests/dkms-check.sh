@@ -102,9 +102,13 @@ for p in Kbuild kmod uapi dkms.conf LICENSE; do
 		notok "tree has $p"
 	fi
 done
-# Only sources: no in-tree build products.
+# Only sources, as debian/rules ships them: no in-tree build products, and
+# no compat_probed.h, which is the probes' answer for the kernel the tree
+# was built for.  A file here the package lacks would also be left behind
+# in /usr/src by dpkg -r once the tarball was loaded (t_85_packages).
 find "$tree" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' \
-	-o -name '.*.cmd' -o -name 'modules.order' -o -name 'Module.symvers' \) -delete
+	-o -name '.*.cmd' -o -name 'modules.order' -o -name 'Module.symvers' \
+	-o -name compat_probed.h -o -name '*.d' \) -delete
 
 step() {
 	# step DESCRIPTION CMD...
@@ -181,6 +185,20 @@ if [ -n "$TARBALL" ]; then
 	mkdir -p "$TARBALL" && TARBALL=$(cd "$TARBALL" && pwd) && rm -f "$TARBALL"/*.dkms.tar.gz
 	step "dkms mktarball: the module built for $rel and its sources, in $TARBALL" \
 		"${D[@]}" mktarball "$name/$ver" "${K[@]}" --archive="$TARBALL/$name-$ver.dkms.tar.gz"
+	# Its sources are the tree's, no more: what is not git's (ignored,
+	# built) is not the package's either.
+	if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+		want=$(git -C "$root" ls-files --cached --others --exclude-standard \
+			Kbuild kmod uapi dkms.conf LICENSE | sort)
+		got=$(tar tzf "$TARBALL/$name-$ver.dkms.tar.gz" 2>/dev/null |
+			sed -n 's#^\./dkms_source_tree/##p' | grep -v -e '/$' -e '^$' | sort)
+		if [ -n "$want" ] && [ "$want" = "$got" ]; then
+			ok "the tarball's sources are the tree's files, none built ($(wc -l <<<"$got"))"
+		else
+			notok "the tarball's sources are the tree's files, none built"
+			diff <(echo "$want") <(echo "$got") | head -n 20 | diag
+		fi
+	fi
 fi
 step "dkms remove $name/$ver --all" "${D[@]}" remove "$name/$ver" --all --no-depmod
 if [ -z "$(ls "$imods/$rel"/updates/dkms/engram_rdma.ko* 2>/dev/null)" ] &&

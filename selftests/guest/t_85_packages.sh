@@ -269,6 +269,7 @@ check "takes the module out of /lib/modules/$REL" \
 	test -z "$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null)"
 check "and its sources out of /usr/src" \
 	test ! -e "$R/usr/src/engram-rdma-$VER" -a ! -e "$R/usr/src/engram-rdma-$NEXT"
+find "$R/usr/src" -maxdepth 3 -path "*engram*" 2>/dev/null | head -n 20 | sed 's/^/# left in \/usr\/src: /'
 check "dpkg -r of the other four" \
 	in_root dpkg -r python3-engram-rdma libengram-dev libengram0 engramctl
 check "leaves no program or library" \
