@@ -21,7 +21,11 @@
 CHECK=$TOP/selftests/guest/fetch_check
 F=$SCRATCH/replicas.safetensors
 ROWS=200000
-DEADLINE=1000
+# A part's share is half the deadline while another replica could take
+# over, and a share that passes breaks that part's link: under three TCG
+# guests on two CPUs (CI's machines), host2's answers took up to 750 ms
+# while host1 died, so 1 s broke host2's link too (not what is tested).
+DEADLINE=2000
 MARGIN=$(slow 2000)
 make_table "$F" $ROWS --seed 17 --pad-before 3 || bail "mktable"
 read -r WOFF SOFF < <(tensor_offsets "$F")
@@ -162,6 +166,8 @@ TMPD=$SCRATCH/replicas-spark
 mkdir -p "$TMPD"
 STOP=$TMPD/stop
 fo0=$(stat_global failovers)
+to2=$(link_stat "$L2" fetch_timeouts) rc2=$(link_field "$L2" reconnects)
+dmesg_mark
 "${FC[@]}" --tolerate --count 1000000000 --batch 288,4096 --timeout-ms $DEADLINE \
 	--max-ms $((DEADLINE + MARGIN)) --settle-ms 1500 --local "$F" --local-tensor $PREFIX \
 	--expect-no-fallbacks --stop-file "$STOP" --duration-s 1200 --seed 5 \
@@ -189,12 +195,20 @@ touch "$STOP"
 wait $loop
 rc=$?
 sed 's/^/# loop: /' "$TMPD/loop"
+diag "host2's link $L2 during the loop: fetch timeouts $(($(link_stat "$L2" fetch_timeouts) - to2)), reconnects $(($(link_field "$L2" reconnects) - rc2)), state $(link_field "$L2" state)"
+if [ $rc -ne 0 ]; then
+	"$ENGRAMCTL" link show 2>&1 | sed 's/^/# link show: /'
+	dmesg_since | grep engram | tail -n 40 | sed 's/^/# dmesg: /'
+fi
 check "every fetch of the loop exact, from a host, nothing late: none failed or fell back" \
 	test $rc -eq 0
 check "... none even tolerated" grep -q ' tolerated 0 slow 0 late 0' "$TMPD/loop"
 check "parts were sent again to host2 when host1 went away ($(($(stat_global failovers) - fo0)))" \
 	test "$(stat_global failovers)" -gt "$fo0"
 diag "failovers $(($(stat_global failovers) - fo0)), fetch timeouts on host1's link $(link_stat "$L1" fetch_timeouts), $((SECONDS - t_down)) s since host1 died"
+# A deadline the loop's last fetches missed there may have broken host2's
+# link (the rule for any late part): it is back within its backoff.
+check "host2's link is up" wait_for 60 up "$L2"
 check "host2 alone: exact" run --count 20000 --batch 288,4096 --timeout-ms 10000 --seed 6
 
 stamp "end"
