@@ -443,7 +443,7 @@ static int engram_chardev_fetch_dest(struct engram_file *ef, const struct engram
 
 /* Validate, build and submit one fetch; on success it is on ef->fetches. */
 static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a,
-				      struct engram_fetch **out)
+				      bool polled, struct engram_fetch **out)
 {
 	struct engram_dest d[ENGRAM_WIRE_MAX_RANGES];
 	struct engram_open_table *ot;
@@ -462,6 +462,7 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 		return -ENOMEM;
 	kref_init(&f->ref);
 	f->slot = -1;
+	f->polled = polled;
 	f->nr_rows = a->nr_rows;
 	f->stride = a->stride;
 	timeout = a->timeout_ns ? a->timeout_ns :
@@ -570,7 +571,8 @@ static long engram_chardev_ioc_fetch(struct engram_file *ef, void __user *uarg, 
 	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_FETCH_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
-	ret = engram_chardev_fetch_start(ef, &a, &f);
+	/* Only a caller that waits here, polling, reaps a poll queue. */
+	ret = engram_chardev_fetch_start(ef, &a, wait && (a.flags & ENGRAM_FETCH_BUSY_POLL), &f);
 	if (ret)
 		return ret;
 	a.ticket = f->user_ticket;

@@ -88,6 +88,8 @@ struct engram_fetch {
 	bool wire_broken;		/* a WR failed or was not posted: teardown ends it */
 	bool finished;			/* off the wire, MRs back in the pool */
 	bool kept;			/* its pieces land through kept keys (kept.c) */
+	bool polled;			/* its caller busy-polls: a poll queue if any */
+	bool poll_q;			/* on a poll queue: its caller reaps it */
 
 	/* what to ask */
 	u8 digest[ENGRAM_WIRE_DIGEST_PREFIX];

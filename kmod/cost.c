@@ -12,7 +12,8 @@ DEFINE_PER_CPU(struct engram_cost, engram_cost);
 /**
  * engram_cost_snapshot() - sum the cost counters over every CPU
  * @vals: array of __ENGRAM_STAT_MAX values; those of the cost counters
- *	(ENGRAM_COST_FIRST to ENGRAM_COST_LAST, and CLIENT_LINK_LOCKS) are set
+ *	(ENGRAM_COST_FIRST to ENGRAM_COST_LAST, CLIENT_LINK_LOCKS and
+ *	CLIENT_SOFTIRQ_CQES) are set
  *
  * A CPU's counters are read without stopping it, so a sum taken while
  * fetches run is as of no single instant, which is fine for counts taken

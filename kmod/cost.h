@@ -8,6 +8,7 @@
 #define ENGRAM_COST_H
 
 #include <linux/percpu.h>
+#include <linux/preempt.h>
 #include <rdma/ib_verbs.h>
 
 #include "engram.h"
@@ -19,7 +20,7 @@
 #define ENGRAM_COST_FIRST	ENGRAM_STAT_CLIENT_POSTS
 #define ENGRAM_COST_LAST	ENGRAM_STAT_HOST_REQUEST_NS
 #define ENGRAM_COST_RANGE	(ENGRAM_COST_LAST - ENGRAM_COST_FIRST + 1)
-#define ENGRAM_COST_NR		(ENGRAM_COST_RANGE + 1)
+#define ENGRAM_COST_NR		(ENGRAM_COST_RANGE + 2)
 
 struct engram_cost {
 	u64 c[ENGRAM_COST_NR];
@@ -30,21 +31,37 @@ DECLARE_PER_CPU(struct engram_cost, engram_cost);
 /* The stat counted at index @i of struct engram_cost. */
 static inline enum engram_stat engram_cost_stat(unsigned int i)
 {
-	return i < ENGRAM_COST_RANGE ? ENGRAM_COST_FIRST + i : ENGRAM_STAT_CLIENT_LINK_LOCKS;
+	if (i < ENGRAM_COST_RANGE)
+		return ENGRAM_COST_FIRST + i;
+	return i == ENGRAM_COST_RANGE ? ENGRAM_STAT_CLIENT_LINK_LOCKS :
+					ENGRAM_STAT_CLIENT_SOFTIRQ_CQES;
 }
 
 /* Add @v to cost counter @id (one engram_cost_stat() names); any context. */
 static inline void engram_cost_add(enum engram_stat id, u64 v)
 {
-	unsigned int i = id == ENGRAM_STAT_CLIENT_LINK_LOCKS ? ENGRAM_COST_RANGE :
-			 id - ENGRAM_COST_FIRST;
+	unsigned int i;
 
+	if (id == ENGRAM_STAT_CLIENT_LINK_LOCKS)
+		i = ENGRAM_COST_RANGE;
+	else if (id == ENGRAM_STAT_CLIENT_SOFTIRQ_CQES)
+		i = ENGRAM_COST_RANGE + 1;
+	else
+		i = id - ENGRAM_COST_FIRST;
 	this_cpu_add(engram_cost.c[i], v);
 }
 
 static inline void engram_cost_inc(enum engram_stat id)
 {
 	engram_cost_add(id, 1);
+}
+
+/* A completion reaped on a link's CQ: in softirq, or by a poller. */
+static inline void engram_cost_client_cqe(void)
+{
+	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	if (in_serving_softirq())
+		engram_cost_inc(ENGRAM_STAT_CLIENT_SOFTIRQ_CQES);
 }
 
 /* A post of the chain @wr: one post, and a work request per link of it. */

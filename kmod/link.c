@@ -271,6 +271,8 @@ static void engram_link_live_locked(struct engram_link *l)
 	/* The answer offers no more than we asked for; min() keeps it so. */
 	l->q_slots = min_t(u32, l->neg.max_inflight, ENGRAM_WIRE_OFFER_INFLIGHT);
 	l->nr_queues = clamp_t(u32, l->nr_queues, 1, ENGRAM_LINK_MAX_QUEUES);
+	/* Queue 0, which carries catalogs, is never a poll queue. */
+	l->nr_poll_queues = min(l->nr_poll_queues, l->nr_queues - 1);
 	l->nr_slots = l->q_slots * l->nr_queues;
 	bitmap_zero(l->slots_busy, ENGRAM_LINK_MAX_SLOTS);
 	l->connects++;
@@ -1109,22 +1111,44 @@ static void engram_link_deadline_work(struct work_struct *work)
 
 /* --- fetches --- */
 
+/* A free slot of queues [@first, @first + @n), the CPU's among them first. */
+static unsigned long engram_link_find_slot_in(struct engram_link *l, unsigned int first,
+					      unsigned int n)
+{
+	unsigned int q = first + raw_smp_processor_id() % n;
+	unsigned long end = (q + 1) * l->q_slots, last = (first + n) * l->q_slots, slot;
+
+	slot = find_next_zero_bit(l->slots_busy, end, q * l->q_slots);
+	if (slot < end)
+		return slot;
+	slot = find_next_zero_bit(l->slots_busy, last, first * l->q_slots);
+	return slot < last ? slot : l->nr_slots;
+}
+
 /*
  * A free slot, on the submitting CPU's queue if it has one, as nvme-rdma
  * maps a CPU to its queue: callers on different CPUs then use different
  * queue pairs, completion queues and (on a NIC) interrupt vectors.  Any
- * other queue's slot if that one is full.  l->lock held.
+ * other queue's slot if that one is full.  A fetch whose caller busy-polls
+ * takes a poll queue's slot first, and another only when those are full
+ * (its completion then comes in softirq as any other); no other fetch
+ * ever takes a poll queue's, whose completions only a poller reaps.
+ * l->lock held.
  *
- * Return: the slot, or l->nr_slots when every slot is busy.
+ * Return: the slot, or l->nr_slots when every slot it may take is busy.
  */
-static unsigned long engram_link_find_slot(struct engram_link *l)
+static unsigned long engram_link_find_slot(struct engram_link *l, bool polled)
 {
-	unsigned int q = raw_smp_processor_id() % l->nr_queues;
-	unsigned long end = (q + 1) * l->q_slots, slot;
+	unsigned int irq_queues = l->nr_queues - l->nr_poll_queues;
+	unsigned long slot;
 
 	lockdep_assert_held(&l->lock);
-	slot = find_next_zero_bit(l->slots_busy, end, q * l->q_slots);
-	return slot < end ? slot : find_first_zero_bit(l->slots_busy, l->nr_slots);
+	if (polled && l->nr_poll_queues) {
+		slot = engram_link_find_slot_in(l, irq_queues, l->nr_poll_queues);
+		if (slot < l->nr_slots)
+			return slot;
+	}
+	return engram_link_find_slot_in(l, 0, irq_queues);
 }
 
 /**
@@ -1158,10 +1182,12 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 		/* Row places are version 3's, and take room in the request. */
 		ret = -E2BIG;
 	} else {
-		slot = engram_link_find_slot(l);
+		slot = engram_link_find_slot(l, f->polled);
 		ret = slot < l->nr_slots ? 0 : -EBUSY;
-		if (!ret)
+		if (!ret) {
 			__set_bit(slot, l->slots_busy);
+			f->poll_q = slot >= (l->nr_queues - l->nr_poll_queues) * l->q_slots;
+		}
 	}
 	if (!ret) {
 		f->ticket = ++l->next_ticket;
@@ -1177,11 +1203,24 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 			engram_link_lock_fetch(l, flags);
 			__clear_bit(slot, l->slots_busy);
 			f->slot = -1;
+			f->poll_q = false;
 			spin_unlock_irqrestore(&l->lock, flags);
 		}
 	}
 	up_read(&l->conn_sem);
 	return ret;
+}
+
+/*
+ * A fetch on a poll queue is reaped by whoever waits for it: its poller
+ * (@now), or a worker of the transport's while it waits another way.
+ * Nothing for any other fetch, nor for a replica group's, which is on no
+ * link itself.
+ */
+static void engram_link_reap(struct engram_fetch *f, bool now)
+{
+	if (f->poll_q && !engram_fetch_done(f))
+		f->link->ops->reap(f->link, f, now);
 }
 
 /**
@@ -1206,6 +1245,7 @@ void engram_link_break_fetch(struct engram_fetch *f)
 	engram_link_lock_fetch(l, flags);
 	late = engram_link_expire_locked(l, f);
 	spin_unlock_irqrestore(&l->lock, flags);
+	engram_link_reap(f, false);
 	if (!late)
 		wait_event_timeout(*f->wq, engram_fetch_done(f),
 				   msecs_to_jiffies(ENGRAM_LINK_INV_GRACE_MS));
@@ -1256,11 +1296,15 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 		if (!ktime_before(now, until))
 			break;
 		if (busy) {
-			if (signal_pending(current))
+			if (signal_pending(current)) {
+				engram_link_reap(f, false);
 				return -EINTR;
+			}
+			engram_link_reap(f, true);
 			cond_resched();
 			continue;
 		}
+		engram_link_reap(f, false);
 		left = nsecs_to_jiffies(ktime_to_ns(ktime_sub(until, now))) + 1;
 		left = wait_event_interruptible_timeout(*f->wq, engram_fetch_done(f), left);
 		if (left < 0)
@@ -1268,8 +1312,10 @@ int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy)
 	}
 	if (engram_fetch_done(f))
 		return 0;
-	if (!own_deadline)
+	if (!own_deadline) {
+		engram_link_reap(f, false);
 		return -EAGAIN;
+	}
 	engram_link_expire(f);
 	return 0;
 }
@@ -1288,6 +1334,7 @@ void engram_link_fetch_end(struct engram_fetch *f)
 
 	/* A dying process is not kept in D state for a long deadline. */
 	left = min_t(s64, left, ENGRAM_LINK_CLOSE_WAIT_MS * NSEC_PER_MSEC);
+	engram_link_reap(f, false);
 	if (left > 0)
 		wait_event_timeout(*f->wq, engram_fetch_done(f), nsecs_to_jiffies(left) + 1);
 	if (engram_fetch_done(f))

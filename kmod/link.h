@@ -55,6 +55,10 @@ struct engram_link;
  *	l->mutex or l->lock held, the link live; may be NULL
  * @on_device: does the connection use @ibdev?  l->mutex held; NULL for a
  *	transport that uses no RDMA device
+ * @reap: reap the completions of @f's poll queue (@now), or see that a
+ *	worker does until that queue is idle (!@now), for a waiter that
+ *	stops polling; @f submitted on a poll queue (f->poll_q); process
+ *	context, no lock held; may be NULL when the transport has none
  * @answer_last: the RESPONSE comes after the rows (RDMA), so an answered
  *	fetch no longer waits on the server; over TCP the rows follow it
  */
@@ -69,6 +73,7 @@ struct engram_link_ops {
 	void (*put_fetch)(struct engram_link *l, struct engram_fetch *f);
 	const char *(*device)(struct engram_link *l);
 	bool (*on_device)(struct engram_link *l, struct ib_device *ibdev);
+	void (*reap)(struct engram_link *l, struct engram_fetch *f, bool now);
 	bool answer_last;
 };
 
@@ -116,6 +121,12 @@ struct engram_link {
 	unsigned int nr_slots;		/* q_slots * nr_queues; 0 while down */
 	unsigned int q_slots;
 	unsigned int nr_queues;		/* set by the transport's connect */
+	/*
+	 * The last nr_poll_queues of them are poll queues (set by the
+	 * transport's connect): no interrupt, their completions reaped by
+	 * the busy-polling callers whose fetches they carry (ops->reap).
+	 */
+	unsigned int nr_poll_queues;
 	u64 queue_fetches[ENGRAM_LINK_MAX_QUEUES];	/* fetches done, per queue */
 	u32 conn_gen;
 	bool live;			/* negotiated: frames can be read, fetches posted */

@@ -143,6 +143,13 @@ struct engram_link_rdma_q {
 	 * its disconnect is not a break of the link.
 	 */
 	bool dropping;
+	/*
+	 * A poll queue (link_poll_queues): its CQ is IB_POLL_DIRECT, reaped
+	 * by the busy-polling callers of its fetches, by reap_work while
+	 * something else is out on it, and by teardown's drain.
+	 */
+	bool polled;
+	struct delayed_work reap_work;
 	struct engram_kept_conn kept;	/* buffers registered once here (kept.c) */
 };
 
@@ -186,6 +193,25 @@ static struct engram_uint_param engram_link_queues = {
 module_param_cb(link_queues, &engram_uint_param_ops, &engram_link_queues, 0644);
 MODULE_PARM_DESC(link_queues,
 		 "RDMA links: queue pairs per link, a fetch on its CPU's (0: one per CPU, up to the device's completion vectors and 4; or 1-8; default 1)");
+
+/*
+ * link_poll_queues: queue pairs beyond link_queues whose completion queues
+ * raise no interrupt: a fetch whose caller busy-polls (ENGRAM_IOC_FETCH
+ * with ENGRAM_FETCH_BUSY_POLL) goes on one and its caller reaps its
+ * completions itself, as nvme-rdma's poll queues, with no interrupt, no
+ * softirq and no wake-up.  0 by default: each is one more connection the
+ * server counts against rdma_max_conns_per_peer.
+ */
+static struct engram_uint_param engram_link_poll_queues = {
+	.val = 0, .min = 0, .max = ENGRAM_LINK_MAX_QUEUES - 1, .zero_ok = true,
+};
+
+module_param_cb(link_poll_queues, &engram_uint_param_ops, &engram_link_poll_queues, 0644);
+MODULE_PARM_DESC(link_poll_queues,
+		 "RDMA links: poll queues per link beyond link_queues, for fetches whose caller busy-polls (0-7, default 0)");
+
+/* Completions a poller reaps at a time: the rest wait for its next turn. */
+#define ENGRAM_LINK_POLL_BUDGET		16
 
 static struct engram_link_rdma *engram_link_rdma_of(struct engram_link *l)
 {
@@ -232,7 +258,7 @@ static void engram_link_rdma_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 {
 	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q, reg_cqe);
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	engram_cost_client_cqe();
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fail_wc(q->link, wc, "memory registration");
 }
@@ -250,7 +276,7 @@ static void engram_link_rdma_kept_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_link_rdma_q *q = container_of(wc->wr_cqe, struct engram_link_rdma_q,
 						    send_cqe);
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	engram_cost_client_cqe();
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fail_wc(q->link, wc, "request send");
 }
@@ -290,7 +316,7 @@ static void engram_link_rdma_send_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, send_cqe);
 	struct engram_link *l = f->link;
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	engram_cost_client_cqe();
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fetch_wc_failed(l, f, wc, "request send");
 	engram_link_rdma_wire_put(l, f);
@@ -320,7 +346,7 @@ static void engram_link_rdma_inv_done(struct ib_cq *cq, struct ib_wc *wc)
 	struct engram_fetch *f = container_of(wc->wr_cqe, struct engram_fetch, inv_cqe);
 	struct engram_link *l = f->link;
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	engram_cost_client_cqe();
 	if (wc->status != IB_WC_SUCCESS)
 		engram_link_rdma_fetch_wc_failed(l, f, wc, "invalidation");
 	engram_link_rdma_wire_put(l, f);
@@ -577,7 +603,7 @@ static void engram_link_rdma_recv_done(struct ib_cq *cq, struct ib_wc *wc)
 	bool resp;
 	int ret;
 
-	engram_cost_inc(ENGRAM_STAT_CLIENT_CQES);
+	engram_cost_client_cqe();
 	if (wc->status != IB_WC_SUCCESS) {
 		engram_link_rdma_fail_wc(l, wc, "receive");
 		return;
@@ -837,6 +863,8 @@ static void engram_link_rdma_q_destroy_qp(struct engram_link_rdma_q *q)
 /* The rest of a queue, once its QP and the slots registered on it are gone. */
 static void engram_link_rdma_q_free(struct engram_link_rdma_q *q)
 {
+	/* Under conn_sem (write) or before the link was live: none is queued again. */
+	cancel_delayed_work_sync(&q->reap_work);
 	if (q->cq) {
 		ib_free_cq(q->cq);
 		q->cq = NULL;
@@ -990,6 +1018,31 @@ static void engram_link_rdma_slot_reg_done(struct ib_cq *cq, struct ib_wc *wc)
 	complete(&q->slot_reg_done);
 }
 
+/* Reap a poll queue's completions, in the context its handlers expect. */
+static void engram_link_rdma_q_poll(struct engram_link_rdma_q *q)
+{
+	local_bh_disable();
+	ib_process_cq_direct(q->cq, ENGRAM_LINK_POLL_BUDGET);
+	local_bh_enable();
+}
+
+/* The slots' registration, reaped here on a poll queue: false on timeout. */
+static bool engram_link_rdma_wait_reg(struct engram_link_rdma_q *q)
+{
+	unsigned long end = jiffies + msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS);
+
+	if (!q->polled)
+		return wait_for_completion_timeout(&q->slot_reg_done,
+						   msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS));
+	while (!try_wait_for_completion(&q->slot_reg_done)) {
+		if (time_after(jiffies, end))
+			return false;
+		engram_link_rdma_q_poll(q);
+		usleep_range(20, 100);
+	}
+	return true;
+}
+
 /*
  * Register the MRs of a queue's @n slots: REG_MRs on its send queue, which
  * is empty and in RTS once connected, the last one signaled.  Waited for,
@@ -1022,8 +1075,7 @@ static int engram_link_rdma_reg_slots(struct engram_link_rdma_q *q,
 	kfree(regs);	/* the device copied the WRs when they were posted */
 	if (ret)
 		return ret;
-	if (!wait_for_completion_timeout(&q->slot_reg_done,
-					 msecs_to_jiffies(ENGRAM_LINK_CM_TIMEOUT_MS)))
+	if (!engram_link_rdma_wait_reg(q))
 		return -ETIMEDOUT;	/* teardown's drain flushes it */
 	return q->slot_reg_status == IB_WC_SUCCESS ? 0 : -EIO;
 }
@@ -1085,7 +1137,8 @@ static int engram_link_rdma_create_qp(struct engram_link_rdma_q *q)
 	sq = min_t(unsigned int, sq, ibdev->attrs.max_qp_wr);
 	/* Each queue's completions on a vector of their own, when there are several. */
 	q->cq = engram_alloc_cq(ibdev, l, sq + ENGRAM_LINK_NR_RECVS + 2,
-				q->idx % max(ibdev->num_comp_vectors, 1), IB_POLL_SOFTIRQ);
+				q->idx % max(ibdev->num_comp_vectors, 1),
+				q->polled ? IB_POLL_DIRECT : IB_POLL_SOFTIRQ);
 	if (IS_ERR(q->cq)) {
 		ret = PTR_ERR(q->cq);
 		q->cq = NULL;
@@ -1301,8 +1354,8 @@ static void engram_link_rdma_connect_more(struct engram_link *l, unsigned int wa
 static int engram_link_rdma_connect(struct engram_link *l)
 {
 	struct engram_link_rdma *rl = engram_link_rdma_of(l);
+	unsigned int hold, want, poll, i;
 	struct engram_wire_params answer;
-	unsigned int hold;
 	unsigned long flags;
 	bool broken;
 	int ret;
@@ -1318,8 +1371,17 @@ static int engram_link_rdma_connect(struct engram_link *l)
 	if (ret)
 		return ret;
 	l->neg = answer;
-	engram_link_rdma_connect_more(l, engram_link_rdma_nr_queues(rl->q[0].cm_id->device));
+	want = engram_link_rdma_nr_queues(rl->q[0].cm_id->device);
+	poll = min_t(unsigned int, READ_ONCE(engram_link_poll_queues.val),
+		     ENGRAM_LINK_MAX_QUEUES - want);
+	for (i = 0; i < ENGRAM_LINK_MAX_QUEUES; i++)
+		rl->q[i].polled = i >= want && i < want + poll;
+	engram_link_rdma_connect_more(l, want);
+	/* Poll queues only beside every queue that takes interrupts. */
+	if (rl->nr_q == want && poll)
+		engram_link_rdma_connect_more(l, want + poll);
 	l->nr_queues = rl->nr_q;
+	l->nr_poll_queues = rl->nr_q > want ? rl->nr_q - want : 0;
 	ret = engram_link_rdma_alloc_slots(l);
 	if (ret)
 		return ret;
@@ -1576,9 +1638,69 @@ static int engram_link_rdma_heartbeat(struct engram_link *l, u64 ticket)
 		ret = engram_link_rdma_hb_send(l, q, ticket);
 		if (ret)
 			return ret;
+		/* Its completion and its echo: nobody else polls for them. */
+		if (q->polled)
+			queue_delayed_work(system_highpri_wq, &q->reap_work, 1);
 		sent++;
 	}
 	return sent ? 0 : -EBUSY;
+}
+
+/* Is anything of @q's out: a fetch in one of its slots, or its heartbeat? */
+static bool engram_link_rdma_q_busy(struct engram_link *l, struct engram_link_rdma_q *q)
+{
+	unsigned long first = q->idx * l->q_slots, end = first + l->q_slots, flags;
+	bool busy;
+
+	spin_lock_irqsave(&l->lock, flags);
+	busy = find_next_bit(l->slots_busy, end, first) < end || q->hb_busy || q->hb_out;
+	spin_unlock_irqrestore(&l->lock, flags);
+	return busy;
+}
+
+/*
+ * A poll queue's reaper, while something is out on it that no caller
+ * polls for: a heartbeat, or a fetch whose caller stopped polling (a
+ * signal, a WAIT, a closing fd, a deadline being enforced).  Every tick
+ * until the queue is idle.  It never waits for teardown, which cancels it
+ * under conn_sem and whose drain reaps the rest.
+ */
+static void engram_link_rdma_reap_work(struct work_struct *work)
+{
+	struct engram_link_rdma_q *q = container_of(to_delayed_work(work),
+						    struct engram_link_rdma_q, reap_work);
+	struct engram_link *l = q->link;
+
+	if (!down_read_trylock(&l->conn_sem))
+		return;
+	if (l->live && q->cq && q->polled) {
+		engram_cost_inc(ENGRAM_STAT_CLIENT_WORK_ITEMS);
+		engram_link_rdma_q_poll(q);
+		if (engram_link_rdma_q_busy(l, q))
+			queue_delayed_work(system_highpri_wq, &q->reap_work, 1);
+	}
+	up_read(&l->conn_sem);
+}
+
+/*
+ * The RDMA transport's reap: a busy-polling caller reaps its fetch's
+ * queue itself; any other waiter leaves it to reap_work.  Not while the
+ * connection goes: teardown's drain reaps every WR of it.
+ */
+static void engram_link_rdma_reap(struct engram_link *l, struct engram_fetch *f, bool now)
+{
+	struct engram_link_rdma_q *q;
+
+	if (!down_read_trylock(&l->conn_sem))
+		return;
+	if (l->live && f->conn_gen == l->conn_gen && f->slot >= 0) {
+		q = engram_link_rdma_fq(l, f);
+		if (q->polled && now)
+			engram_link_rdma_q_poll(q);
+		else if (q->polled)
+			mod_delayed_work(system_highpri_wq, &q->reap_work, 0);
+	}
+	up_read(&l->conn_sem);
 }
 
 /* Give a finished fetch's MRs back to its queue's pool; l->lock held. */
@@ -1641,6 +1763,7 @@ static struct engram_link *engram_link_rdma_alloc(void)
 		q->slot_reg_cqe.done = engram_link_rdma_slot_reg_done;
 		init_completion(&q->slot_reg_done);
 		q->hb_cqe.done = engram_link_rdma_hb_send_done;
+		INIT_DELAYED_WORK(&q->reap_work, engram_link_rdma_reap_work);
 	}
 	return &rl->link;
 }
@@ -1665,6 +1788,7 @@ static const struct engram_link_ops engram_link_rdma_ops = {
 	.put_fetch = engram_link_rdma_put_fetch,
 	.device = engram_link_rdma_device,
 	.on_device = engram_link_rdma_on_device,
+	.reap = engram_link_rdma_reap,
 	.answer_last = true,
 };
 

@@ -95,6 +95,7 @@ const u8 engram_global_stat_ids[] = {
 	ENGRAM_STAT_HOST_WORK_ITEMS,
 	ENGRAM_STAT_HOST_REQUEST_NS,
 	ENGRAM_STAT_CLIENT_LINK_LOCKS,
+	ENGRAM_STAT_CLIENT_SOFTIRQ_CQES,
 };
 
 const unsigned int engram_global_stat_count = ARRAY_SIZE(engram_global_stat_ids);

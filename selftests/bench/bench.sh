@@ -125,9 +125,11 @@ emit "{\"case\": \"env\", \"kernel\": \"$(uname -r)\", \"cpu_model\": \"${cpu//\
 module_unload || bail "rmmod"
 case "$ROLE" in
 one) module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" \
-	"remote=rdma://$IP:$RPORT@$IP,tcp://$IP:$TPORT@$IP" link_queues=0 || bail "insmod" ;;
+	"remote=rdma://$IP:$RPORT@$IP,tcp://$IP:$TPORT@$IP" link_queues=0 link_poll_queues=1 ||
+	bail "insmod" ;;
 host) module_load "listen=rdma://$IP:$RPORT,tcp://$IP:$TPORT" || bail "insmod" ;;
-spark) module_load "remote=rdma://$IP:$RPORT@$ME,tcp://$IP:$TPORT@$ME" link_queues=0 ||
+spark) module_load "remote=rdma://$IP:$RPORT@$ME,tcp://$IP:$TPORT@$ME" link_queues=0 \
+	link_poll_queues=1 ||
 	bail "insmod" ;;
 esac
 # The same seed on both guests: the Spark checks rows against its own copy.

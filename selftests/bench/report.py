@@ -398,6 +398,7 @@ COST_MODES = ("sleep", "busy")
 COST_COLS = [
     ("client_allocs", "GPU allocs"), ("client_work_items", "GPU work items"),
     ("client_posts", "GPU posts"), ("client_wrs", "GPU WRs"), ("client_cqes", "GPU CQEs"),
+    ("client_softirq_cqes", "GPU CQEs in softirq"),
     ("vol_switches", "fetcher switches"), ("client_link_locks", "GPU link-lock holds"),
     ("host_requests", "host requests"), ("host_work_items", "host work items"),
     ("host_posts", "host posts"), ("host_wrs", "host WRs"), ("host_cqes", "host CQEs"),
@@ -568,6 +569,13 @@ def check_cost(cases):
                 if rows <= 4096 and (locks is None or locks > 3.5):
                     problems.append(f"{name}: {fmt(locks, 2)} holds of the link's lock "
                                     "per fetch, not 3")
+                # A busy-polling fetch on a named link goes on a poll queue
+                # (make bench sets link_poll_queues=1): its caller reaps its
+                # completions, none comes in softirq.
+                soft = p.get("client_softirq_cqes")
+                if lk != "link0" and m == "busy" and (soft is None or soft > 0.1):
+                    problems.append(f"{name}: {fmt(soft, 2)} GPU completions per fetch in "
+                                    "softirq while busy-polling, not 0")
                 # Up to rdma_softirq_rows (4,096) the host answers in the receive
                 # completion: a work item for most requests means it does not.
                 hw, hr = p.get("host_work_items"), p.get("host_requests")

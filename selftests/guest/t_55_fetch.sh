@@ -307,6 +307,55 @@ check "the Python example runs and its rows are exact" \
 	/usr/bin/python3 "$TOP/tools/python/example.py" --table fetch --file "$F" \
 	--weight-offset "$WOFF" --scale-offset "$SOFF" --count 2000
 
+# Poll queues (link_poll_queues): a fetch whose caller busy-polls goes on a
+# queue whose CQ raises no interrupt, and its caller reaps it; no other
+# fetch goes there.  Counted: the poll queue's fetches, and the client's
+# completions reaped in softirq (heartbeat echoes on queue 0 among them).
+# A link of its own, over the IPv6 listener: link 1 keeps its one queue.
+PQ=/sys/module/engram_rdma/parameters/link_poll_queues
+echo 1 >$PQ
+"$ENGRAMCTL" listen add "rdma://[$IP6]:18515" >/dev/null
+PL=$("$ENGRAMCTL" link add "rdma://[$IP6]:18515@[$IP6]")
+pl_up() { test "$(link_field "$PL" state)" = up; }
+check "a link with link_poll_queues=1 comes up" wait_for 60 pl_up
+check "... with 2 queues, one a poll queue" test "$(link_field "$PL" queues)" = 2
+qf() { "$ENGRAMCTL" -j link show "$PL" | jget "(d[0].get('queue_fetches', []) + [0, 0])[$1]"; }
+cst() { stat_global "$1"; }
+q0=$(qf 0) q1=$(qf 1) f0=$(link_stat "$PL" fetches) c0=$(cst client_cqes) s0=$(cst client_softirq_cqes)
+check "busy-polling on the poll queue: 20,000 rows in batches of 1, 288 and 4,096, exact" \
+	run --link "$PL" --count 20000 --batch 1,288,4096 --busy-poll --seed 30
+check "... and 3,000 fetches of 1 row, exact" \
+	run --link "$PL" --count 3000 --batch 1 --busy-poll --seed 35
+nf=$(($(link_stat "$PL" fetches) - f0)) nq1=$(($(qf 1) - q1)) nc=$(($(cst client_cqes) - c0))
+ns=$(($(cst client_softirq_cqes) - s0))
+diag "busy-polling: $nf fetches, $nq1 on the poll queue, $(($(qf 0) - q0)) on queue 0; $nc completions, $ns of them in softirq"
+check "every one of its $nf fetches went on the poll queue" test "$nf" -gt 0 -a "$nq1" = "$nf"
+check "its completions were reaped by the caller: $ns of $nc in softirq (under 1 in 20)" \
+	test "$nc" -ge "$nf" -a $((ns * 20)) -lt "$nc"
+q1=$(qf 1) f0=$(link_stat "$PL" fetches) c0=$(cst client_cqes) s0=$(cst client_softirq_cqes)
+sleeping() {
+	run --link "$PL" --count 20000 --batch 1,288,4096 --seed 31 &&
+		run --link "$PL" --count 1000 --batch 1 --seed 36
+}
+check "sleeping on the same link: 20,000 rows, and 1,000 fetches of 1 row, exact" sleeping
+nf=$(($(link_stat "$PL" fetches) - f0)) ns=$(($(cst client_softirq_cqes) - s0))
+check "... none on the poll queue ($(($(qf 1) - q1))), its completions in softirq ($ns for $nf fetches)" \
+	test "$(qf 1)" = "$q1" -a "$ns" -ge "$nf"
+check "two busy-polling processes share the poll queue: exact" \
+	run --link "$PL" --count 20000 --batch 288,4096 --busy-poll --procs 2 --seed 32
+# A poller that dies mid-fetch: its fd's close reaps the queue (reap_work).
+"${FC[@]}" --link "$PL" --count 5000000 --batch 49152 --busy-poll --seed 33 >/dev/null 2>&1 &
+pid=$!
+sleep 3
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+check "after a busy-polling fetcher is killed, the link stays up and its fetches are exact" \
+	run --link "$PL" --count 5000 --batch 288 --busy-poll --seed 34
+check "... without a reconnect ($(link_field "$PL" reconnects))" test "$(link_field "$PL" reconnects)" = 0
+"$ENGRAMCTL" link del "$PL" >/dev/null
+"$ENGRAMCTL" listen del "rdma://[$IP6]:18515" >/dev/null
+echo 0 >$PQ
+
 # Lifetimes.
 "${FC[@]}" --count 5000000 --batch 49152 --seed 7 >/dev/null 2>&1 &
 pid=$!

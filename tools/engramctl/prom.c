@@ -110,6 +110,8 @@ static const struct {
 	[ENGRAM_STAT_CLIENT_ALLOCS] = { "Allocation calls on the fetch path.", PROM_COUNTER },
 	[ENGRAM_STAT_CLIENT_LINK_LOCKS] = { "Holds of a link's lock by fetches on it.",
 					    PROM_COUNTER },
+	[ENGRAM_STAT_CLIENT_SOFTIRQ_CQES] = { "Of those completions, the ones reaped in softirq.",
+					      PROM_COUNTER },
 	[ENGRAM_STAT_HOST_REQUESTS] = { "RDMA requests answered.", PROM_COUNTER },
 	[ENGRAM_STAT_HOST_POSTS] = { "Posts to host connections' queue pairs.", PROM_COUNTER },
 	[ENGRAM_STAT_HOST_WRS] = { "Work requests in them.", PROM_COUNTER },

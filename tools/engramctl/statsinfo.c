@@ -84,6 +84,7 @@ static const struct {
 	[ENGRAM_STAT_CLIENT_WORK_ITEMS]	= { "client_work_items", STAT_COUNT },
 	[ENGRAM_STAT_CLIENT_ALLOCS]	= { "client_allocs", STAT_COUNT },
 	[ENGRAM_STAT_CLIENT_LINK_LOCKS]	= { "client_link_locks", STAT_COUNT },
+	[ENGRAM_STAT_CLIENT_SOFTIRQ_CQES]	= { "client_softirq_cqes", STAT_COUNT },
 	[ENGRAM_STAT_HOST_REQUESTS]	= { "host_requests", STAT_COUNT },
 	[ENGRAM_STAT_HOST_POSTS]	= { "host_posts", STAT_COUNT },
 	[ENGRAM_STAT_HOST_WRS]		= { "host_wrs", STAT_COUNT },

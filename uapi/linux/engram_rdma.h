@@ -472,6 +472,12 @@ enum engram_stat {
 	 * the fetches on it, from submit to the completion that ends each.
 	 */
 	ENGRAM_STAT_CLIENT_LINK_LOCKS,
+	/*
+	 * Module-wide, a cost as CLIENT_CQES: those of them reaped in softirq
+	 * (after an interrupt), not by a busy-polling caller on a poll queue
+	 * (the link_poll_queues parameter).
+	 */
+	ENGRAM_STAT_CLIENT_SOFTIRQ_CQES,
 
 	__ENGRAM_STAT_MAX,
 	ENGRAM_STAT_MAX = __ENGRAM_STAT_MAX - 1
