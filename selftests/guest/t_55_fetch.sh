@@ -344,7 +344,9 @@ check "... none on the poll queue ($(($(qf 1) - q1))), its completions in softir
 check "two busy-polling processes share the poll queue: exact" \
 	run --link "$PL" --count 20000 --batch 288,4096 --busy-poll --procs 2 --seed 32
 # A poller that dies mid-fetch: its fd's close reaps the queue (reap_work).
-"${FC[@]}" --link "$PL" --count 5000000 --batch 49152 --busy-poll --seed 33 >/dev/null 2>&1 &
+# Fetches of 4,096 rows, well within the 2 s a closing fd waits for one
+# before it breaks the link (ENGRAM_LINK_CLOSE_WAIT_MS).
+"${FC[@]}" --link "$PL" --count 5000000 --batch 4096 --busy-poll --seed 33 >/dev/null 2>&1 &
 pid=$!
 sleep 3
 kill -9 $pid 2>/dev/null
