@@ -184,9 +184,11 @@ dkms-check:
 deb: deps
 	selftests/deb-check.sh
 
-# The packages installed in a 6.12 guest (t_85_packages): DKMS builds the
-# module there, under TCG, in about seven minutes.  make check runs it too;
-# this is the step alone, for iterating on the packages.
+# The packages installed in a 6.12 guest (t_85_packages): its first install
+# loads the module prebuilt by dkms-check.sh, its upgrade has DKMS build the
+# next version there, under TCG, in about ten minutes.  make check runs it
+# too, with the next version prebuilt as well; this is the step alone, for
+# iterating on the packages, with the one real build in a guest.
 check-packages: deb tools
 	$(MAKE) -C selftests/guest
 	selftests/dkms-check.sh 6.12 --tarball build/dkms-tarball/6.12

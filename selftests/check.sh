@@ -6,12 +6,13 @@
 #   deps (fast when everything is present) -> tools -> module for KDIR ->
 #   module for the 6.1 and 6.12 test kernels -> style -> build matrix (5.10
 #   to 7.3-rc, RT, arm64 4K/16K: MATRIX; the user-space side cross-built for
-#   arm64) -> user-space unit tests ->
-#   DKMS install/remove -> make install into a scratch DESTDIR -> Debian
-#   packages -> in-guest selftests under QEMU: the 6.1 and 6.12 suites side
-#   by side, the two-guest runs, the three-guest replicas run, the packages
-#   installed in a guest (t_85_packages), a guest booting systemd with them,
-#   then the debug kernel's suite
+#   arm64) -> user-space unit tests -> make install into a scratch DESTDIR
+#   -> Debian packages -> DKMS install/remove (and the tarballs of this
+#   version and the next for the packages' guest) -> in-guest selftests
+#   under QEMU: the 6.1 and 6.12 suites side by side, the two-guest runs,
+#   the three-guest replicas run, the packages installed in a guest
+#   (t_85_packages), a guest booting systemd with them, then the debug
+#   kernel's suite
 #
 # Every step contributes TAP lines, renumbered globally and prefixed with the
 # step ("ok 17 - [6.12] t_10_load: sha256 matches"); a build step is one
@@ -72,8 +73,8 @@ ARM64_PAIR=${ARM64_PAIR-6.12}
 # kernel is over.  Beside another guest it gains nothing: two TCG guests of
 # two CPUs each on two cores slowed each other far beyond their sum (the
 # debug guest's t_67 took 465 s beside it, 154 s alone), and beside the two
-# suites no core was left idle.  DKMS's build of the module under TCG is most
-# of its seven minutes.  Empty: not run.
+# suites no core was left idle.  Both of its module versions come prebuilt
+# (the DKMS check's tarballs): about three minutes.  Empty: not run.
 PACKAGES_KVER=${PACKAGES_KVER-6.12}
 # Debian's systemd booted as PID 1 in a guest of this kernel, with the
 # engramctl and libengram0 packages installed (run-systemd.sh): the module
@@ -298,22 +299,28 @@ run_tap cross-arm64 "[matrix]" selftests/cross-arm64.sh
 # --- user-space unit tests -------------------------------------------------------
 run_tap unit "[unit]" make -s -C selftests/unit run
 
-# --- DKMS ------------------------------------------------------------------------------
-# For the packages' guest's kernel, with the build as a DKMS tarball for it:
-# its first install loads that, its upgrade builds under TCG.  Not under
-# build/deb, which deb-check.sh makes anew.
-if [ -n "$PACKAGES_KVER" ]; then
-	run_tap dkms "[dkms]" selftests/dkms-check.sh "$PACKAGES_KVER" \
-		--tarball "build/dkms-tarball/$PACKAGES_KVER"
-else
-	run_tap dkms "[dkms]" selftests/dkms-check.sh
-fi
-
 # --- make install into a scratch DESTDIR ------------------------------------------
 run_tap install "[install]" selftests/install-check.sh
 
 # --- Debian packages (installed in a guest by t_85_packages) -----------------------
 run_tap deb "[deb]" selftests/deb-check.sh
+
+# --- DKMS ------------------------------------------------------------------------------
+# For the packages' guest's kernel, with the builds of this version and of
+# the next one (deb-check.sh's build/deb/next) as DKMS tarballs for it: the
+# guest's install and upgrade load those rather than build under TCG, which
+# took ten of the packages guest's thirteen minutes.  Not under build/deb,
+# which deb-check.sh makes anew.
+if [ -n "$PACKAGES_KVER" ]; then
+	next_tree=""
+	for d in build/deb/next/engram-rdma-*/; do
+		[ -f "$d/dkms.conf" ] && next_tree=$d
+	done
+	run_tap dkms "[dkms]" selftests/dkms-check.sh "$PACKAGES_KVER" \
+		--tarball "build/dkms-tarball/$PACKAGES_KVER" ${next_tree:+--next-tree "$next_tree"}
+else
+	run_tap dkms "[dkms]" selftests/dkms-check.sh
+fi
 
 # --- in-guest selftests ----------------------------------------------------------
 # One guest keeps a little more than one of the two cores busy, so the

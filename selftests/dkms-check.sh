@@ -16,17 +16,23 @@
 # DIR/NAME-VERSION.dkms.tar.gz as dkms mktarball makes it: the packages' guest (t_85_packages) puts it
 # where engram-rdma-dkms's postinst loads a prebuilt module from
 # (/usr/share/engram-rdma-dkms/NAME-VERSION.dkms.tar.gz), so that its first
-# install builds nothing under TCG and its upgrade is the one build there.
+# install builds nothing under TCG.  With --next-tree SRC as well (the next
+# version's tree, which deb-check.sh makes in build/deb/next), that version
+# is added, built and made a tarball beside the first, in the same dkms
+# trees, then removed: the upgrade of t_85_packages loads it in turn.
+# Without it the upgrade builds the module in the guest (make
+# check-packages): minutes of TCG that the native build here spares.
 #
-# Usage: dkms-check.sh [KVER] [--tarball DIR]   (default 6.1)
+# Usage: dkms-check.sh [KVER] [--tarball DIR [--next-tree SRC]]   (default 6.1)
 set -uo pipefail
 export LC_ALL=C
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-KVER=6.1 TARBALL=""
+KVER=6.1 TARBALL="" NEXT_TREE=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--tarball) TARBALL=${2:?--tarball DIR}; shift 2 ;;
+	--next-tree) NEXT_TREE=${2:?--next-tree SRC}; shift 2 ;;
 	-*) echo "dkms-check.sh: unknown option '$1'" >&2; exit 2 ;;
 	*) KVER=$1; shift ;;
 	esac
@@ -93,22 +99,28 @@ done
 D=(dkms --dkmstree "$stage/dkms" --sourcetree "$stage/src" --installtree "$imods")
 K=(-k "$rel" --kernelsourcedir "$kdir")
 
+# stage_tree FROM TO: the sources of tree FROM as debian/rules ships them.
+stage_tree() {
+	local p
+
+	mkdir -p "$2"
+	for p in Kbuild kmod uapi dkms.conf LICENSE; do
+		if [ -e "$1/$p" ]; then
+			cp -a "$1/$p" "$2/"
+		else
+			notok "tree $1 has $p"
+		fi
+	done
+	# No in-tree build products, and no compat_probed.h, which is the
+	# probes' answer for the kernel the tree was built for.  A file here
+	# the package lacks would also be left behind in /usr/src by dpkg -r
+	# once the tarball was loaded (t_85_packages).
+	find "$2" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' \
+		-o -name '.*.cmd' -o -name 'modules.order' -o -name 'Module.symvers' \
+		-o -name compat_probed.h -o -name '*.d' \) -delete
+}
 tree=$stage/$name-$ver
-mkdir -p "$tree"
-for p in Kbuild kmod uapi dkms.conf LICENSE; do
-	if [ -e "$root/$p" ]; then
-		cp -a "$root/$p" "$tree/"
-	else
-		notok "tree has $p"
-	fi
-done
-# Only sources, as debian/rules ships them: no in-tree build products, and
-# no compat_probed.h, which is the probes' answer for the kernel the tree
-# was built for.  A file here the package lacks would also be left behind
-# in /usr/src by dpkg -r once the tarball was loaded (t_85_packages).
-find "$tree" \( -name '*.o' -o -name '*.ko' -o -name '*.mod' -o -name '*.mod.c' \
-	-o -name '.*.cmd' -o -name 'modules.order' -o -name 'Module.symvers' \
-	-o -name compat_probed.h -o -name '*.d' \) -delete
+stage_tree "$root" "$tree"
 
 step() {
 	# step DESCRIPTION CMD...
@@ -197,6 +209,24 @@ if [ -n "$TARBALL" ]; then
 		else
 			notok "the tarball's sources are the tree's files, none built"
 			diff <(echo "$want") <(echo "$got") | head -n 20 | diag
+		fi
+	fi
+	if [ -n "$NEXT_TREE" ]; then
+		nver=$(sed -n 's/^PACKAGE_VERSION="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' \
+			"$NEXT_TREE/dkms.conf" 2>/dev/null)
+		if [ -n "$nver" ] && [ "$nver" != "$ver" ]; then
+			stage_tree "$NEXT_TREE" "$stage/$name-$nver"
+			step "next version: dkms add $name/$nver beside $ver" \
+				"${D[@]}" add "$stage/$name-$nver" &&
+			step "next version: dkms build -k $rel" \
+				"${D[@]}" build "$name/$nver" "${K[@]}" &&
+			step "next version: dkms mktarball, in $TARBALL" \
+				"${D[@]}" mktarball "$name/$nver" "${K[@]}" \
+				--archive="$TARBALL/$name-$nver.dkms.tar.gz"
+			step "next version: dkms remove $name/$nver --all" \
+				"${D[@]}" remove "$name/$nver" --all --no-depmod
+		else
+			notok "next version: $NEXT_TREE/dkms.conf names a version other than $ver (got '$nver')"
 		fi
 	fi
 fi

@@ -14,12 +14,15 @@
 # the installed python3-engram-rdma and libengram0 is exact; the group
 # engram exists.  Then the upgrade of all five to the next version
 # (deb-check.sh builds them into build/deb/next) under a fetch loop, which
-# must see no failure: DKMS builds the next version's module here and
-# installs it beside the running one, which keeps its version, its table,
+# must see no failure: DKMS loads the next version's module from its
+# prebuilt tarball (dkms-check.sh --next-tree made it; without one, as in
+# make check-packages, DKMS builds it here under TCG) and installs it
+# beside the running one, which keeps its version, its table,
 # its generation and its link; dpkg -r and dpkg -P take everything away
 # again.
-# DKMS's build of the module under TCG takes most of the guest's two CPUs: a run of the whole suite skips it; make check runs it
-# in a guest of its own, as make check-packages does (on 6.12).
+# dpkg under TCG takes most of the guest's two CPUs: a run of the whole
+# suite skips it; make check runs it in a guest of its own, as make
+# check-packages does (on 6.12).
 # timeout: 1500
 # kernels: none
 . "$(dirname "$0")/lib.sh"
@@ -191,9 +194,10 @@ check "a fetch from Python through the installed packages is exact" test $rc -eq
 # dpkg -i of the next version of all five (deb-check.sh builds them) while
 # a loop fetches through the installed library with no fallback
 # (--required): the old packages' prerm and the new ones' postinst run
-# under it, DKMS removes the old version's module file and builds and
-# installs the new one (the one build of the module under TCG here), and
-# the library is replaced under running processes.  The running module,
+# under it, DKMS removes the old version's module file and installs the
+# new one (from its prebuilt tarball when dkms-check.sh made one, else
+# built here under TCG: ten minutes), and the library is replaced under
+# running processes.  The running module,
 # its table and its link must not notice.
 NEXT=$(awk -F. '{ printf "%d.%d.%d", $1, $2, $3 + 1 }' <<<"$VER")
 UPKGS="engram-rdma-dkms engramctl libengram0 libengram-dev python3-engram-rdma"
@@ -212,11 +216,17 @@ loop() {
 			--weight-offset "$WOFF" --scale-offset "$SOFF" --link "$ID" --count 1000 \
 			--seed $n >/dev/null 2>"$S/loop.err" || bad=$((bad + 1))
 		n=$((n + 1))
-		# A run every few seconds: the rest of the CPUs are DKMS's build.
+		# A run every few seconds: the rest of the CPUs are dpkg's
+		# (and DKMS's build, when there is no prebuilt tarball).
 		sleep 2
 	done
 	echo "$n $bad" >"$S/loop.out"
 }
+NTB=$(dirname "$TB")/engram-rdma-$NEXT.dkms.tar.gz
+NEXT_PREBUILT=0
+if [ $PREBUILT -eq 1 ] && [ -s "$NTB" ]; then
+	cp "$NTB" "$R/usr/share/engram-rdma-dkms/" && NEXT_PREBUILT=1
+fi
 touch "$S/upgrading"
 loop &
 lpid=$!
@@ -231,11 +241,21 @@ echo "$out" | grep -Ei 'dkms|error|warn|Setting up|Unpacking|Building|Installing
 	sed 's/^/# dpkg| /'
 check "dpkg -i of the five $NEXT packages over $VER ($secs s)" test $rc -eq 0
 installed "$NEXT" $UPKGS
-next_built() {
-	in_root dkms status "engram-rdma/$NEXT" -k "$REL" | grep -q installed &&
+next_installed() {
+	in_root dkms status "engram-rdma/$NEXT" -k "$REL" | grep -q installed || return 1
+	if [ $NEXT_PREBUILT -eq 1 ]; then
+		! grep -q "Building initial module" <<<"$out"
+	else
 		grep -q "Building initial module for $REL" <<<"$out"
+	fi
 }
-check "dkms built engram-rdma/$NEXT here and installed it for $REL" next_built
+if [ $NEXT_PREBUILT -eq 1 ]; then
+	check "dkms installed engram-rdma/$NEXT for $REL from its prebuilt tarball, building nothing" \
+		next_installed
+	rm -f "$R/usr/share/engram-rdma-dkms/engram-rdma-$NEXT.dkms.tar.gz"
+else
+	check "dkms built engram-rdma/$NEXT here and installed it for $REL" next_installed
+fi
 check "engram-rdma/$VER is gone from dkms" \
 	test -z "$(in_root dkms status engram-rdma/$VER 2>/dev/null)"
 ko=$(ls "$R/lib/modules/$REL/updates/dkms/engram_rdma.ko"* 2>/dev/null | head -n1)
