@@ -11,7 +11,7 @@
 # that fills the socket does not hold up a second thread on the same fd,
 # whose short deadline gives ETIMEDOUT in time, never in D state, nor a
 # WAIT meanwhile.
-# kernels: 6.1
+# kernels: 6.12
 # timeout: 300
 . "$(dirname "$0")/lib.sh"
 
