@@ -144,6 +144,8 @@ struct engram_fetch {
 	struct engram_fetch *spare_part;
 	/* the fd's fetch: end it at its deadline (instead of a link break) */
 	void (*expire)(struct engram_fetch *f);
+	/* the fd's fetch: reap its parts on poll queues (see engram_link_reap) */
+	void (*reap)(struct engram_fetch *f, bool now);
 	/* a part: called once it is done, in any context */
 	void (*part_done)(struct engram_fetch *f);
 	struct engram_fetch *parent;	/* a part: the fd's fetch */
@@ -244,6 +246,7 @@ void engram_link_bounce_put(struct engram_link *l, struct engram_ubuf *b, u64 us
 u32 engram_link_max_ranges(const struct engram_link *l);
 int engram_link_submit(struct engram_link *l, struct engram_fetch *f);
 void engram_link_break_fetch(struct engram_fetch *f);
+void engram_link_reap(struct engram_fetch *f, bool now);
 void engram_link_count(struct engram_link *l, enum engram_stat stat, u64 n);
 int engram_link_fetch_wait(struct engram_fetch *f, u64 timeout_ns, bool busy);
 void engram_link_fetch_end(struct engram_fetch *f);

@@ -1211,16 +1211,25 @@ int engram_link_submit(struct engram_link *l, struct engram_fetch *f)
 	return ret;
 }
 
-/*
+/**
+ * engram_link_reap() - reap a fetch's completions if its waiter must
+ * @f: a submitted fetch, or a replica group's
+ * @now: the caller busy-polls: reap here, else leave it to a worker
+ *
  * A fetch on a poll queue is reaped by whoever waits for it: its poller
- * (@now), or a worker of the transport's while it waits another way.
- * Nothing for any other fetch, nor for a replica group's, which is on no
- * link itself.
+ * (@now), or a worker of the transport's while it waits another way.  A
+ * replica group's fetch is on no link itself: its parts on poll queues are
+ * reaped the same way (f->reap).  Nothing for any other fetch.  Process
+ * context, no lock of the fetch's or its link's held.
  */
-static void engram_link_reap(struct engram_fetch *f, bool now)
+void engram_link_reap(struct engram_fetch *f, bool now)
 {
-	if (f->poll_q && !engram_fetch_done(f))
+	if (engram_fetch_done(f))
+		return;
+	if (f->poll_q)
 		f->link->ops->reap(f->link, f, now);
+	else if (f->reap)
+		f->reap(f, now);
 }
 
 /**

@@ -358,6 +358,8 @@ static struct engram_fetch *engram_replica_part_alloc(struct engram_fetch *f)
 			return NULL;
 	}
 	kref_init(&p->ref);		/* the fd's fetch's, until it is freed */
+	/* Its caller reaps it where it busy-polls (engram_replica_reap_parts). */
+	p->polled = f->polled;
 	INIT_LIST_HEAD(&p->fd_node);
 	INIT_LIST_HEAD(&p->done_node);
 	INIT_LIST_HEAD(&p->retry_node);
@@ -429,6 +431,11 @@ static struct engram_fetch *engram_replica_part_again(struct engram_fetch *p)
 
 	if (!q)
 		return NULL;
+	/*
+	 * Sent by the work item, maybe while the caller sleeps: on an
+	 * ordinary queue, whose completions need no poller.
+	 */
+	q->polled = false;
 	q->first = p->first;
 	q->nr_rows = p->nr_rows;
 	q->span = p->span;
@@ -1069,6 +1076,30 @@ static void engram_replica_rf_free(struct engram_fetch *f, struct engram_replica
 	kfree(rf);
 }
 
+/*
+ * The fd's fetch's waiter reaps its parts that are on poll queues: those
+ * the caller sent itself when it busy-polls (a retry, which the work item
+ * sends, is on an ordinary queue).  Parts stay on rf->parts until the
+ * fetch is freed, by its waiter, so those seen under rf->lock are still
+ * there after it; they are reaped outside it, as their completions take
+ * it.
+ */
+static void engram_replica_reap_parts(struct engram_fetch *f, bool now)
+{
+	struct engram_fetch *polled[ENGRAM_REPLICA_MAX_PARTS], *p;
+	struct engram_replica_fetch *rf = f->rf;
+	unsigned int i, n = 0;
+	unsigned long flags;
+
+	spin_lock_irqsave(&rf->lock, flags);
+	list_for_each_entry(p, &rf->parts, part_node)
+		if (p->poll_q && n < ARRAY_SIZE(polled))
+			polled[n++] = p;
+	spin_unlock_irqrestore(&rf->lock, flags);
+	for (i = 0; i < n; i++)
+		engram_link_reap(polled[i], now);
+}
+
 /**
  * engram_replica_submit() - send a fetch of a table opened on no link
  * @rg: the table
@@ -1184,6 +1215,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 		goto out;
 	f->rf = rf;
 	f->expire = engram_replica_expire;
+	f->reap = engram_replica_reap_parts;
 	rf->pending = k;
 	/*
 	 * Not rf->parts: once one part is on a wire, its failure may add a
@@ -1207,6 +1239,7 @@ int engram_replica_submit(struct engram_replica *rg, struct engram_fetch *f)
 	if (!sent) {
 		f->rf = NULL;
 		f->expire = NULL;
+		f->reap = NULL;
 		ret = err;
 		goto out;
 	}

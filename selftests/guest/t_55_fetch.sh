@@ -332,6 +332,16 @@ diag "busy-polling: $nf fetches, $nq1 on the poll queue, $(($(qf 0) - q0)) on qu
 check "every one of its $nf fetches went on the poll queue" test "$nf" -gt 0 -a "$nq1" = "$nf"
 check "its completions were reaped by the caller: $ns of $nc in softirq (under 1 in 20)" \
 	test "$nc" -ge "$nf" -a $((ns * 20)) -lt "$nc"
+# Link 0 (the table opened on no link): the parts of a busy-polling fetch
+# inherit its polling, so this link puts them on its poll queue and the
+# caller reaps them (nothing else would: a part left there unreaped would
+# time out); link 1, which has none, takes the others the ordinary way.
+q1=$(qf 1) f0=$(link_stat "$PL" fetches)
+check "busy-polling on link 0: 20,000 rows in batches of 1, 288 and 4,096, exact" \
+	run --link 0 --count 20000 --batch 1,288,4096 --busy-poll --seed 37
+nf=$(($(link_stat "$PL" fetches) - f0)) nq1=$(($(qf 1) - q1))
+check "... the $nf parts this link took all went on its poll queue ($nq1)" \
+	test "$nf" -gt 0 -a "$nq1" = "$nf"
 q1=$(qf 1) f0=$(link_stat "$PL" fetches) c0=$(cst client_cqes) s0=$(cst client_softirq_cqes)
 sleeping() {
 	run --link "$PL" --count 20000 --batch 1,288,4096 --seed 31 &&

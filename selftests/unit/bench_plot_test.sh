@@ -111,7 +111,7 @@ done
 # and --check names a named-link case with other than one request a fetch.
 cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS [LINK_LOCKS [POSTS [SOFTIRQ_CQES]]]]]]
 	local hr=${4:-1} hw=${5:-0} wrs=${6:-2.5} locks=${7:-3.0} posts=${8:-1.1}
-	local soft=${9:-$([ "$2" = busy ] && [ "$1" != link0 ] && echo 0.0 || echo 1.0)}
+	local soft=${9:-$([ "$2" = busy ] && echo 0.0 || echo 1.0)}
 	printf 'BENCH {"case": "cost", "link": "%s", "mode": "%s", "rows": %d, "fetches": 10, "iters": 10, "bad_rows": 0, "errors": 0, "per_fetch": {"client_posts": %s, "client_wrs": %s, "client_cqes": 1.0, "kept_registrations": 0.5, "client_allocs": 4.0, "host_requests": %s, "host_work_items": %s, "host_request_ns": %s, "vol_switches": 1.0, "client_link_locks": %s, "client_softirq_cqes": %s}}\n' \
 		"$1" "$2" "$3" "$posts" "$wrs" "$hr" "$hw" "$(( (5000 + 2 * $3) ))" "$locks" "$soft"
 }
@@ -128,6 +128,7 @@ cost() {	# cost LINK MODE ROWS [HOST_REQUESTS [HOST_WORK_ITEMS [CLIENT_WRS [LINK
 		"link0 busy 288") cost "$lk" "$m" "$r" 1 0 2.5 3.0 2.0 ;;
 		"kept busy 1") cost "$lk" "$m" "$r" 1 0 2.5 3.0 2.1 ;;
 		"rdma busy 4096") cost "$lk" "$m" "$r" 1 0 2.5 3.0 1.1 1.0 ;;
+		"link0 busy 1") cost "$lk" "$m" "$r" 1 0 2.5 3.0 1.1 2.0 ;;
 		*) cost "$lk" "$m" "$r" ;;
 		esac
 	done; done; done
@@ -168,7 +169,10 @@ flags_only "a case up to 4,096 rows holding the link's lock 4 times a fetch" \
 	'cost_rdma_sleep_49152\|cost_rdma_busy_1:'
 flags_only "a busy-polling case whose completions came in softirq, and only it" \
 	'cost_rdma_busy_4096: 1.00 GPU completions per fetch in softirq' \
-	'in softirq while busy'
+	'cost_rdma_busy_[^4].*in softirq while busy\|cost_kept.*in softirq while busy'
+flags_only "a busy-polling case on link 0 whose completions came in softirq" \
+	'cost_link0_busy_1: 2.00 GPU completions per fetch in softirq' \
+	'cost_link0_busy_[24].*in softirq while busy'
 echo "1..$n"
 echo "# $((n - failed)) passed, $failed failed"
 [ $failed -eq 0 ]
