@@ -1690,11 +1690,18 @@ static void engram_link_rdma_reap_work(struct work_struct *work)
 static void engram_link_rdma_reap(struct engram_link *l, struct engram_fetch *f, bool now)
 {
 	struct engram_link_rdma_q *q;
+	int slot;
 
 	if (!down_read_trylock(&l->conn_sem))
 		return;
-	if (l->live && f->conn_gen == l->conn_gen && f->slot >= 0) {
-		q = engram_link_rdma_fq(l, f);
+	/*
+	 * Read once: another poller of the queue may finish @f meanwhile and
+	 * give its slot back (-1).  A slot taken again since is on the same
+	 * queue, and the slots outlive this hold of conn_sem.
+	 */
+	slot = READ_ONCE(f->slot);
+	if (l->live && f->conn_gen == l->conn_gen && slot >= 0) {
+		q = engram_link_rdma_of(l)->slots[slot].q;
 		if (q->polled && now)
 			engram_link_rdma_q_poll(q);
 		else if (q->polled)

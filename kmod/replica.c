@@ -1092,9 +1092,14 @@ static void engram_replica_reap_parts(struct engram_fetch *f, bool now)
 	unsigned long flags;
 
 	spin_lock_irqsave(&rf->lock, flags);
-	list_for_each_entry(p, &rf->parts, part_node)
-		if (p->poll_q && n < ARRAY_SIZE(polled))
-			polled[n++] = p;
+	list_for_each_entry(p, &rf->parts, part_node) {
+		if (!p->poll_q)
+			continue;
+		/* Only the caller's own parts, at most ENGRAM_REPLICA_MAX_PARTS. */
+		if (WARN_ON_ONCE(n == ARRAY_SIZE(polled)))
+			break;
+		polled[n++] = p;
+	}
 	spin_unlock_irqrestore(&rf->lock, flags);
 	for (i = 0; i < n; i++)
 		engram_link_reap(polled[i], now);

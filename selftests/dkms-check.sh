@@ -37,6 +37,10 @@ while [ $# -gt 0 ]; do
 	*) KVER=$1; shift ;;
 	esac
 done
+if [ -n "$NEXT_TREE" ] && [ -z "$TARBALL" ]; then
+	echo "dkms-check.sh: --next-tree needs --tarball" >&2
+	exit 2
+fi
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; }
@@ -133,7 +137,7 @@ step() {
 	else
 		notok "$d (exit $rc)"
 		tail -n 25 <<<"$out" | diag
-		for f in "$stage/dkms/$name/$ver/build/make.log"; do
+		for f in "$stage/dkms/$name"/*/build/make.log; do
 			[ -f "$f" ] && tail -n 25 "$f" | diag
 		done
 	fi

@@ -169,7 +169,7 @@ flags_only "a case up to 4,096 rows holding the link's lock 4 times a fetch" \
 	'cost_rdma_sleep_49152\|cost_rdma_busy_1:'
 flags_only "a busy-polling case whose completions came in softirq, and only it" \
 	'cost_rdma_busy_4096: 1.00 GPU completions per fetch in softirq' \
-	'cost_rdma_busy_[^4].*in softirq while busy\|cost_kept.*in softirq while busy'
+	'cost_rdma_busy_\(1\|288\|49152\):.*in softirq\|cost_kept.*in softirq'
 flags_only "a busy-polling case on link 0 whose completions came in softirq" \
 	'cost_link0_busy_1: 2.00 GPU completions per fetch in softirq' \
 	'cost_link0_busy_[24].*in softirq while busy'
