@@ -420,7 +420,8 @@ emit "{\"case\": \"link0_links\", \"rdma_fetches\": $(($(link_stat "$RLINK" fetc
 # fetches (no warm-up) and divided by them, with the fetching process's
 # context switches.  Hardware interrupts are left out: rxe raises none,
 # and a TCG guest's are its timer's.  Heartbeats are off meanwhile, so
-# that nothing else posts.  report.py makes the table.
+# that nothing else posts, and so is the host's idle timeout, so that no
+# queue reconnects.  report.py makes the table.
 cost_snap() {
 	"$ENGRAMCTL" -j stats |
 		jget "json.dumps({k: v for k, v in d['global'].items() if k.startswith(('client_', 'host_', 'kept_'))})"
@@ -462,8 +463,14 @@ print(json.dumps({"case": "cost", "link": sys.argv[4], "mode": sys.argv[5],
 PY
 )"
 }
+# Without heartbeats a queue that no case uses for a while (the poll queue
+# while fetches sleep, queue 0 while they busy-poll) would be closed idle
+# by the host (rdma_idle_timeout_ms, 30 s), and the link's reconnect
+# counted in the next case's posts: the host's idle timeout is off too.
 HB_SAVED=$(cat /sys/module/engram_rdma/parameters/heartbeat_ms)
+IDLE_SAVED=$(cat /sys/module/engram_rdma/parameters/rdma_idle_timeout_ms)
 echo 0 > /sys/module/engram_rdma/parameters/heartbeat_ms
+echo 0 > /sys/module/engram_rdma/parameters/rdma_idle_timeout_ms
 COST_ITERS=$((SMOKE ? 10 : 200))
 for lk in "$RLINK rdma" "$RLINK kept" "0 link0"; do
 	set -- $lk
@@ -476,6 +483,7 @@ for lk in "$RLINK rdma" "$RLINK kept" "0 link0"; do
 	done
 done
 echo "$HB_SAVED" > /sys/module/engram_rdma/parameters/heartbeat_ms
+echo "$IDLE_SAVED" > /sys/module/engram_rdma/parameters/rdma_idle_timeout_ms
 
 # --- the local reader ---------------------------------------------------
 for r in $LOCAL_SIZES; do
