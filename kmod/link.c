@@ -326,7 +326,8 @@ static bool engram_link_finish_locked(struct engram_link *l, struct engram_fetch
 		if (!f->error && l->q_slots)
 			l->queue_fetches[f->slot / l->q_slots]++;
 	}
-	f->slot = -1;
+	/* Read without l->lock by a poller that reaps it (ops->reap). */
+	WRITE_ONCE(f->slot, -1);
 	f->rtt_ns = ktime_to_ns(ktime_sub(ktime_get(), f->start));
 	trace_engram_fetch_done(l->id, f->ticket, f->nr_rows, f->error, f->rtt_ns);
 	if (!f->error) {
