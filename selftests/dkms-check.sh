@@ -46,8 +46,10 @@ ok() { n=$((n + 1)); echo "ok $n - $1"; }
 notok() { n=$((n + 1)); failed=1; echo "not ok $n - $1"; }
 diag() { sed 's/^/# /'; }
 
-name=$(sed -n 's/^PACKAGE_NAME="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/dkms.conf")
-ver=$(sed -n 's/^PACKAGE_VERSION="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' "$root/dkms.conf")
+# conf KEY FILE: KEY's value in the dkms.conf FILE, quoted or not.
+conf() { sed -n "s/^$1=\"\{0,1\}\([^\"]*\)\"\{0,1\}\$/\1/p" "$2" 2>/dev/null; }
+name=$(conf PACKAGE_NAME "$root/dkms.conf")
+ver=$(conf PACKAGE_VERSION "$root/dkms.conf")
 rel=$("$root/selftests/vm/kernels.sh" release "$KVER")
 
 if [ "$name" = engram-rdma ] && [ -n "$ver" ]; then
@@ -216,8 +218,7 @@ if [ -n "$TARBALL" ]; then
 		fi
 	fi
 	if [ -n "$NEXT_TREE" ]; then
-		nver=$(sed -n 's/^PACKAGE_VERSION="\{0,1\}\([^"]*\)"\{0,1\}$/\1/p' \
-			"$NEXT_TREE/dkms.conf" 2>/dev/null)
+		nver=$(conf PACKAGE_VERSION "$NEXT_TREE/dkms.conf")
 		if [ -n "$nver" ] && [ "$nver" != "$ver" ]; then
 			stage_tree "$NEXT_TREE" "$stage/$name-$nver"
 			step "next version: dkms add $name/$nver beside $ver" \

@@ -11,8 +11,9 @@
 # both, on no link or a named link, beside a schedule drawn from SEED of
 # link deletions and additions and of replica_prefer_rdma turned off and
 # on (with it on, link-0 fetches go to each host over RDMA alone; with it
-# off, over both transports; it starts off until a TCP link answered), while the hosts load, unload, reload,
-# shard, fail and reload their modules on schedules of their own.  Every
+# off, over both transports; it starts off until a TCP link answered),
+# while the hosts load, unload, reload, shard, fail and reload their
+# modules on schedules of their own.  Every
 # row is checked against the identity the open reported, by this guest's
 # own reading of the same files.  Prints the figures (exact_figures) and
 # passes only with bad 0, late 0 and no open of an unknown table; then

@@ -136,6 +136,8 @@ check "dkms installed engram-rdma/$VER for $REL" \
 if [ $PREBUILT -eq 1 ]; then
 	check "from the prebuilt tarball: nothing was built here" \
 		test -z "$(grep 'Building initial module' <<<"$out")"
+	check "... and DKMS loaded its module ($VER, for $REL)" \
+		grep -q "Loading /var/lib/dkms/engram-rdma/$VER/$REL/" <<<"$out"
 	# Not the package's: dpkg -r would leave its directory behind.
 	rm -f "$R/usr/share/engram-rdma-dkms/engram-rdma-$VER.dkms.tar.gz"
 else
@@ -244,7 +246,8 @@ installed "$NEXT" $UPKGS
 next_installed() {
 	in_root dkms status "engram-rdma/$NEXT" -k "$REL" | grep -q installed || return 1
 	if [ $NEXT_PREBUILT -eq 1 ]; then
-		! grep -q "Building initial module" <<<"$out"
+		! grep -q "Building initial module" <<<"$out" &&
+			grep -q "Loading /var/lib/dkms/engram-rdma/$NEXT/$REL/" <<<"$out"
 	else
 		grep -q "Building initial module for $REL" <<<"$out"
 	fi
