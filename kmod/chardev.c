@@ -44,6 +44,7 @@ struct engram_file {
 	u32 next_handle;
 	struct list_head fetches;	/* submitted, not yet reaped */
 	unsigned int nr_fetches;
+	unsigned int nr_words;		/* of them, with a completion word */
 	u64 next_ticket;
 	wait_queue_head_t wq;		/* a fetch of this fd ended */
 	/*
@@ -64,6 +65,8 @@ static void engram_chardev_fetch_free(struct engram_fetch *f)
 	for (i = 0; i < f->nr_pieces; i++)
 		if (f->pieces[i].buf)
 			engram_ubuf_put(f->pieces[i].buf);
+	if (f->done_buf)
+		engram_ubuf_put(f->done_buf);
 	if (f->link)
 		engram_link_put(f->link);
 	/* The last reference is the fd's, so the fd is still there. */
@@ -281,7 +284,7 @@ static bool engram_chardev_fetch_targets(const struct engram_fetch *f, const str
 	for (i = 0; i < f->nr_pieces; i++)
 		if (f->pieces[i].buf == b)
 			return true;
-	return false;
+	return f->done_buf == b;
 }
 
 /* A fetch of the fd that has not ended and writes into @b, held; or NULL. */
@@ -441,6 +444,42 @@ static int engram_chardev_fetch_dest(struct engram_file *ef, const struct engram
 	return 0;
 }
 
+/*
+ * Resolve a fetch's completion word: inside a registered buffer, and not
+ * among the bytes its rows span (they would overwrite it); the caller
+ * holds ef->mutex.
+ */
+static int engram_chardev_fetch_word(struct engram_file *ef, const struct engram_ioc_fetch *a,
+				     const struct engram_dest *d, unsigned int nd,
+				     struct engram_fetch *f)
+{
+	u64 span = (u64)(a->nr_rows - 1) * a->stride + ENGRAM_ROW_BYTES;
+	struct engram_dest w;
+	unsigned int i;
+
+	w.buf = xa_load(&ef->bufs, a->done_buf_id);
+	if (!w.buf)
+		return -ENOENT;
+	/* Aligned in memory, so in one page and stored at once. */
+	if (w.buf->length < sizeof(u64) || a->done_offset > w.buf->length - sizeof(u64) ||
+	    !IS_ALIGNED(w.buf->addr + a->done_offset, sizeof(u64)))
+		return -EINVAL;
+	w.off = a->done_offset;
+	w.len = sizeof(u64);
+	for (i = 0; i < nd && span; i++) {
+		struct engram_dest rows = { d[i].buf, d[i].off, min(d[i].len, span) };
+
+		if (engram_chardev_dest_overlap(&w, &rows))
+			return -EINVAL;
+		span -= rows.len;
+	}
+	engram_ubuf_get(w.buf);
+	f->done_buf = w.buf;
+	f->done_off = w.off;
+	f->done_value = a->done_value;
+	return 0;
+}
+
 /* Validate, build and submit one fetch; on success it is on ef->fetches. */
 static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_fetch *a,
 				      bool polled, struct engram_fetch **out)
@@ -455,8 +494,14 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	if ((a->flags & ~ENGRAM_FETCH_FLAGS) || a->reserved0 ||
 	    !engram_chardev_zero(a->reserved, sizeof(a->reserved)))
 		return -EINVAL;
-	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows)
+	if (!a->nr_rows || a->stride < ENGRAM_ROW_BYTES || !a->rows || a->reserved1)
 		return -EINVAL;
+	if (a->flags & ENGRAM_FETCH_DONE_WORD) {
+		if (!a->done_buf_id || (a->done_value & ENGRAM_DONE_FAILED))
+			return -EINVAL;
+	} else if (a->done_buf_id || a->done_offset || a->done_value) {
+		return -EINVAL;
+	}
 	f = engram_chardev_fetch_alloc(ef);
 	if (!f)
 		return -ENOMEM;
@@ -496,6 +541,11 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	ret = engram_chardev_fetch_dest(ef, a, d, &nd);
 	if (ret)
 		goto err;
+	if (a->flags & ENGRAM_FETCH_DONE_WORD) {
+		ret = engram_chardev_fetch_word(ef, a, d, nd, f);
+		if (ret)
+			goto err;
+	}
 	memcpy(f->digest, ot->e.sha256, sizeof(f->digest));
 	if (ot->rg) {
 		/*
@@ -525,6 +575,7 @@ static int engram_chardev_fetch_start(struct engram_file *ef, struct engram_ioc_
 	f->user_ticket = ++ef->next_ticket;
 	list_add_tail(&f->fd_node, &ef->fetches);
 	ef->nr_fetches++;
+	ef->nr_words += !!f->done_buf;
 	kref_get(&f->ref);		/* the caller's, besides the list's */
 	mutex_unlock(&ef->mutex);
 	*out = f;
@@ -536,6 +587,24 @@ err:
 	return ret;
 }
 
+/*
+ * What a reap does once the fetch is off the fd: its table's counters, its
+ * rows given to the CPU (unless that was done before its completion word
+ * was set: the caller may have written there since), and the list's
+ * reference dropped.
+ */
+static void engram_chardev_fetch_account(struct engram_fetch *f)
+{
+	if (f->rf) {
+		engram_replica_reap(f);
+	} else {
+		engram_link_table_fetched(f->lt, f->error, f->wire_status, f->nr_rows, f->rtt_ns);
+		if (!f->error && !f->rows_synced)
+			engram_link_fetch_sync_rows(f);
+	}
+	engram_chardev_fetch_put(f);		/* the list's */
+}
+
 /* Take a finished fetch off the fd; the caller still holds a reference. */
 static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetch *f)
 {
@@ -545,20 +614,51 @@ static void engram_chardev_fetch_reap(struct engram_file *ef, struct engram_fetc
 	if (!list_empty(&f->fd_node)) {
 		list_del_init(&f->fd_node);
 		ef->nr_fetches--;
+		ef->nr_words -= !!f->done_buf;
 		mine = true;
 	}
 	mutex_unlock(&ef->mutex);
-	if (!mine)
-		return;
-	if (f->rf) {
-		engram_replica_reap(f);
-		engram_chardev_fetch_put(f);		/* the list's */
-		return;
+	if (mine)
+		engram_chardev_fetch_account(f);
+}
+
+/*
+ * A fetch with a completion word needs no WAIT: those that have ended
+ * with every row in place are reaped by the fd's next submission, so a
+ * caller that only watches words does not fill the fd.  One that failed
+ * stays for WAIT, which tells its caller to read the rows some other way.
+ * Nothing is scanned while the fd has no fetch with a word.
+ */
+static void engram_chardev_reap_words(struct engram_file *ef)
+{
+	struct engram_fetch *f, *ended[32];
+	unsigned int i, n;
+
+	while (READ_ONCE(ef->nr_words)) {
+		n = 0;
+		mutex_lock(&ef->mutex);
+		list_for_each_entry(f, &ef->fetches, fd_node) {
+			if (f->done_buf && engram_fetch_done(f) && !f->error) {
+				ended[n++] = f;
+				if (n == ARRAY_SIZE(ended))
+					break;
+			}
+		}
+		/*
+		 * Off the list here, under ef->mutex: a WAIT that holds one of
+		 * them then finds it reaped, and leaves its counters to us.
+		 */
+		for (i = 0; i < n; i++) {
+			list_del_init(&ended[i]->fd_node);
+			ef->nr_fetches--;
+			ef->nr_words--;
+		}
+		mutex_unlock(&ef->mutex);
+		for (i = 0; i < n; i++)
+			engram_chardev_fetch_account(ended[i]);
+		if (n < ARRAY_SIZE(ended))
+			return;
 	}
-	engram_link_table_fetched(f->lt, f->error, f->wire_status, f->nr_rows, f->rtt_ns);
-	if (!f->error)
-		engram_link_fetch_sync_rows(f);
-	engram_chardev_fetch_put(f);		/* the list's */
 }
 
 static long engram_chardev_ioc_fetch(struct engram_file *ef, void __user *uarg, bool wait)
@@ -571,6 +671,7 @@ static long engram_chardev_ioc_fetch(struct engram_file *ef, void __user *uarg, 
 	ret = engram_chardev_get_arg(&a, sizeof(a), ENGRAM_FETCH_SIZE_VER0, uarg, &usize);
 	if (ret)
 		return ret;
+	engram_chardev_reap_words(ef);
 	/* Only a caller that waits here, polling, reaps a poll queue. */
 	ret = engram_chardev_fetch_start(ef, &a, wait && (a.flags & ENGRAM_FETCH_BUSY_POLL), &f);
 	if (ret)

@@ -48,6 +48,7 @@ int engram_ubuf_create_kernel(u64 length, struct engram_ubuf **out);
 void engram_ubuf_zero(struct engram_ubuf *b, u64 len);
 void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src, u64 soff,
 		      u64 len);
+void engram_ubuf_set_word(struct engram_ubuf *b, u64 off, u64 val);
 void engram_ubuf_get(struct engram_ubuf *b);
 void engram_ubuf_put(struct engram_ubuf *b);
 const dma_addr_t *engram_ubuf_dma(struct engram_ubuf *b, struct ib_device *dev);
@@ -123,6 +124,17 @@ struct engram_fetch {
 	struct ib_send_wr inv_wrs[ENGRAM_WIRE_MAX_RANGES];
 	struct list_head done_node;	/* teardown's list of fetches to publish */
 
+	/*
+	 * The fd's fetch: its completion word (ENGRAM_FETCH_DONE_WORD), held,
+	 * set once it ends (engram_fetch_signal()), after its rows were synced
+	 * for the CPU (@rows_synced: the reap must not sync them again, as the
+	 * caller may have written there since).
+	 */
+	struct engram_ubuf *done_buf;
+	u64 done_off;
+	u64 done_value;
+	bool rows_synced;
+
 	/* outcome */
 	ktime_t start;
 	ktime_t deadline;
@@ -170,6 +182,17 @@ struct engram_fetch {
 };
 
 void engram_chardev_fetch_put(struct engram_fetch *f);
+
+/*
+ * Set the completion word of the fd's fetch, if it asked for one: the
+ * caller has synced its rows for the CPU, and nothing more can land.
+ */
+static inline void engram_fetch_signal(struct engram_fetch *f, int error)
+{
+	if (f->done_buf)
+		engram_ubuf_set_word(f->done_buf, f->done_off,
+				     error ? ENGRAM_DONE_FAILED | (u64)-error : f->done_value);
+}
 
 /* Has the fetch ended?  Its result fields may be read once this is true. */
 static inline bool engram_fetch_done(const struct engram_fetch *f)

@@ -373,6 +373,14 @@ void engram_link_publish(struct engram_fetch *f)
 	wait_queue_head_t *wq = f->wq;
 	unsigned long flags;
 
+	/* Only the fd's own fetches have a word; nothing lands after this. */
+	if (f->done_buf) {
+		if (!f->error) {
+			engram_link_fetch_sync_rows(f);
+			f->rows_synced = true;
+		}
+		engram_fetch_signal(f, f->error);
+	}
 	WARN_ON_ONCE(kref_put(&f->ref, engram_link_release_never));
 	spin_lock_irqsave(&wq->lock, flags);
 	engram_fetch_set_done(f);
@@ -1360,7 +1368,8 @@ void engram_link_fetch_end(struct engram_fetch *f)
  * else of its pieces: a part with row places spans rows of other parts,
  * and stride gaps are the caller's.  Rows fill the pieces in order, each
  * whole in one piece (engram_pieces_cut()), at place * stride of their
- * concatenation.  Process context.
+ * concatenation.  Any context: a fetch with a completion word is synced
+ * where it ends, before its word is set.
  */
 void engram_link_fetch_sync_rows(struct engram_fetch *f)
 {

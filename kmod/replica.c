@@ -710,6 +710,24 @@ static bool engram_replica_retryable(const struct engram_fetch *p)
 	}
 }
 
+/*
+ * Give the rows of every part that succeeded to the CPU, once: those of a
+ * fetch with bounced rows that succeeded were synced before their copies.
+ */
+static void engram_replica_sync_parts(struct engram_replica_fetch *rf)
+{
+	struct engram_fetch *f = rf->f, *p;
+
+	if (f->rows_synced)
+		return;
+	f->rows_synced = true;
+	if (rf->bounced && !rf->error)
+		return;
+	list_for_each_entry(p, &rf->parts, part_node)
+		if (p->link && !p->error)
+			engram_link_fetch_sync_rows(p);
+}
+
 /* The fd's fetch has ended: hand it back, as a link does its own fetches. */
 static void engram_replica_publish(struct engram_replica_fetch *rf)
 {
@@ -721,6 +739,11 @@ static void engram_replica_publish(struct engram_replica_fetch *rf)
 	f->wire_status = rf->wire_status;
 	f->bad_index = rf->bad_index;
 	f->rtt_ns = ktime_to_ns(ktime_sub(ktime_get(), f->start));
+	if (f->done_buf) {
+		/* Every part has ended: the word follows the last one's rows. */
+		engram_replica_sync_parts(rf);
+		engram_fetch_signal(f, f->error);
+	}
 	spin_lock_irqsave(&wq->lock, flags);
 	engram_fetch_set_done(f);
 	wake_up_locked(wq);
@@ -1297,9 +1320,8 @@ void engram_replica_reap(struct engram_fetch *f)
 		if (!p->link)
 			continue;	/* never sent */
 		engram_link_table_fetched(p->lt, p->error, p->wire_status, p->nr_rows, p->rtt_ns);
-		if (!p->error && !(f->rf->bounced && !f->rf->error))
-			engram_link_fetch_sync_rows(p);
 	}
+	engram_replica_sync_parts(f->rf);
 }
 
 /**

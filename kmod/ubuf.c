@@ -203,6 +203,29 @@ void engram_ubuf_copy(struct engram_ubuf *dst, u64 doff, struct engram_ubuf *src
 }
 
 /**
+ * engram_ubuf_set_word() - store a fetch's completion word
+ * @b: the buffer that holds it
+ * @off: its place, from the start of the buffer, 8-byte aligned (so in one page)
+ * @val: the value
+ *
+ * The word tells a reader that the rows before it are in place, so every
+ * write of theirs comes first: the syncs that ended a device's writes, and
+ * the CPU's copies (wmb(), as the reader may be another device: a GPU on a
+ * coherent unified-memory node).  Any context.
+ */
+void engram_ubuf_set_word(struct engram_ubuf *b, u64 off, u64 val)
+{
+	u64 pos = (b->addr & ~PAGE_MASK) + off;
+	void *p;
+
+	/* The rows' stores (syncs, CPU copies) before the word's, for any reader. */
+	wmb();
+	p = kmap_local_page(b->pages[pos >> PAGE_SHIFT]);
+	WRITE_ONCE(*(u64 *)(p + offset_in_page(pos)), val);
+	kunmap_local(p);
+}
+
+/**
  * engram_ubuf_get() - take a reference
  * @b: the buffer
  */

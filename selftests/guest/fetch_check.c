@@ -7,7 +7,7 @@
  *   fetch_check --table NAME --file PATH --weight-offset N --scale-offset N
  *               [--dev PATH] [--link N] [--sha256 HEX] [--rows-total N] [--rows-below N]
  *               [--count N] [--batch LIST] [--seed N] [--stride N]
- *               [--offset N] [--buf-bytes N] [--mode fetch|submit]
+ *               [--offset N] [--buf-bytes N] [--mode fetch|submit|word]
  *               [--busy-poll] [--procs N] [--timeout-ms N] [--timeout-ns N]
  *               [--ranges N] [--rows-list LIST] [--expect-errno NAME]
  *               [--verify-after] [--settle-ms N] [--max-ms N] [--max-local-ms N]
@@ -28,7 +28,12 @@
  * N ranges at row boundaries, laid out in the buffer in reverse order with
  * 8 canary bytes between them, so a row placed by its index alone is caught.
  * --mode submit sends with SUBMIT, waits for POLLIN on the fd (unless
- * --busy-poll), then WAITs for the ticket.  --procs N runs N processes, each
+ * --busy-poll), then WAITs for the ticket.  --mode word sends with a
+ * completion word (engram_submit_word(), in a page registered apart) and
+ * spins on the word alone: the rows are checked the moment it changes to
+ * the fetch's value, with no WAIT; a failure value is WAITed for (the
+ * library's fallback is made there) and must carry the errno the wait
+ * returns.  --procs N runs N processes, each
  * with its own fd, buffer and seed (SEED + process number), each doing the
  * whole job.  Prints one line:
  *
@@ -111,6 +116,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -150,6 +156,7 @@ struct opts {
 	uint64_t offset;
 	uint64_t buf_bytes;		/* 0: computed */
 	bool submit, busy_poll, verify_after;
+	bool word;			/* --mode word */
 	int procs;
 	uint64_t timeout_ns;
 	uint32_t ranges;		/* 0: plain destination */
@@ -203,6 +210,9 @@ struct job {
 	uint8_t *buf;
 	size_t buf_len;
 	uint32_t buf_id;
+	uint64_t *word;			/* --mode word: in a page of its own */
+	uint32_t word_id;
+	uint64_t word_seq;
 	uint32_t *rows;			/* one batch */
 	uint64_t *pos;			/* buffer offset of each row of the batch */
 	struct engram_range *ranges;	/* --ranges of them */
@@ -468,8 +478,10 @@ static void parse_opts(int argc, char **argv, struct opts *o)
 				o->submit = false;
 			else if (!strcmp(optarg, "submit"))
 				o->submit = true;
+			else if (!strcmp(optarg, "word"))
+				o->submit = o->word = true;
 			else
-				usage_error("--mode: fetch or submit, not '%s'", optarg);
+				usage_error("--mode: fetch, submit or word, not '%s'", optarg);
 			break;
 		case O_BUSY:
 			o->busy_poll = true;
@@ -825,6 +837,56 @@ static uint64_t check_batch(struct job *j, uint64_t b, uint32_t n)
 	return bad;
 }
 
+/*
+ * --mode word: submit with a completion word and watch the word alone.
+ * Bounded by the fetch's deadline and 5 s more (60 s for the module's).
+ */
+static int do_word_fetch(struct job *j, uint32_t n, struct engram_result *res)
+{
+	const struct opts *o = j->o;
+	struct engram_word w = { .buf_id = j->word_id, .value = ++j->word_seq };
+	uint64_t v, t0 = now_ns(), limit;
+	int64_t ticket;
+	int ret;
+
+	limit = (o->timeout_ns ? o->timeout_ns : 60000000000ULL) + 5000000000ULL;
+	__atomic_store_n(j->word, 0, __ATOMIC_RELAXED);
+	ticket = engram_submit_word(j->e, j->handle, j->rows, n, o->ranges ? j->ranges : NULL,
+				    o->ranges ? j->nr_ranges : 0, o->ranges ? 0 : j->buf_id,
+				    o->ranges ? 0 : o->offset, o->stride, o->timeout_ns, &w, 0,
+				    res);
+	if (ticket < 0)
+		return (int)ticket;
+	while (!(v = __atomic_load_n(j->word, __ATOMIC_ACQUIRE))) {
+		if (now_ns() - t0 > limit) {
+			diag(j, "word: still 0 %" PRIu64 " ms after the submit", limit / 1000000);
+			engram_wait(j->e, (uint64_t)ticket, 0, 0, res);
+			return -ETIME;
+		}
+		sched_yield();
+	}
+	if (v == w.value) {
+		res->ticket = (uint64_t)ticket;
+		return 0;
+	}
+	ret = engram_wait(j->e, (uint64_t)ticket, 0, 0, res);
+	if (!(v & LIBENGRAM_WORD_FAILED)) {
+		diag(j, "word: 0x%" PRIx64 ", neither the value 0x%" PRIx64 " nor a failure",
+		     v, w.value);
+		return -EPROTO;
+	}
+	if (!ret && __atomic_load_n(j->word, __ATOMIC_ACQUIRE) != w.value) {
+		diag(j, "word: the wait fell back, but the word is 0x%" PRIx64, *j->word);
+		return -EPROTO;
+	}
+	if (ret && (uint64_t)-ret != (v & ~LIBENGRAM_WORD_FAILED)) {
+		diag(j, "word: failure %s, the wait says %s",
+		     errname((int)(v & ~LIBENGRAM_WORD_FAILED)), errname(-ret));
+		return -EPROTO;
+	}
+	return ret;
+}
+
 /* One fetch of j->rows[0..n) by the chosen mode.  Returns 0 or -errno. */
 static int do_fetch(struct job *j, uint32_t n, struct engram_result *res)
 {
@@ -834,6 +896,8 @@ static int do_fetch(struct job *j, uint32_t n, struct engram_result *res)
 	int ret;
 
 	memset(res, 0, sizeof(*res));
+	if (o->word)
+		return do_word_fetch(j, n, res);
 	if (!o->submit) {
 		if (o->ranges)
 			return engram_fetch_ranges(j->e, j->handle, j->rows, n, j->ranges,
@@ -1255,6 +1319,22 @@ static int run_job(const struct opts *o, int procno, struct proc_result *r, uint
 		step = "register";
 		goto fail_step;
 	}
+	if (o->word) {
+		long page = sysconf(_SC_PAGESIZE);
+
+		j.word = mmap(NULL, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			      -1, 0);
+		if (j.word == MAP_FAILED) {
+			j.word = NULL;
+			fprintf(stderr, "fetch_check: cannot allocate the word's page\n");
+			goto out;
+		}
+		ret = engram_buf_register(j.e, j.word, page, &j.word_id);
+		if (ret) {
+			step = "register";
+			goto fail_step;
+		}
+	}
 
 	if (o->expect) {
 		uint32_t n;
@@ -1330,9 +1410,13 @@ fail_step:
 out:
 	if (j.e && j.buf_id)
 		engram_buf_unregister(j.e, j.buf_id);
+	if (j.e && j.word_id)
+		engram_buf_unregister(j.e, j.word_id);
 	engram_close(j.e);
 	if (j.buf)
 		munmap(j.buf, j.buf_len);
+	if (j.word)
+		munmap(j.word, (size_t)sysconf(_SC_PAGESIZE));
 	if (j.fd >= 0)
 		close(j.fd);
 	if (j.map)

@@ -1047,6 +1047,130 @@ static int fetch(struct engram_ioc_fetch *a)
 	return xio(dev_fd, ENGRAM_IOC_FETCH, a);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A fetch of @n rows into sb that sets the word at @off of buffer @id. */
+static struct engram_ioc_fetch mk_wfetch(const uint32_t *rows, uint32_t n, uint32_t id,
+					 uint64_t off, uint64_t value)
+{
+	struct engram_ioc_fetch a = mk_fetch(rows, n, sb.id, 0);
+
+	a.flags = ENGRAM_FETCH_DONE_WORD;
+	a.done_buf_id = id;
+	a.done_offset = off;
+	a.done_value = value;
+	return a;
+}
+
+/*
+ * ENGRAM_FETCH_DONE_WORD: where a word may be (EINVAL, ENOENT), what it
+ * is set to (the value; ENGRAM_DONE_FAILED | ERANGE for a refusal), that
+ * a fetch that succeeded needs no WAIT (the next SUBMIT reaps it: a WAIT
+ * for it is then ENOENT) and one that failed stays for WAIT, and that a
+ * buffer holding a word in flight is unregistered only once it is set.
+ */
+static void word_cases(void)
+{
+	struct rbuf wb = { 0 };
+	struct engram_ioc_fetch a, b;
+	struct engram_ioc_wait w;
+	volatile uint64_t *word;
+	uint32_t rows[4];
+	uint64_t t0;
+	int e;
+
+	fill_rows(rows, 4);
+	reg_or_bail(&wb, pg);
+	word = (volatile uint64_t *)(void *)wb.p;
+
+	a = mk_wfetch(rows, 4, wb.id, 8, 0);
+	a.flags = 0;
+	expect(fetch(&a), EINVAL, "FETCH: done_buf_id without ENGRAM_FETCH_DONE_WORD is EINVAL");
+	a = mk_wfetch(rows, 4, wb.id, 8, 1);
+	a.reserved1 = 1;
+	expect(fetch(&a), EINVAL, "FETCH: reserved1 nonzero is EINVAL");
+	a = mk_wfetch(rows, 4, 0, 8, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word in buf_id 0 is EINVAL");
+	a = mk_wfetch(rows, 4, 5000, 8, 1);
+	expect(fetch(&a), ENOENT, "FETCH: a word in an unknown buffer is ENOENT");
+	a = mk_wfetch(rows, 4, wb.id, 4, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word at offset 4 (misaligned) is EINVAL");
+	a = mk_wfetch(rows, 4, wb.id, pg - 4, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word past the buffer's end is EINVAL");
+	a = mk_wfetch(rows, 4, wb.id, UINT64_MAX - 7, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word at offset 2^64 - 8 is EINVAL");
+	a = mk_wfetch(rows, 4, wb.id, 8, ENGRAM_DONE_FAILED | 1);
+	expect(fetch(&a), EINVAL, "FETCH: a value with bit 63 set is EINVAL");
+	a = mk_wfetch(rows, 4, sb.id, 4 * ROW - 8, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word in the last row's bytes is EINVAL");
+	a = mk_wfetch(rows, 4, sb.id, 0, 1);
+	expect(fetch(&a), EINVAL, "FETCH: a word in the first row's bytes is EINVAL");
+	a = mk_wfetch(rows, 4, sb.id, 4 * ROW, 7);
+	expect(fetch(&a), 0, "FETCH: a word just after the rows, in their buffer, works");
+
+	word[1] = 0;
+	a = mk_wfetch(rows, 4, wb.id, 8, 42);
+	e = fetch(&a);
+	expect(e, 0, "FETCH with a completion word works");
+	tap(!e && word[1] == 42, "FETCH: ... and set the word to its value (%" PRIu64 ")",
+	    (uint64_t)word[1]);
+
+	/* Succeeded: no WAIT owed; the next SUBMIT reaps it. */
+	word[2] = 0;
+	a = mk_wfetch(rows, 4, wb.id, 16, 43);
+	e = submit(&a);
+	expect(e, 0, "SUBMIT with a completion word works");
+	for (t0 = now_ms(); !e && !word[2] && now_ms() - t0 < 30000;)
+		usleep(1000);
+	tap(!e && word[2] == 43, "SUBMIT: ... and the word becomes its value (%" PRIu64 ")",
+	    (uint64_t)word[2]);
+	b = mk_fetch(rows, 4, sb2.id, 0);
+	expect(fetch(&b), 0, "FETCH after it works");
+	expect(wait_ticket(a.ticket, NULL), ENOENT,
+	       "WAIT for the word's fetch, which succeeded, after a later FETCH is ENOENT");
+
+	/* Refused by the server: the word says ERANGE, and WAIT reports it. */
+	rows[3] = (uint32_t)rows_total + 7;
+	word[3] = 0;
+	a = mk_wfetch(rows, 4, wb.id, 24, 44);
+	e = submit(&a);
+	expect(e, 0, "SUBMIT of a row past the end, with a word, is sent");
+	for (t0 = now_ms(); !e && !word[3] && now_ms() - t0 < 30000;)
+		usleep(1000);
+	tap(!e && word[3] == (ENGRAM_DONE_FAILED | ERANGE),
+	    "SUBMIT: ... and its word becomes ENGRAM_DONE_FAILED | ERANGE (0x%" PRIx64 ")",
+	    (uint64_t)word[3]);
+	b = mk_fetch(rows, 3, sb2.id, 0);
+	expect(fetch(&b), 0, "FETCH after it works");
+	e = e ? e : wait_ticket(a.ticket, &w);
+	tap(!e && w.error == -ERANGE && w.done_ticket == a.ticket,
+	    "WAIT: the failed one stayed for it, error -ERANGE (%d)", e ? 0 : w.error);
+	fill_rows(rows, 4);
+
+	/* UNREG of the word's buffer waits for the fetch that sets it. */
+	word[4] = 0;
+	a = mk_fetch(rowbuf, barrier_rows, big.id, 0);
+	a.flags = ENGRAM_FETCH_DONE_WORD;
+	a.done_buf_id = wb.id;
+	a.done_offset = 32;
+	a.done_value = 45;
+	e = submit(&a);
+	expect(e, 0, "SUBMIT of %u rows with a word in a page of its own", barrier_rows);
+	expect(unreg_fd(dev_fd, wb.id), 0, "UNREG_BUF of the word's buffer with it in flight");
+	tap(word[4] == 45 || word[4] == (ENGRAM_DONE_FAILED | ECONNRESET) ||
+	    word[4] == (ENGRAM_DONE_FAILED | ETIMEDOUT),
+	    "UNREG_BUF: ... returned with the word set (0x%" PRIx64 ")", (uint64_t)word[4]);
+	if (!e)
+		wait_ticket(a.ticket, NULL);
+	munmap(wb.p, wb.len);
+}
+
 static void fetch_cases(void)
 {
 	uint32_t rows[8], tiny, gone;
@@ -1058,14 +1182,14 @@ static void fetch_cases(void)
 
 	fill_rows(rows, 8);
 	a = mk_fetch(rows, 4, sb.id, 0);
-	a.flags = 1U << 2;
-	expect(fetch(&a), EINVAL, "FETCH: flag bit 2 is EINVAL");
+	a.flags = 1U << 3;
+	expect(fetch(&a), EINVAL, "FETCH: flag bit 3 is EINVAL");
 	a = mk_fetch(rows, 4, sb.id, 0);
 	a.flags = 1U << 31;
 	expect(fetch(&a), EINVAL, "FETCH: flag bit 31 is EINVAL");
 	a = mk_fetch(rows, 4, sb.id, 0);
-	a.flags = 1U << 2;
-	expect(submit(&a), EINVAL, "SUBMIT: flag bit 2 is EINVAL");
+	a.flags = 1U << 3;
+	expect(submit(&a), EINVAL, "SUBMIT: flag bit 3 is EINVAL");
 	a = mk_fetch(rows, 4, sb.id, 0);
 	a.reserved0 = 1;
 	expect(fetch(&a), EINVAL, "FETCH: reserved0 nonzero is EINVAL");
@@ -1839,6 +1963,7 @@ int main(int argc, char **argv)
 	reg_cases();
 	good_fetch("after the OPEN_TABLE and REG_BUF cases");
 	fetch_cases();
+	word_cases();
 	good_fetch("after the FETCH refusals");
 	wait_cases();
 	report_cases();

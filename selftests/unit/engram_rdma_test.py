@@ -74,7 +74,7 @@ def test_layout(test_libengram):
     out = subprocess.run([test_libengram, "--layout"], check=True, capture_output=True,
                          text=True).stdout
     structs = {"engram_table_info": er._TableInfo, "engram_result": er._Result,
-               "engram_range": er._Range}
+               "engram_range": er._Range, "engram_word": er._Word}
     for line in out.splitlines():
         f = line.split()
         name, size, fields = f[0], int(f[1]), dict(zip(f[2::2], map(int, f[3::2])))

@@ -45,6 +45,9 @@ static int layout(void)
 	printf("\nengram_range %zu", sizeof(struct engram_range));
 	F(engram_range, buf_id); F(engram_range, reserved); F(engram_range, offset);
 	F(engram_range, length);
+	printf("\nengram_word %zu", sizeof(struct engram_word));
+	F(engram_word, buf_id); F(engram_word, reserved); F(engram_word, offset);
+	F(engram_word, value);
 	printf("\n");
 	return 0;
 }
@@ -169,6 +172,28 @@ static void test_fetch(struct engram *e)
 	   "submit_ranges: NULL ranges is -EINVAL");
 	is(engram_submit_ranges(e, 1, rows, 3, r, 2, 264, 0, 0, &res), -ENOTTY,
 	   "submit_ranges: valid arguments reach the ioctl");
+
+	{
+		struct engram_word w = { .buf_id = 1, .offset = 8, .value = 1 };
+
+		is(engram_submit_word(e, 1, rows, 3, NULL, 0, 1, 0, 264, 0, NULL, 0, &res),
+		   -EINVAL, "submit_word: NULL word is -EINVAL");
+		is(engram_submit_word(e, 1, rows, 3, NULL, 0, 1, 0, 264, 0, &w,
+				      LIBENGRAM_BUSY_POLL, &res),
+		   -EINVAL, "submit_word: busy poll (a wait flag) is -EINVAL");
+		is(engram_submit_word(e, 1, rows, 3, r, 2, 1, 0, 264, 0, &w, 0, &res), -EINVAL,
+		   "submit_word: ranges with a buf_id is -EINVAL");
+		w.value = LIBENGRAM_WORD_FAILED | 1;
+		is(engram_submit_word(e, 1, rows, 3, NULL, 0, 1, 0, 264, 0, &w, 0, &res), -EINVAL,
+		   "submit_word: a value with bit 63 set is -EINVAL");
+		w.value = 1;
+		w.reserved = 1;
+		is(engram_submit_word(e, 1, rows, 3, NULL, 0, 1, 0, 264, 0, &w, 0, &res), -EINVAL,
+		   "submit_word: reserved nonzero is -EINVAL");
+		w.reserved = 0;
+		is(engram_submit_word(e, 1, rows, 3, NULL, 0, 1, 0, 264, 0, &w, 0, &res), -ENOENT,
+		   "submit_word: a word in a buffer the context does not know is -ENOENT");
+	}
 
 	is(engram_wait(NULL, 0, 0, 0, &res), -EINVAL, "wait: NULL context is -EINVAL");
 	is(engram_wait(e, 0, 0, 1U << 3, &res), -EINVAL, "wait: an unknown flag is -EINVAL");

@@ -43,12 +43,13 @@ _Static_assert(LIBENGRAM_MAX_RANGES == ENGRAM_WIRE_MAX_RANGES, "ranges");
 _Static_assert(sizeof(struct engram_ioc_open) == ENGRAM_OPEN_SIZE_VER0, "open size");
 _Static_assert(sizeof(struct engram_ioc_reg) == ENGRAM_REG_SIZE_VER0, "reg size");
 _Static_assert(sizeof(struct engram_ioc_unreg) == ENGRAM_UNREG_SIZE_VER0, "unreg size");
-_Static_assert(sizeof(struct engram_ioc_fetch) == ENGRAM_FETCH_SIZE_VER0, "fetch size");
+_Static_assert(sizeof(struct engram_ioc_fetch) == ENGRAM_FETCH_SIZE_VER1, "fetch size");
 _Static_assert(sizeof(struct engram_ioc_wait) == ENGRAM_WAIT_SIZE_VER0, "wait size");
 _Static_assert(sizeof(struct engram_ioc_report) == ENGRAM_REPORT_SIZE_VER0, "report size");
 _Static_assert(sizeof(struct engram_ioc_range) == 24, "range size");
 _Static_assert(sizeof(struct engram_range) == sizeof(struct engram_ioc_range),
 	       "engram_range mirrors engram_ioc_range");
+_Static_assert(LIBENGRAM_WORD_FAILED == ENGRAM_DONE_FAILED, "failed word");
 
 #define LIB_FLAGS	LIBENGRAM_BUSY_POLL
 
@@ -81,6 +82,8 @@ struct engram_sub {
 	bool local_done;		/* served locally at submit: wait returns it */
 	int32_t remote_error;
 	uint64_t local_ns;		/* with local_done: how long the read took */
+	uint64_t *word;			/* its completion word, or NULL */
+	uint64_t word_value;
 };
 
 /* A buffer registered on this context. */
@@ -915,14 +918,78 @@ static int fetch_sync(struct engram *e, struct engram_ioc_fetch *f, struct engra
 	return ret;
 }
 
+/*
+ * Set a completion word from here, once rows this library read itself are
+ * in place: the same rule as the kernel's, so an engine sees one.
+ */
+static void word_set(uint64_t *word, uint64_t value)
+{
+	if (word)
+		__atomic_store_n(word, value, __ATOMIC_RELEASE);
+}
+
+/*
+ * Resolve a completion word to the caller's memory, from the buffer
+ * records, and ask the kernel to set it.
+ */
+static int word_prep(struct engram *e, struct engram_ioc_fetch *f, const struct engram_word *w,
+		     uint64_t **addr)
+{
+	const struct engram_buf *b = NULL;
+	size_t k;
+
+	if (!w || w->reserved || (w->value & LIBENGRAM_WORD_FAILED))
+		return -EINVAL;
+	pthread_mutex_lock(&e->lock);
+	for (k = 0; k < e->nr_bufs; k++)
+		if (e->bufs[k].id == w->buf_id)
+			b = &e->bufs[k];
+	if (b && b->len >= sizeof(uint64_t) && w->offset <= b->len - sizeof(uint64_t))
+		*addr = (uint64_t *)(void *)((uint8_t *)b->addr + w->offset);
+	pthread_mutex_unlock(&e->lock);
+	if (!b)
+		return -ENOENT;
+	if (!*addr || (uintptr_t)*addr % sizeof(uint64_t))
+		return -EINVAL;
+	f->flags |= ENGRAM_FETCH_DONE_WORD;
+	f->done_buf_id = w->buf_id;
+	f->done_offset = w->offset;
+	f->done_value = w->value;
+	return 0;
+}
+
+/*
+ * Forget the submissions with a word that ended with their rows in place:
+ * the kernel reaps those at the next submission, and no wait is owed.
+ */
+static void sub_prune_words(struct engram *e)
+{
+	size_t i = 0;
+
+	pthread_mutex_lock(&e->lock);
+	while (i < e->nr_subs) {
+		struct engram_sub *s = &e->subs[i];
+
+		if (s->word && __atomic_load_n(s->word, __ATOMIC_ACQUIRE) == s->word_value) {
+			free(s->rows);
+			*s = e->subs[--e->nr_subs];
+		} else {
+			i++;
+		}
+	}
+	pthread_mutex_unlock(&e->lock);
+}
+
 /* Remember a submission on a table with a local copy; 0 or -ENOMEM. */
 static int sub_add(struct engram *e, const struct engram_ioc_fetch *f, uint64_t ticket,
-		   bool local_done, int remote_err, uint64_t local_ns)
+		   bool local_done, int remote_err, uint64_t local_ns, uint64_t *word)
 {
 	struct engram_sub s;
 	int ret;
 
 	memset(&s, 0, sizeof(s));
+	s.word = word;
+	s.word_value = f->done_value;
 	s.ticket = ticket;
 	s.handle = f->handle;
 	s.nr_rows = f->nr_rows;
@@ -966,9 +1033,10 @@ static uint64_t local_ticket(struct engram *e)
 /*
  * SUBMIT.  On a table with a local copy (and the remote path not required),
  * a submission the link refuses at once (down) is served locally now, and
- * one that goes out is remembered so that its wait can fall back.
+ * one that goes out is remembered so that its wait can fall back.  @word:
+ * the completion word's address, which rows read here are followed by.
  */
-static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f,
+static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f, uint64_t *word,
 			  struct engram_result *res)
 {
 	struct engram_result own;
@@ -986,7 +1054,8 @@ static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f,
 		err = local_only(e, &tr, f, res);
 		if (err)
 			return err;
-		err = sub_add(e, f, ticket = local_ticket(e), true, 0, res->local_ns);
+		word_set(word, f->done_value);
+		err = sub_add(e, f, ticket = local_ticket(e), true, 0, res->local_ns, word);
 		if (err)
 			return err;
 		if (res)
@@ -1001,11 +1070,12 @@ static int64_t submit_run(struct engram *e, struct engram_ioc_fetch *f,
 		err = try_fallback(e, &tr, f, (int)ret, res);
 		if (err)
 			return err;
-		err = sub_add(e, f, f->ticket, true, (int)ret, res->local_ns);
+		word_set(word, f->done_value);
+		err = sub_add(e, f, f->ticket, true, (int)ret, res->local_ns, word);
 		return err ? err : (int64_t)f->ticket;
 	}
 	/* Without memory to remember it, the fetch just has no fallback. */
-	sub_add(e, f, (uint64_t)ret, false, 0, 0);
+	sub_add(e, f, (uint64_t)ret, false, 0, 0, word);
 	return ret;
 }
 
@@ -1055,7 +1125,7 @@ PUBLIC int64_t engram_submit(struct engram *e, uint32_t handle, const uint32_t *
 		return ret;
 	f.buf_id = buf_id;
 	f.offset = offset;
-	return submit_run(e, &f, res);
+	return submit_run(e, &f, NULL, res);
 }
 
 PUBLIC int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uint32_t *rows,
@@ -1073,7 +1143,35 @@ PUBLIC int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uin
 		ret = ranges_prep(&f, ranges, nr_ranges);
 	if (ret)
 		return ret;
-	return submit_run(e, &f, res);
+	return submit_run(e, &f, NULL, res);
+}
+
+PUBLIC int64_t engram_submit_word(struct engram *e, uint32_t handle, const uint32_t *rows,
+				  uint32_t nr_rows, const struct engram_range *ranges,
+				  uint32_t nr_ranges, uint32_t buf_id, uint64_t offset,
+				  uint32_t stride, uint64_t timeout_ns,
+				  const struct engram_word *word, uint32_t flags,
+				  struct engram_result *res)
+{
+	struct engram_ioc_fetch f;
+	uint64_t *addr = NULL;
+	int ret;
+
+	if (flags & LIBENGRAM_BUSY_POLL)
+		return -EINVAL;
+	ret = fetch_prep(&f, e, handle, rows, nr_rows, stride, timeout_ns, flags);
+	if (!ret && ranges) {
+		ret = buf_id || offset ? -EINVAL : ranges_prep(&f, ranges, nr_ranges);
+	} else if (!ret) {
+		f.buf_id = buf_id;
+		f.offset = offset;
+	}
+	if (!ret)
+		ret = word_prep(e, &f, word, &addr);
+	if (ret)
+		return ret;
+	sub_prune_words(e);
+	return submit_run(e, &f, addr, res);
 }
 
 /*
@@ -1160,6 +1258,8 @@ PUBLIC int engram_wait(struct engram *e, uint64_t ticket, uint64_t timeout_ns, u
 		}
 		table_ref(e, s.handle, &tr);
 		ret = try_fallback(e, &tr, &f, ret, res);
+		if (!ret)
+			word_set(s.word, s.word_value);
 	}
 	if (have)
 		free(s.rows);

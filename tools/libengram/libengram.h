@@ -180,6 +180,24 @@ struct engram_range {
 	uint64_t length;		/* bytes */
 };
 
+/*
+ * A completion word of engram_submit_word(): 8 bytes at @offset of a
+ * registered buffer (the address 8-byte aligned, outside the bytes the
+ * fetch's rows span), set to @value once every row is in place.
+ */
+struct engram_word {
+	uint32_t buf_id;		/* from engram_buf_register() */
+	uint32_t reserved;		/* 0 */
+	uint64_t offset;		/* bytes from the start of that buffer */
+	uint64_t value;			/* bit 63 clear */
+};
+
+/*
+ * A word's value when its fetch failed: this bit and the positive errno.
+ * Above any @value, so a wait for "at least @value" ends either way.
+ */
+#define LIBENGRAM_WORD_FAILED	(1ULL << 63)
+
 /* Outcome of a fetch. */
 struct engram_result {
 	uint64_t ticket;		/* the fetch's ticket (engram_wait: the one that completed) */
@@ -441,6 +459,39 @@ int64_t engram_submit_ranges(struct engram *e, uint32_t handle, const uint32_t *
 			     uint32_t nr_rows, const struct engram_range *ranges,
 			     uint32_t nr_ranges, uint32_t stride, uint64_t timeout_ns,
 			     uint32_t flags, struct engram_result *res);
+
+/**
+ * engram_submit_word() - send a fetch that sets a completion word
+ * @e, @handle, @rows, @nr_rows, @stride, @timeout_ns, @res: as for engram_submit()
+ * @ranges: destination ranges as for engram_submit_ranges(), or NULL
+ * @nr_ranges: with @ranges
+ * @buf_id: without @ranges, the destination buffer (0 with @ranges)
+ * @offset: without @ranges, byte offset of row 0 (0 with @ranges)
+ * @word: where and what to set
+ * @flags: 0
+ *
+ * When the fetch has placed every row, the word becomes @word->value,
+ * stored after the rows: a thread (or a GPU stream on a coherent
+ * unified-memory node) that sees the value may read them at once, with no
+ * engram_wait().  When it fails, the word becomes LIBENGRAM_WORD_FAILED |
+ * errno once nothing more can land; engram_wait() on its ticket then
+ * returns the error, or, on a table with a local copy, reads the rows from
+ * it and sets the word to @word->value.  A fetch the library serves from
+ * the local copy at once sets the word before this returns.  The word is
+ * only ever set: clear it (or use a new value) before each fetch.
+ *
+ * A fetch that succeeded needs no wait; engram_wait() may still report it
+ * until the next submission on the context, which forgets it.
+ *
+ * Return: the ticket (>= 1), or a negative errno (-EINVAL for a word that
+ * is misaligned, inside the rows, or has bit 63 set; -ENOENT for an
+ * unknown buffer); the word is not touched then.
+ */
+int64_t engram_submit_word(struct engram *e, uint32_t handle, const uint32_t *rows,
+			   uint32_t nr_rows, const struct engram_range *ranges,
+			   uint32_t nr_ranges, uint32_t buf_id, uint64_t offset, uint32_t stride,
+			   uint64_t timeout_ns, const struct engram_word *word, uint32_t flags,
+			   struct engram_result *res);
 
 /**
  * engram_wait() - wait for a submitted fetch

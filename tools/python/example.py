@@ -5,7 +5,7 @@
     example.py --table NAME --file PATH --weight-offset N --scale-offset N
                [--dev PATH] [--link N] [--count N] [--seed N] [--timeout-ms N]
                [--local PATH [--local-tensor PREFIX]] [--local-dir DIR]
-               [--required] [--expect-fallback]
+               [--required] [--expect-fallback] [--word]
 
 Opens the device, opens the table by name, registers a numpy uint8 array of
 shape (count, 264), fetches random rows (the first and the last row of the
@@ -25,16 +25,39 @@ server) is then filled from the copy, exactly, and its Result says so
 (fallback True, remote_error the errno).  --required (Engram(required=True),
 ENGRAM_RDMA_REQUIRED=1) never falls back.  --expect-fallback: exit 1 unless
 every fetch came from the local copy (for tests that break the remote).
+
+--word: each batch is submitted with a completion word (one element of a
+registered uint64 array) and the word alone is watched, the engine's way;
+a failure value is waited for, which raises or falls back and sets it.
 """
 
 import argparse
 import os
 import sys
+import time
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from engram_rdma import Engram, ROW_BYTES, SCALE_BYTES, WEIGHT_BYTES  # noqa: E402
+from engram_rdma import Engram, ROW_BYTES, SCALE_BYTES, WEIGHT_BYTES, WORD_FAILED  # noqa: E402
+
+
+def fetch_word(e, t, rows, out, words, k, timeout_ms):
+    """Submit with a completion word and watch it; returns the fallback flag."""
+    words[k] = 0
+    ticket = e.submit(t, rows, out, timeout_ms=timeout_ms, word=(words[k:k + 1], k + 1))
+    end = time.monotonic() + (timeout_ms or 60000) / 1000 + 5
+    while words[k] == 0:
+        if time.monotonic() > end:
+            raise TimeoutError("the word of fetch %d was not set" % ticket)
+    if words[k] == k + 1:
+        return False
+    if not int(words[k]) & WORD_FAILED:
+        raise ValueError("word %#x is neither the value nor a failure" % int(words[k]))
+    r = e.wait(ticket)      # raises, or read the rows locally and set the word
+    if words[k] != k + 1:
+        raise ValueError("the fallback left the word at %#x" % int(words[k]))
+    return r.fallback
 
 
 def main():
@@ -53,6 +76,7 @@ def main():
                     help="tensor prefix in --local (default: the table's name)")
     ap.add_argument("--local-dir", default=None, help="directory of local copies")
     ap.add_argument("--required", action="store_true", help="never fall back")
+    ap.add_argument("--word", action="store_true", help="watch completion words, no wait")
     ap.add_argument("--expect-fallback", action="store_true",
                     help="fail unless every fetch fell back")
     a = ap.parse_args()
@@ -72,8 +96,16 @@ def main():
         out = np.empty((a.count, ROW_BYTES), dtype=np.uint8)
         e.register(out)
         step = max(1, t.max_rows)
+        words = np.zeros((a.count + step - 1) // step, dtype=np.uint64)
+        if a.word:
+            e.register(words)
         fetches = fallbacks = 0
-        for i in range(0, a.count, step):
+        for k, i in enumerate(range(0, a.count, step)):
+            if a.word:
+                fetches += 1
+                fallbacks += fetch_word(e, t, rows[i:i + step], out[i:i + step], words, k,
+                                        a.timeout_ms)
+                continue
             r = e.fetch(t, rows[i:i + step], out[i:i + step], timeout_ms=a.timeout_ms)
             fetches += 1
             if r.fallback:

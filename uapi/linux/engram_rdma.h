@@ -779,7 +779,17 @@ struct engram_ioc_range {
 /* ENGRAM_IOC_SUBMIT / ENGRAM_IOC_FETCH / ENGRAM_IOC_WAIT flags */
 #define ENGRAM_FETCH_RANGES	_BITUL(0)	/* destination is ranges[], not buf_id/offset */
 #define ENGRAM_FETCH_BUSY_POLL	_BITUL(1)	/* wait by polling, not sleeping */
-#define ENGRAM_FETCH_FLAGS	(ENGRAM_FETCH_RANGES | ENGRAM_FETCH_BUSY_POLL)
+#define ENGRAM_FETCH_DONE_WORD	_BITUL(2)	/* set a completion word when it ends */
+#define ENGRAM_FETCH_FLAGS	(ENGRAM_FETCH_RANGES | ENGRAM_FETCH_BUSY_POLL | \
+				 ENGRAM_FETCH_DONE_WORD)
+
+/*
+ * A completion word's value when its fetch failed: bit 63 and the positive
+ * errno.  It compares above any value a fetch may ask for (bit 63 clear),
+ * so a GPU stream waiting for "at least done_value" goes on either way and
+ * the engine tells the two apart.
+ */
+#define ENGRAM_DONE_FAILED	_BITULL(63)
 
 /*
  * Fetch nr_rows rows of a table into registered memory.  Row i lands at
@@ -788,6 +798,15 @@ struct engram_ioc_range {
  * ranges (no row may straddle two of them).  timeout_ns is relative to the
  * call (0: the module's timeout_ms).  SUBMIT returns once the request is
  * sent, with its ticket; FETCH also waits for it.
+ *
+ * With ENGRAM_FETCH_DONE_WORD (size >= ENGRAM_FETCH_SIZE_VER1), the 8-byte
+ * word at done_offset of registered buffer done_buf_id (its address 8-byte
+ * aligned, outside the bytes the rows span) is set when the fetch has ended: to
+ * done_value (bit 63 clear) once every row is in place, or to
+ * ENGRAM_DONE_FAILED | errno once nothing more can land.  Such a fetch
+ * needs no WAIT when it succeeds: the fd reaps it at its next SUBMIT or
+ * FETCH, and WAIT returns its result until then.  One that failed stays
+ * until WAIT (or close) reaps it, as any other.
  */
 struct engram_ioc_fetch {
 	__u32 size;
@@ -808,9 +827,15 @@ struct engram_ioc_fetch {
 	__u32 bad_index;		/* ROW_OUT_OF_RANGE, ROW_NOT_HELD: first bad position */
 	__u64 rtt_ns;			/* FETCH: submit to completion */
 	__u64 reserved[2];		/* 0 */
+	/* ENGRAM_FETCH_SIZE_VER1 */
+	__u32 done_buf_id;		/* with ENGRAM_FETCH_DONE_WORD */
+	__u32 reserved1;		/* 0 */
+	__u64 done_offset;		/* from the start of the buffer; 8-byte aligned address */
+	__u64 done_value;		/* bit 63 clear */
 };
 
 #define ENGRAM_FETCH_SIZE_VER0	104
+#define ENGRAM_FETCH_SIZE_VER1	128
 
 /* Wait for one fetch submitted on this fd (ticket), or any (ticket 0). */
 struct engram_ioc_wait {

@@ -48,7 +48,8 @@ from typing import Any, NamedTuple, Optional, Sequence, Tuple, Union
 __version__ = "0.1.0"
 
 __all__ = ["Engram", "Table", "Buffer", "Result", "ROW_BYTES", "WEIGHT_BYTES",
-           "SCALE_BYTES", "DEFAULT_DEV", "status_name", "load_library", "__version__"]
+           "SCALE_BYTES", "DEFAULT_DEV", "WORD_FAILED", "status_name", "load_library",
+           "__version__"]
 
 DEFAULT_DEV = "/dev/engram_rdma"
 WEIGHT_BYTES = 256
@@ -58,6 +59,7 @@ SHA256_LEN = 32
 NAME_MAX = 64
 BUSY_POLL = 1 << 0          # LIBENGRAM_BUSY_POLL
 KEEP_KEYS = 1 << 0          # LIBENGRAM_BUF_KEEP_KEYS
+WORD_FAILED = 1 << 63       # LIBENGRAM_WORD_FAILED: a completion word's failure bit
 
 WIRE_OK = 0
 WIRE_ROW_OUT_OF_RANGE = 5
@@ -86,6 +88,15 @@ class _Range(ctypes.Structure):
         ("reserved", ctypes.c_uint32),
         ("offset", ctypes.c_uint64),
         ("length", ctypes.c_uint64),
+    ]
+
+
+class _Word(ctypes.Structure):
+    _fields_ = [
+        ("buf_id", ctypes.c_uint32),
+        ("reserved", ctypes.c_uint32),
+        ("offset", ctypes.c_uint64),
+        ("value", ctypes.c_uint64),
     ]
 
 
@@ -159,6 +170,8 @@ def load_library() -> ctypes.CDLL:
         "engram_fetch_ranges": (ctypes.c_int, [P, u32, P, u32, prange, u32, u32, u64, u32,
                                                pres]),
         "engram_submit": (i64, [P, u32, P, u32, u32, u64, u32, u64, u32, pres]),
+        "engram_submit_word": (i64, [P, u32, P, u32, prange, u32, u32, u64, u32, u64,
+                                     ctypes.POINTER(_Word), u32, pres]),
         "engram_wait": (ctypes.c_int, [P, u64, u64, u32, pres]),
         "engram_table_set_local": (ctypes.c_int, [P, u32, ctypes.c_char_p, ctypes.c_char_p]),
         "engram_set_timeout_ms": (ctypes.c_int, [P, u32]),
@@ -653,16 +666,33 @@ class Engram:
         return _result(res)
 
     def submit(self, table: Union[Table, int], rows: Any, out: Any, offset: int = 0,
-               stride: int = ROW_BYTES, timeout_ms: Optional[float] = None) -> int:
+               stride: int = ROW_BYTES, timeout_ms: Optional[float] = None,
+               word: Optional[Tuple[Any, int]] = None) -> int:
         """Send a fetch without waiting; returns its ticket for wait().
 
-        out must not be read until wait() reports the ticket.
+        out must not be read until wait() reports the ticket, or until the
+        completion word says so: word=(where, value), where an 8-byte
+        registered object or view (a one-element uint64 array or tensor,
+        outside out's rows), set to value (below 2**63) once every row is
+        in place, or to WORD_FAILED | errno once the fetch failed and
+        nothing more can land; wait() then raises, or reads the rows from
+        the table's local copy and sets the value.  A fetch that succeeded
+        needs no wait().  Clear the word (or use a new value) each time.
         """
         raddr, n, keep, b, off = self._dest(rows, out, offset, stride)
         res = _Result()
         handle = table.handle if isinstance(table, Table) else int(table)
-        ret = self._lib.engram_submit(self._ctx(), handle, raddr, n, b.buf_id, off, stride,
-                                      _timeout_ns(timeout_ms), 0, ctypes.byref(res))
+        if word is not None:
+            wb, woff, wbytes = self._find(word[0])
+            if wbytes < 8:
+                raise ValueError("a completion word needs 8 bytes, its object has %d" % wbytes)
+            w = _Word(wb.buf_id, 0, woff, int(word[1]))
+            ret = self._lib.engram_submit_word(self._ctx(), handle, raddr, n, None, 0,
+                                               b.buf_id, off, stride, _timeout_ns(timeout_ms),
+                                               ctypes.byref(w), 0, ctypes.byref(res))
+        else:
+            ret = self._lib.engram_submit(self._ctx(), handle, raddr, n, b.buf_id, off, stride,
+                                          _timeout_ns(timeout_ms), 0, ctypes.byref(res))
         del keep
         if ret < 0:
             raise _error(ret, "submit of %d rows" % n, res)
