@@ -99,5 +99,8 @@ each_exact() {
 		run --count 8192 --batch 4096 --seed 8 --timeout-ms 60000
 }
 check "... and words exact on each" each_exact
+# The next test of the guest starts from a module of its own.
+check "unload and rmmod are clean" sh -c "'$ENGRAMCTL' unload words && rmmod engram_rdma"
 check "no warning, oops or other splat in the kernel log" kmsg_clean
+check "the module loads again" module_load
 done_testing
