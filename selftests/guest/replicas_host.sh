@@ -89,5 +89,7 @@ if [ "$H" = 1 ]; then
 fi
 
 check "the Spark lets go of this host in the end" wait_for 900 no_peer
+# For the next look when a link here did not come back (replicas_spark.sh).
+diag "GSI QP: $(rdma resource show qp 2>&1 | grep -o 'link [^ ]* lqpn 1 type GSI state [A-Z]*')"
 check "no warning, oops or other splat in this guest's kernel log" kmsg_clean
 done_testing
